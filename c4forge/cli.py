@@ -1,0 +1,62 @@
+"""The `c4forge` command: one entry point, one subcommand per stage.
+
+Each subcommand lives in its own module, which exposes ``register(subparsers)`` (argparse only,
+no heavy imports, so `--help` is instant) and ``run(args, extra) -> int``. ``extra`` holds the
+arguments argparse did not recognise; commands that run Beam jobs pass them to
+``PipelineOptions`` unchanged (``--runner DataflowRunner --project …``), every other command
+rejects them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from c4forge import __version__
+from c4forge.errors import C4ForgeError
+
+# subcommand -> module; order is the order of `c4forge --help`.
+COMMANDS: dict[str, str] = {
+    "demo": "c4forge.demo",
+    "clean": "c4forge.pipeline.clean_cli",
+    "vocab": "c4forge.tokenizers.cli",
+    "shards": "c4forge.pipeline.shards_cli",
+    "train": "c4forge.trainers.cli_train",
+    "export": "c4forge.trainers.cli_export",
+}
+
+# Commands whose unknown arguments are Beam/Spark pipeline options.
+PASSTHROUGH = {"clean", "shards"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="c4forge",
+        description="Common Crawl WET → C4 documents → SentencePiece → Arrow shards → GLU-Transformer.",
+    )
+    parser.add_argument("--version", action="version", version=f"c4forge {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module in COMMANDS.items():
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command not in PASSTHROUGH:
+        parser.error(f"unrecognized arguments for '{args.command}': {' '.join(extra)}")
+    module = importlib.import_module(COMMANDS[args.command])
+    try:
+        return int(module.run(args, extra) or 0)
+    except C4ForgeError as err:
+        print(f"c4forge {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"c4forge {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""Corpus-wide exact dedup (c4_rules.md §8) as pure functions, one per step of the shuffle.
+
+Each mode is three steps, so any engine (Beam, Spark, a test loop) can run it at any scale:
+``*_occurrences`` (per page: emit keys) → ``*_owner``/``span_removals`` (per key: decide) →
+``apply_*`` (per page, joined by url with the decisions). No step holds a global set: the only
+state is one key's occurrences or one page's decisions. Every owner choice is a minimum over
+hashes, so the result does not depend on arrival order, worker count or runner.
+
+Counters go through the ``count`` callback under stage ``dedup`` (c4_rules.md §13).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NamedTuple
+
+from c4forge.filters.counting import Count
+
+STAGE = "dedup"
+SPAN_WINDOW = 3  # sentences per window (§2)
+MIN_SENTENCES = 3  # minimum sentences per page, rechecked after dedup (§2)
+# A window made only of lone end marks ("." "?" "!" '"', Punkt's debris of "! ! !") is not text.
+LONE_END_MARKS = frozenset({".", "?", "!", '"'})
+
+
+def md5_hex(text: str) -> str:
+    return hashlib.md5(text.encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# §8.1 spans (D1: three-sentence windows, "all but one")
+
+
+class SpanOccurrence(NamedTuple):
+    """Where a window occurs. Tuple order is the owner order: smallest md5(url), then url,
+    then first position in the page (line, then sentence index)."""
+
+    url_md5: str
+    url: str
+    line_index: int
+    j: int
+    length: int  # sentences in the window: 3, or fewer for a short line
+
+
+class SpanRemoval(NamedTuple):
+    line_index: int
+    j: int
+    length: int
+
+
+def span_windows(sentences: Sequence[str]) -> Iterator[tuple[int, tuple[str, ...]]]:
+    """``(j, lowercased window)`` for one line's Punkt sentences (§8.1 step 1).
+
+    A line of n < 3 sentences is one window of n; an empty line gives none; windows made only of
+    lone end marks are skipped.
+    """
+    n = len(sentences)
+    if n == 0:
+        return
+    low = [s.lower() for s in sentences]
+    size = min(n, SPAN_WINDOW)
+    for j in range(n - size + 1):
+        window = tuple(low[j : j + size])
+        if all(s in LONE_END_MARKS for s in window):
+            continue
+        yield j, window
+
+
+def span_key(window: Sequence[str]) -> str:
+    """md5 hex of the window's sentences joined with ``\\n`` (sentences never contain one)."""
+    return md5_hex("\n".join(window))
+
+
+def span_occurrences(
+    url: str, sentences: Sequence[Sequence[str]]
+) -> Iterator[tuple[str, SpanOccurrence]]:
+    """Step 2: ``(key, occurrence)`` for every window of every line of one page.
+
+    ``sentences`` is ``CleanedPage.sentences`` (Punkt sentences per kept line), so Punkt is not
+    run a second time.
+    """
+    url_md5 = md5_hex(url)
+    for line_index, line_sents in enumerate(sentences):
+        for j, window in span_windows(line_sents):
+            yield span_key(window), SpanOccurrence(url_md5, url, line_index, j, len(window))
+
+
+def span_removals(occurrences: Iterable[SpanOccurrence]) -> list[tuple[str, SpanRemoval]]:
+    """Step 3, for one key: every occurrence except the owner's, as ``(url, removal)``.
+
+    The owner is the minimum ``(md5(url), url, line_index, j)``: one copy survives corpus-wide,
+    also when all copies are on one page. An empty list means the window is unique. The caller
+    counts ``repeated_windows`` when the list is non-empty (``count_span_key`` does both).
+    """
+    occ = list(occurrences)
+    if len(occ) < 2:
+        return []
+    owner = min(occ)
+    return [(o.url, SpanRemoval(o.line_index, o.j, o.length)) for o in occ if o is not owner]
+
+
+def count_span_key(occurrences: Iterable[SpanOccurrence], count: Count) -> list[tuple[str, SpanRemoval]]:
+    """``span_removals`` plus the ``repeated_windows`` counter (once per repeated key)."""
+    removals = span_removals(occurrences)
+    if removals:
+        count(STAGE, "repeated_windows")
+    return removals
+
+
+def apply_span_removals(
+    sentences: Sequence[Sequence[str]], removals: Iterable[SpanRemoval], count: Count
+) -> str | None:
+    """Step 4–5 for one page: delete marked sentences, rebuild lines, recheck the page.
+
+    Marks are a union over removals (overlap caveat of §8.1). Every line is rebuilt as its
+    remaining sentences joined by one space, as c4 1.0.0 did, even where nothing was removed.
+    Returns the new text, or ``None`` when the page is dropped (``empty``/``too_few_sentences``).
+    """
+    marked: dict[int, set[int]] = {}
+    for r in removals:
+        marked.setdefault(r.line_index, set()).update(range(r.j, r.j + r.length))
+    lines: list[str] = []
+    kept_sentences = 0
+    removed = 0
+    for line_index, line_sents in enumerate(sentences):
+        drop = marked.get(line_index, ())
+        keep = [s for i, s in enumerate(line_sents) if i not in drop]
+        removed += len(line_sents) - len(keep)
+        if keep:
+            lines.append(" ".join(keep))
+            kept_sentences += len(keep)
+    if removed:
+        count(STAGE, "duplicate_sentence", removed)
+    if kept_sentences == 0:
+        count(STAGE, "empty")
+        return None
+    if kept_sentences < MIN_SENTENCES:
+        count(STAGE, "too_few_sentences")
+        return None
+    count(STAGE, "passed")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# §8.2 lines (TFDS c4/en 3.1.0, exact)
+
+
+class LineOwner(NamedTuple):
+    """Candidate owner of a line key; ``min`` picks the smallest md5(url) (url breaks md5 ties,
+    which the reference never meets)."""
+
+    url_md5: str
+    url: str
+
+
+def line_key(line: str) -> str:
+    """The reference's ``_hash_text(line.strip().lower())``."""
+    return md5_hex(line.strip().lower())
+
+
+def line_occurrences(url: str, text: str) -> Iterator[tuple[str, LineOwner]]:
+    """Step 1: ``(key, candidate)`` once per distinct line key of the page.
+
+    The reference emits one pair per line; repeats within a page cannot change the per-key
+    minimum, so emitting each key once per page gives the same owners with a smaller shuffle.
+    """
+    owner = LineOwner(md5_hex(url), url)
+    seen: set[str] = set()
+    for line in text.split("\n"):
+        key = line_key(line)
+        if key not in seen:
+            seen.add(key)
+            yield key, owner
+
+
+def line_owner(candidates: Iterable[LineOwner]) -> LineOwner:
+    """Step 2, for one key: the page that keeps the line (a combine: associative, commutative)."""
+    return min(candidates)
+
+
+def apply_line_dedup(
+    text: str,
+    owned_keys: Iterable[str],
+    count: Count,
+    split_sentences: Callable[[str], list[str]],
+) -> str | None:
+    """Steps 3–5 for one page: keep owned lines at their first occurrence, recheck with Punkt.
+
+    ``owned_keys`` are the keys this page owns (joined by url). ``split_sentences`` is Punkt;
+    it runs on the **joined** text as in the reference, so a page can lose a sentence here
+    without losing a line (a line ending in ``"`` merges with the next).
+    """
+    owned = set(owned_keys)
+    seen: set[str] = set()
+    kept: list[str] = []
+    for line in text.split("\n"):
+        key = line_key(line)
+        if key not in owned:
+            count(STAGE, "global_duplicate")
+        elif key in seen:
+            count(STAGE, "local_duplicate")
+        else:
+            count(STAGE, "line_passed")
+            kept.append(line)
+            seen.add(key)
+    new_text = "\n".join(kept)
+    if not new_text:
+        count(STAGE, "empty")
+        return None
+    if len(split_sentences(new_text)) < MIN_SENTENCES:
+        count(STAGE, "too_few_sentences")
+        return None
+    count(STAGE, "passed")
+    return new_text
+
+
+# --------------------------------------------------------------------------------------------
+# In-memory drivers: the same three steps over a list of pages. For tests and small corpora;
+# the Beam job runs the steps as a shuffle instead.
+
+
+def dedup_spans_local(
+    pages: Sequence[tuple[str, Sequence[Sequence[str]]]], count: Count
+) -> dict[str, str | None]:
+    """``{url: new text or None}`` for ``(url, sentences)`` pages, by the three span steps."""
+    by_key: dict[str, list[SpanOccurrence]] = {}
+    for url, sentences in pages:
+        for key, occ in span_occurrences(url, sentences):
+            by_key.setdefault(key, []).append(occ)
+    removals: dict[str, list[SpanRemoval]] = {}
+    for key in sorted(by_key):
+        for url, rem in count_span_key(by_key[key], count):
+            removals.setdefault(url, []).append(rem)
+    return {url: apply_span_removals(s, removals.get(url, []), count) for url, s in pages}
+
+
+def dedup_lines_local(
+    pages: Sequence[tuple[str, str]], count: Count, split_sentences: Callable[[str], list[str]]
+) -> dict[str, str | None]:
+    """``{url: new text or None}`` for ``(url, text)`` pages, by the three line steps."""
+    candidates: dict[str, list[LineOwner]] = {}
+    for url, text in pages:
+        for key, cand in line_occurrences(url, text):
+            candidates.setdefault(key, []).append(cand)
+    owned: dict[str, list[str]] = {}
+    for key, cands in candidates.items():
+        owned.setdefault(line_owner(cands).url, []).append(key)
+    return {
+        url: apply_line_dedup(text, owned.get(url, []), count, split_sentences)
+        for url, text in pages
+    }

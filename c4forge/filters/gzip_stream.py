@@ -1,0 +1,183 @@
+"""A multi-member gzip decoder that reports truncation and corruption itself (c4_rules.md §3.2).
+
+Why not ``gzip.GzipFile``: it raises ``EOFError`` on a cut member, and warcio treats that as a
+clean end of file, so a whole decoded block is silently lost. Why not warcio's own
+decompression: a truncated member just yields a short record with no error. This reader
+decodes member by member with ``zlib.decompressobj``, delivers every byte decoded before a
+fault, then ends the stream and sets ``.truncated`` (with a human-readable ``.fault``).
+
+Compression is detected from the magic bytes ``1f 8b`` (C1), never from the file name; other
+input is passed through unchanged.
+"""
+
+from __future__ import annotations
+
+import io
+import zlib
+from typing import BinaryIO
+
+GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK = 1 << 16  # compressed bytes read per step
+_MIN_OUT = 1 << 20  # decompressed bytes produced per step at most (bounds memory on bombs)
+
+
+def _read_exactly(raw: BinaryIO, n: int) -> bytes:
+    """Up to ``n`` bytes; fewer only at end of input (raw streams may return short reads)."""
+    parts: list[bytes] = []
+    got = 0
+    while got < n:
+        b = raw.read(n - got)
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+    return b"".join(parts)
+
+
+class DecodedStream(io.RawIOBase):
+    """Readable binary stream of the decoded bytes of ``raw``.
+
+    Attributes: ``compressed`` (input started with ``1f 8b``), ``members`` (gzip members
+    started), ``truncated`` (the input ended inside a member, zlib reported corrupt data, or
+    non-gzip bytes followed a member), ``corrupt`` (zlib reported bad data, e.g. a CRC
+    mismatch: bytes of the faulty member may be wrong, not just missing), ``fault`` (why),
+    ``decoded_bytes`` (delivered so far), ``verified_bytes`` (decoded bytes that belong to
+    members whose CRC and length trailer checked out; all bytes for uncompressed input).
+    ``truncated`` is only final once the stream has been read to its end.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        super().__init__()
+        self._raw = raw
+        head = _read_exactly(raw, 2)
+        self.compressed = head == GZIP_MAGIC
+        self.members = 0
+        self.truncated = False
+        self.corrupt = False
+        self.fault: str | None = None
+        self.decoded_bytes = 0
+        self.verified_bytes = 0
+        self._produced = 0
+        self._input = head  # compressed bytes not yet given to zlib (or passthrough prefix)
+        self._pending = memoryview(b"")  # decoded bytes not yet delivered
+        self._d: zlib._Decompress | None = None  # current member's decompressor
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        n = len(b)
+        if n == 0:
+            return 0
+        while not self._pending and not self._eof:
+            self._fill(max(n, _MIN_OUT))
+        k = min(n, len(self._pending))
+        b[:k] = self._pending[:k]
+        self._pending = self._pending[k:]
+        self.decoded_bytes += k
+        return k
+
+    def peek(self, n: int) -> bytes:
+        """The next ``n`` decoded bytes (fewer at the end) without consuming them."""
+        while len(self._pending) < n and not self._eof:
+            before = bytes(self._pending)
+            self._pending = memoryview(b"")
+            self._fill(_MIN_OUT)
+            self._pending = memoryview(before + bytes(self._pending))
+        return bytes(self._pending[:n])
+
+    def _set_pending(self, data: bytes) -> None:
+        self._pending = memoryview(data)
+        self._produced += len(data)
+        if not self.compressed:
+            self.verified_bytes = self._produced
+
+    def _fault(self, why: str) -> None:
+        self.truncated = True
+        self.fault = why
+        self._eof = True
+
+    def _fill(self, max_out: int) -> None:
+        if not self.compressed:
+            data = self._input or self._raw.read(_CHUNK)
+            self._input = b""
+            if data:
+                self._set_pending(data)
+            else:
+                self._eof = True
+            return
+
+        if self._d is None:  # between members
+            if len(self._input) < 2:
+                self._input += _read_exactly(self._raw, _CHUNK)
+            if not self._input:
+                self._eof = True  # clean end exactly at a member boundary
+                return
+            if self.members and self._input[:1] == b"\x00":
+                # NUL padding between/after members is skipped, as Python's gzip module does.
+                self._input = self._input.lstrip(b"\x00")
+                return
+            if not self._input.startswith(GZIP_MAGIC):
+                self._fault(
+                    f"bytes after gzip member {self.members} are not a gzip member "
+                    f"(starts with {self._input[:4].hex()})"
+                )
+                return
+            self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            self.members += 1
+
+        d = self._d
+        data = self._input or self._raw.read(_CHUNK)
+        self._input = b""
+        if not data:
+            # Input exhausted: flush what zlib still holds (output capped by max_out earlier).
+            try:
+                out = d.decompress(b"", max_out)
+            except zlib.error as e:  # pragma: no cover - zlib reports errors while consuming
+                self.corrupt = True
+                self._fault(f"corrupt gzip member {self.members}: {e}")
+                return
+            if out:
+                self._set_pending(out)
+            if d.eof:
+                self.verified_bytes = self._produced
+                self._d = None
+            elif not out:
+                self._fault(f"input ended inside gzip member {self.members}")
+            return
+        backup = d.copy()
+        try:
+            out = d.decompress(data, max_out)
+        except zlib.error as e:
+            self._set_pending(self._salvage(backup, data))
+            self.corrupt = True
+            self._fault(f"corrupt gzip member {self.members}: {e}")
+            return
+        if out:
+            self._set_pending(out)
+        if d.eof:
+            self.verified_bytes = self._produced
+            self._input = d.unused_data
+            self._d = None
+        else:
+            self._input = d.unconsumed_tail
+
+    @staticmethod
+    def _salvage(d: zlib._Decompress, data: bytes) -> bytes:
+        """Re-decode ``data`` a byte at a time to keep every byte zlib produced before the fault
+        (a single ``decompress`` call that fails returns nothing). Only runs on corrupt input."""
+        out: list[bytes] = []
+        for i in range(len(data)):
+            try:
+                out.append(d.decompress(data[i : i + 1]))
+            except zlib.error:
+                break
+            if d.eof:
+                break
+        return b"".join(out)
+
+
+def open_decoded(raw: BinaryIO) -> DecodedStream:
+    """Wrap ``raw`` (compressed or not) as a stream of decoded bytes (see ``DecodedStream``)."""
+    return DecodedStream(raw)

@@ -1,0 +1,290 @@
+"""Near-duplicate removal with MinHash-LSH, as pure functions over pages, buckets and edges.
+
+Why this shape: every step is either per page, per LSH bucket, per edge pair or per graph node,
+so Beam and Spark run the same functions as shuffles (GroupByKey) and no worker ever holds more
+than one key's values. Steps (``--near-dedup minhash``, after the exact dedup of §8):
+
+1. ``band_entries``: per page, a datasketch MinHash over word n-grams, cut into ``b`` bands of
+   ``r`` rows (``b, r`` = datasketch ``MinHashLSH``'s own ``_optimal_param`` for the threshold).
+2. ``bucket_pairs``: per band bucket, a star of candidate pairs to the bucket's smallest node,
+   each verified by the signatures' estimated Jaccard (``>= threshold``).
+3. ``pair_edge``: per distinct pair (the same pair can share several bands), count
+   ``candidates``/``true_pairs`` once and keep the verified ones as graph edges.
+4. Connected components by large-star / small-star (Kiveris et al., "Connected Components in
+   MapReduce and Beyond", SoCC 2014), each round two shuffles, bounded rounds. At convergence
+   every component is a star around its smallest node.
+5. The survivor of a component is its smallest node; a node is ``md5(url)`` hex, so the
+   survivor is the page with the smallest md5 of its URL. Every other node is ``removed``.
+
+Counters (stage ``near_dedup``): ``candidates``, ``true_pairs`` (info), ``removed``, ``passed``
+(pages in = removed + passed), ``unconverged`` (info: components not finished within the round
+bound; 0 on every graph we have seen, see ``MAX_ROUNDS``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from c4forge.errors import ConfigError
+from c4forge.filters.counting import Count
+
+STAGE = "near_dedup"
+REASONS = ("candidates", "true_pairs", "removed", "passed", "unconverged")
+SEED = 1  # datasketch.MinHash(seed=1), the library default; fixed so signatures are reproducible
+# Large-star/small-star needs O(log^2 n) rounds in theory and a handful in practice; the bound
+# keeps a pathological graph from looping forever (unfinished nodes are counted `unconverged`).
+MAX_ROUNDS = 16
+
+
+@dataclass(frozen=True)
+class MinHashParams:
+    ngram: int = 5
+    num_perm: int = 128
+    threshold: float = 0.8
+    bands: int = 0  # derived by ``make_params``
+    rows: int = 0
+
+    def fingerprint(self) -> dict:
+        import datasketch
+
+        return {
+            "ngram": self.ngram, "num_perm": self.num_perm, "threshold": self.threshold,
+            "bands": self.bands, "rows": self.rows, "seed": SEED,
+            "datasketch": datasketch.__version__ if hasattr(datasketch, "__version__") else "",
+        }
+
+
+def make_params(ngram: int = 5, num_perm: int = 128, threshold: float = 0.8) -> MinHashParams:
+    """Validate the options and derive bands/rows exactly as ``datasketch.MinHashLSH`` does."""
+    from datasketch.lsh import _optimal_param
+
+    if isinstance(ngram, bool) or not isinstance(ngram, int) or ngram < 1:
+        raise ConfigError(f"--ngram must be an integer >= 1, got {ngram!r}")
+    if isinstance(num_perm, bool) or not isinstance(num_perm, int) or num_perm < 2:
+        raise ConfigError(f"--num-perm must be an integer >= 2, got {num_perm!r}")
+    if not isinstance(threshold, (int, float)) or not (0.0 < threshold <= 1.0):
+        raise ConfigError(f"--threshold must be in (0, 1], got {threshold!r}")
+    # MinHashLSH(threshold, num_perm) with its default weights (0.5, 0.5).
+    bands, rows = _optimal_param(threshold, num_perm, 0.5, 0.5)
+    if bands < 1 or rows < 1 or bands * rows > num_perm:
+        raise ConfigError(
+            f"--num-perm {num_perm} is too small for --threshold {threshold} "
+            f"(bands={bands}, rows={rows})"
+        )
+    return MinHashParams(ngram, num_perm, float(threshold), bands, rows)
+
+
+def node_id(url: str) -> str:
+    """A page's graph node: md5 hex of its URL, so ``min`` over a component is the survivor."""
+    return hashlib.md5(url.encode("utf-8")).hexdigest()
+
+
+def shingles(text: str, ngram: int) -> set[bytes]:
+    """Lowercased whitespace-word n-grams (UTF-8). A page shorter than ``ngram`` words is one
+    shingle of all its words, so short pages still get a signature (datatrove does the same)."""
+    words = text.lower().split()
+    if not words:
+        return set()
+    if len(words) <= ngram:
+        return {" ".join(words).encode("utf-8")}
+    return {" ".join(words[i : i + ngram]).encode("utf-8") for i in range(len(words) - ngram + 1)}
+
+
+@functools.lru_cache(maxsize=8)
+def _permutations(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
+    """datasketch draws its permutations from ``RandomState(seed)``; drawing them once per
+    process (and passing them in) gives the same signatures without the per-page cost."""
+    from datasketch import MinHash
+
+    return MinHash(num_perm=num_perm, seed=SEED).permutations
+
+
+def signature(text: str, params: MinHashParams) -> np.ndarray | None:
+    """``MinHash(num_perm, seed=1)`` hash values over the page's shingles (``None``: no words)."""
+    from datasketch import MinHash
+
+    grams = shingles(text, params.ngram)
+    if not grams:
+        return None
+    m = MinHash(num_perm=params.num_perm, seed=SEED, permutations=_permutations(params.num_perm))
+    m.update_batch(list(grams))
+    return m.hashvalues.astype(np.uint64)
+
+
+def band_entries(
+    node: str, sig: np.ndarray, params: MinHashParams
+) -> Iterator[tuple[bytes, tuple[str, bytes]]]:
+    """``(band key, (node, signature bytes))`` for each of the ``b`` bands.
+
+    The key is the band index plus the band's hash values, like MinHashLSH's per-band tables.
+    The full signature rides along so a bucket can verify its pairs without another join.
+    """
+    raw = sig.astype("<u8").tobytes()
+    for b in range(params.bands):
+        lo, hi = b * params.rows, (b + 1) * params.rows
+        yield b.to_bytes(2, "big") + raw[lo * 8 : hi * 8], (node, raw)
+
+
+def estimated_jaccard(a: bytes, b: bytes) -> float:
+    """Fraction of equal hash values (what ``MinHash.jaccard`` returns)."""
+    x = np.frombuffer(a, dtype="<u8")
+    y = np.frombuffer(b, dtype="<u8")
+    return float(np.count_nonzero(x == y)) / float(len(x))
+
+
+def bucket_pairs(
+    members: Iterable[tuple[str, bytes]], params: MinHashParams
+) -> Iterator[tuple[tuple[str, str], bool]]:
+    """For one band bucket: ``((smallest node, other node), verified)`` per other member.
+
+    A star to the smallest node keeps the bucket's connectivity with ``k - 1`` pairs instead of
+    ``k(k-1)/2``; a member that is near another member but not near the smallest one can still
+    be joined through a bucket of another band. Duplicate members (same node) collapse.
+    """
+    by_node: dict[str, bytes] = {}
+    for node, sig in members:
+        by_node.setdefault(node, sig)
+    if len(by_node) < 2:
+        return
+    nodes = sorted(by_node)
+    root = nodes[0]
+    root_sig = by_node[root]
+    for other in nodes[1:]:
+        ok = estimated_jaccard(root_sig, by_node[other]) >= params.threshold
+        yield (root, other), ok
+
+
+def pair_edge(
+    pair: tuple[str, str], verified: Iterable[bool], count: Count
+) -> Iterator[tuple[str, str]]:
+    """For one distinct candidate pair (it may come from several bands): count it, and emit
+    it as a graph edge when verified. All flags of a pair are equal (same two signatures)."""
+    count(STAGE, "candidates")
+    if any(verified):
+        count(STAGE, "true_pairs")
+        yield pair
+
+
+# ------------------------------------------------------------------------------------------
+# Connected components: large-star / small-star over an edge list.
+# Edges are (u, v) with u != v; an engine groups them by node and calls the per-node function.
+
+
+def large_star_input(edge: tuple[str, str]) -> Iterator[tuple[str, str]]:
+    """Large-star groups each node with all its neighbours: emit both directions."""
+    u, v = edge
+    yield u, v
+    yield v, u
+
+
+def large_star(node: str, neighbours: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """Connect every larger neighbour to the smallest node of the closed neighbourhood."""
+    nbrs = set(neighbours)
+    m = min(nbrs | {node})
+    for v in nbrs:
+        if v > node:
+            yield v, m
+
+
+def small_star_input(edge: tuple[str, str]) -> Iterator[tuple[str, str]]:
+    """Small-star groups each node with its smaller neighbours: key by the larger end."""
+    u, v = edge
+    yield (u, v) if u > v else (v, u)
+
+
+def small_star(node: str, smaller: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """Connect the node and its smaller neighbours to the smallest of them."""
+    nbrs = set(smaller)
+    m = min(nbrs | {node})
+    for v in nbrs | {node}:
+        if v != m:
+            yield v, m
+
+
+def canonical(edge: tuple[str, str]) -> tuple[str, str] | None:
+    """``(larger, smaller)``; ``None`` for a self-loop. Both star steps emit ``(v, m)``."""
+    u, v = edge
+    if u == v:
+        return None
+    return (u, v) if u > v else (v, u)
+
+
+def is_star_node(node: str, neighbours: Iterable[str]) -> bool:
+    """At convergence a node is a leaf with one smaller neighbour, or a centre whose
+    neighbours are all larger. Anything else means the round bound was hit."""
+    nbrs = set(neighbours)
+    smaller = [v for v in nbrs if v < node]
+    return not smaller or (len(nbrs) == 1)
+
+
+def removed_node(edge: tuple[str, str]) -> str:
+    """A converged edge is (leaf, centre) with centre = component minimum: the leaf goes."""
+    leaf, _centre = edge
+    return leaf
+
+
+# ------------------------------------------------------------------------------------------
+# In-memory drivers for tests and small inputs: the same functions, grouped with dicts.
+
+
+def _group(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for k, v in pairs:
+        out.setdefault(k, []).append(v)
+    return out
+
+
+def star_round(edges: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """One large-star then one small-star step over canonical edges."""
+    grouped = _group(p for e in edges for p in large_star_input(e))
+    large = {c for n, nb in grouped.items() for e in large_star(n, nb) if (c := canonical(e))}
+    grouped = _group(p for e in large for p in small_star_input(e))
+    return {c for n, nb in grouped.items() for e in small_star(n, nb) if (c := canonical(e))}
+
+
+def components_local(
+    edges: Iterable[tuple[str, str]], max_rounds: int = MAX_ROUNDS
+) -> tuple[set[tuple[str, str]], int]:
+    """Star edges ``(leaf, component minimum)`` and the number of rounds used."""
+    current = {c for e in edges if (c := canonical(e))}
+    for rnd in range(1, max_rounds + 1):
+        nxt = star_round(current)
+        if nxt == current:
+            return current, rnd
+        current = nxt
+    return current, max_rounds
+
+
+def near_dedup_local(
+    pages: Iterable[tuple[str, str]], params: MinHashParams, count: Count
+) -> set[str]:
+    """URLs removed from ``(url, text)`` pages: the whole method on dicts (tests, reference)."""
+    urls: dict[str, str] = {}
+    buckets: dict[bytes, list[tuple[str, bytes]]] = {}
+    for url, text in pages:
+        node = node_id(url)
+        urls[node] = url
+        sig = signature(text, params)
+        if sig is None:
+            continue
+        for key, member in band_entries(node, sig, params):
+            buckets.setdefault(key, []).append(member)
+    flags: dict[tuple[str, str], list[bool]] = {}
+    for members in buckets.values():
+        for pair, ok in bucket_pairs(members, params):
+            flags.setdefault(pair, []).append(ok)
+    edges = [e for pair in sorted(flags) for e in pair_edge(pair, flags[pair], count)]
+    stars, _ = components_local(edges)
+    grouped = _group(p for e in stars for p in large_star_input(e))
+    unconverged = sum(1 for n, nb in grouped.items() if not is_star_node(n, nb))
+    if unconverged:
+        count(STAGE, "unconverged", unconverged)
+    removed = {urls[removed_node(e)] for e in stars}
+    count(STAGE, "removed", len(removed))
+    count(STAGE, "passed", len(urls) - len(removed))
+    return removed

@@ -1,0 +1,48 @@
+"""URL normalization and URL dedup choice (c4_rules.md §4).
+
+``normalize_url`` copies the reference's three regex steps verbatim, quirks included (it is
+not a URL canonicaliser: it only has to give the same keys as TFDS c4/en 3.1.0).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from c4forge.filters.wet import Page
+
+# Reference (tfds text/c4_utils.py `_normalize_url`): unanchored, case-sensitive; the second
+# pattern's `.*` runs to the end of the string (URLs never contain a newline).
+_SCHEME_RE = re.compile(r"https?:\/\/(www\.)?")
+_TRACKING_RE = re.compile(r"\?(utm_|ref|feed).*")
+
+
+def normalize_url(url: str) -> str:
+    """§4.1: drop every ``http(s)://(www.)``, cut at the first ``?utm_``/``?ref``/``?feed``,
+    strip trailing ``/``."""
+    url = _SCHEME_RE.sub("", url)
+    url = _TRACKING_RE.sub("", url)
+    return url.rstrip("/")
+
+
+def text_md5(text: str) -> str:
+    return hashlib.md5(text.encode("utf-8")).hexdigest()
+
+
+def choose_url_copy(pages: Sequence[Page]) -> tuple[Page, bool]:
+    """§4.2 / D3: the newest ``timestamp`` (string order = ISO-8601 order); ties by the
+    smallest md5 of the text, then the smallest raw url. The flag says whether the md5 decided,
+    i.e. the newest copies did not all have the same text (counted as ``tie_text_md5``)."""
+    if not pages:
+        raise ValueError("choose_url_copy needs at least one page")
+    newest = max(p.timestamp for p in pages)
+    tied = [p for p in pages if p.timestamp == newest]
+    if len(tied) == 1:
+        return tied[0], False
+    keyed = [(text_md5(p.text), p.url, i) for i, p in enumerate(tied)]
+    best = min(keyed)
+    decided_by_md5 = any(k[0] != best[0] for k in keyed)
+    return tied[best[2]], decided_by_md5

@@ -1,0 +1,287 @@
+"""Read Common Crawl WET files into pages (c4_rules.md §3), counting every record it skips.
+
+warcio parses the WARC framing (D2); c4forge's own decoder handles gzip so truncation and
+corruption are reported instead of silently shortening the file (C1, §3.2). Memory is bounded
+by one record payload: a record is held only until warcio has moved past it (to see whether
+it was followed by the record separator, §3.7), and its payload is never larger than
+``max_record_bytes`` (C4).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.exceptions import ArchiveLoadFailed
+from warcio.recordloader import ArcWarcRecordLoader
+from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParserException
+
+from c4forge.errors import InputError
+from c4forge.filters.counting import Count
+from c4forge.filters.gzip_stream import DecodedStream, open_decoded
+from c4forge.filters.urls import normalize_url
+
+STAGE = "wet"
+DEFAULT_MAX_RECORD_BYTES = 64 << 20
+# Record types that mean "this is a crawl WARC, not a WET file" (§3.4 would count them all as
+# non_conversion and produce zero pages without telling the user why).
+HTTP_RECORD_TYPES = frozenset({"response", "request", "revisit"})
+_PARSE_ERRORS = (ArchiveLoadFailed, StatusAndHeadersParserException, ValueError, UnicodeError)
+
+
+@dataclass(frozen=True)
+class Page:
+    url: str
+    timestamp: str
+    text: str
+    normalized_url: str
+    content_type: str = ""
+    content_length: str = ""
+
+
+class _RawUriLoader(ArcWarcRecordLoader):
+    """warcio's loader, minus its URI rewriting: warcio percent-encodes spaces in
+    WARC-Target-URI, the reference keeps the header value as written. Brackets (C5) are
+    stripped by ``_target_uri`` below."""
+
+    def _ensure_target_uri_format(self, rec_headers):  # noqa: ANN001, ANN202 - warcio hook
+        return rec_headers.get_header("WARC-Target-URI")
+
+
+def _archive_iterator(stream: DecodedStream) -> ArchiveIterator:
+    # no_record_parse: WET payloads are plain text; HTTP header parsing would only misread
+    # them (and crashes on a response record without a target URI).
+    it = ArchiveIterator(stream, no_record_parse=True, check_digests=False)
+    it.loader = _RawUriLoader(verify_http=False, arc2warc=False)
+    return it
+
+
+def _target_uri(value: str | None) -> str:
+    url = (value or "").strip()
+    if len(url) >= 2 and url.startswith("<") and url.endswith(">"):
+        url = url[1:-1].strip()  # C5: WARC 1.1 draft `<…>` syntax (wget)
+    return url
+
+
+def page_text(payload: str) -> str:
+    """§3.9: universal newlines only (``\\r\\n``, ``\\r``, ``\\n``), strip, drop empty, join.
+
+    Not ``str.splitlines``: ``\\v``, ``\\f``, ``\\x1c``–``\\x1e``, ``\\x85``, U+2028/9 stay
+    inside lines, as in the reference's text-mode file reading."""
+    lines = payload.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "\n".join(s for s in (line.strip() for line in lines) if s)
+
+
+def _looks_like_warc(head: bytes) -> bool:
+    """Cheap guard before warcio: a (decoded) WARC starts with ``WARC/`` after blank lines.
+    Anything else (an ARC, JSON, HTML, random bytes) would make warcio read header "lines"
+    of unbounded length."""
+    return head.lstrip(b"\r\n").startswith(b"WARC/")
+
+
+@dataclass
+class _Held:
+    """A record whose payload was read but whose trailing separator is not yet verified."""
+
+    headers: StatusAndHeaders
+    payload: bytes
+    err_count: int
+    end_offset: int  # decoded-stream offset just after the payload
+
+
+def read_wet(
+    stream: BinaryIO,
+    name: str,
+    count: Count,
+    *,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> Iterator[Page]:
+    """Yield the pages of one WET file, counting every ``wet.*`` reason (files included).
+
+    Raises ``InputError`` naming the file if it holds HTTP request/response records before any
+    conversion record (a crawl WARC given where WET was expected).
+    """
+    count(STAGE, "files")
+    decoded = open_decoded(stream)
+    records = 0
+    malformed_file = False
+    incomplete = False
+    seen_conversion = False
+
+    if not _looks_like_warc(decoded.peek(64)):
+        if decoded.peek(1):
+            malformed_file = True
+        _finish(count, records=0, malformed=malformed_file, truncated=decoded.truncated)
+        return
+
+    it = _archive_iterator(decoded)
+    records_iter = iter(it)
+    held: _Held | None = None
+    while True:
+        try:
+            rec = next(records_iter)
+        except StopIteration:
+            rec = None
+        except _PARSE_ERRORS:
+            rec = None
+            # A parse error in the tail of a truncated stream is the truncation's doing.
+            if not (decoded.truncated and decoded.peek(1) == b""):
+                malformed_file = True
+        if held is not None:
+            page = _settle(held, it, decoded, count)
+            held = None
+            if page is not None:
+                yield page
+        if rec is None:
+            break
+
+        records += 1
+        count(STAGE, "records")
+        rec_type = rec.rec_headers.get_header("WARC-Type") or rec.rec_type or ""
+        if rec_type != "conversion":
+            if rec_type in HTTP_RECORD_TYPES and not seen_conversion:
+                raise InputError(
+                    f"{name}: found a WARC '{rec_type}' record where WET 'conversion' records "
+                    "were expected; this looks like a crawl WARC, not a WET file "
+                    "(use --input-format warc or auto)"
+                )
+            count(STAGE, "non_conversion")
+            continue
+        seen_conversion = True
+
+        length_header = rec.rec_headers.get_header("Content-Length")
+        try:
+            length = int(length_header) if length_header is not None else -1
+        except ValueError:
+            length = -1
+        if length < 0:
+            # No usable Content-Length: the next record cannot be found (C2, no resync).
+            count(STAGE, "malformed_record")
+            malformed_file = True
+            break
+        if length > max_record_bytes:
+            count(STAGE, "record_too_large")  # warcio skips the payload in chunks on advance
+            continue
+
+        payload = rec.raw_stream.read()
+        if len(payload) < length:
+            count(STAGE, "incomplete_record")  # the stream ended inside this record
+            incomplete = True
+            continue
+        end_offset = it.fh.tell() - it.reader.rem_length()
+        held = _Held(rec.rec_headers, payload, it.err_count, end_offset)
+
+    _finish(
+        count,
+        records=records,
+        malformed=malformed_file,
+        truncated=decoded.truncated or incomplete,
+    )
+
+
+def _finish(count: Count, *, records: int, malformed: bool, truncated: bool) -> None:
+    # File-level counters are information, not part of the record identity (§13): a file with
+    # zero records is `empty_file` whatever the reason; malformed and truncated add to that.
+    if records == 0:
+        count(STAGE, "empty_file")
+    if malformed:
+        count(STAGE, "malformed_file")
+    if truncated:
+        count(STAGE, "truncated_file")
+
+
+def _settle(held: _Held, it: ArchiveIterator, decoded: DecodedStream, count: Count) -> Page | None:
+    """Turn a held record into a page once warcio has moved past it, or count why not."""
+    if it.err_count > held.err_count:
+        # Not followed by the blank-line separator: its Content-Length is suspect (§3.7).
+        count(STAGE, "malformed_record")
+        return None
+    if decoded.corrupt and held.end_offset > decoded.verified_bytes:
+        # zlib reported bad data in the member this payload came from: its bytes may be wrong,
+        # not merely missing, so treat it like a cut record (choice; §3.6 only names the cut).
+        count(STAGE, "incomplete_record")
+        return None
+    try:
+        text = held.payload.decode("utf-8")  # strict (§3.8)
+    except UnicodeDecodeError:
+        count(STAGE, "invalid_utf8")
+        return None
+    h = held.headers  # get_header: first match, case-insensitive
+    url = _target_uri(h.get_header("WARC-Target-URI"))
+    timestamp = h.get_header("WARC-Date") or ""
+    body = page_text(text)
+    if not url:
+        count(STAGE, "no_url")
+        return None
+    if not body:
+        count(STAGE, "no_content")
+        return None
+    if not timestamp:
+        count(STAGE, "no_timestamp")
+        return None
+    count(STAGE, "pages")
+    return Page(
+        url=url,
+        timestamp=timestamp,
+        text=body,
+        normalized_url=normalize_url(url),
+        content_type=h.get_header("Content-Type") or "",
+        content_length=h.get_header("Content-Length") or "",
+    )
+
+
+def sniff_record_types(stream: BinaryIO, limit: int = 20) -> list[str]:
+    """``WARC-Type`` of the first ``limit`` records (gzip or not), payloads skipped unread.
+
+    For input-format detection (WET vs crawl WARC). Stops quietly at a parse error or at the
+    end of a truncated file: detection must not fail on damage that ``read_wet`` will count.
+    """
+    decoded = open_decoded(stream)
+    if not _looks_like_warc(decoded.peek(64)):
+        return []
+    types: list[str] = []
+    it = _archive_iterator(decoded)
+    try:
+        for rec in it:
+            types.append(rec.rec_headers.get_header("WARC-Type") or rec.rec_type or "")
+            if len(types) >= limit:
+                break
+    except _PARSE_ERRORS:
+        pass
+    return types
+
+
+def is_crawl_warc(types: list[str]) -> bool:
+    """True when HTTP records come before any conversion record (what ``read_wet`` rejects)."""
+    for t in types:
+        if t == "conversion":
+            return False
+        if t in HTTP_RECORD_TYPES:
+            return True
+    return False
+
+
+def _is_local(path: str) -> bool:
+    scheme, sep, _ = path.partition("://")
+    return not sep or scheme == "file" or (len(scheme) == 1 and os.name == "nt")
+
+
+def open_binary(path: str) -> BinaryIO:
+    """Open a local path or any Beam filesystem path (gs://, s3://, hdfs://…) as raw bytes.
+
+    Always uncompressed: ``read_wet`` detects gzip from the magic bytes (C1), so a ``.gz``
+    name must not make Beam decompress it first. Unopenable paths are a user error (C3).
+    """
+    try:
+        if _is_local(path):
+            local = path[len("file://") :] if path.startswith("file://") else path
+            return open(local, "rb")
+        from apache_beam.io.filesystem import CompressionTypes
+        from apache_beam.io.filesystems import FileSystems
+
+        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot open {path}: {e}") from e

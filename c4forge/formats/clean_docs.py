@@ -1,0 +1,183 @@
+"""Read clean documents: our `c4forge clean` output and the AllenAI C4 release files alike.
+
+Both use `c4-{split}.{index:05d}-of-{count:05d}.json.gz` (JSON lines with at least `text` and
+`url`), and `c4forge clean --format parquet` writes `.parquet` with the same columns. Downstream
+stages (`vocab`, `shards`) only need the file list of one split in index order and a document
+iterator, so this module is all they share. Remote paths (gs://, s3://) go through Beam's
+FileSystems, imported only when such a path is given.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+from collections.abc import Iterator
+from typing import IO, Any
+
+from c4forge.errors import InputError
+from c4forge.fsutil import check_format, read_json
+
+CLEAN_STATS_FORMAT = "c4forge.clean.stats"
+_SHARD_RE = re.compile(
+    r"^c4-(?P<split>[A-Za-z0-9_]+)\.(?P<index>\d+)-of-(?P<count>\d+)\.(?P<ext>json\.gz|json|parquet)$"
+)
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _listdir(directory: str) -> list[str]:
+    if _is_remote(directory):
+        from apache_beam.io.filesystems import FileSystems
+
+        pattern = directory.rstrip("/") + "/c4-*"
+        try:
+            results = FileSystems.match([pattern])
+        except Exception as err:  # Beam raises BeamIOError for a missing bucket/prefix
+            raise InputError(f"cannot list documents folder {directory}: {err}") from err
+        return [os.path.basename(m.path) for r in results for m in r.metadata_list]
+    if not os.path.exists(directory):
+        raise InputError(f"documents folder {directory} does not exist")
+    if not os.path.isdir(directory):
+        raise InputError(f"{directory} is not a folder of c4-{{split}}.NNNNN-of-NNNNN.json.gz files")
+    return os.listdir(directory)
+
+
+def _join(directory: str, name: str) -> str:
+    return directory.rstrip("/") + "/" + name if _is_remote(directory) else os.path.join(directory, name)
+
+
+def list_clean_shards(directory: str, split: str) -> list[str]:
+    """Paths of `c4-{split}.*` files in index order; [] when the folder has none of that split.
+
+    Refuses a missing folder and an inconsistent set (two shard counts, a duplicated index)
+    because silently reading half of a corpus is the failure we most want to avoid.
+    """
+    found: dict[int, str] = {}
+    counts: set[int] = set()
+    for name in sorted(_listdir(directory)):
+        m = _SHARD_RE.match(name)
+        if not m or m["split"] != split:
+            continue
+        index = int(m["index"])
+        if index in found:
+            raise InputError(
+                f"{directory}: two files for {split} shard {index}: {os.path.basename(found[index])}, {name}"
+            )
+        found[index] = _join(directory, name)
+        counts.add(int(m["count"]))
+    if len(counts) > 1:
+        raise InputError(f"{directory}: {split} files disagree on the shard count: {sorted(counts)}")
+    return [found[i] for i in sorted(found)]
+
+
+def shard_index(path: str) -> int:
+    """The NNNNN of `c4-{split}.NNNNN-of-MMMMM.*` (0 for a file not named that way)."""
+    m = _SHARD_RE.match(os.path.basename(path))
+    return int(m["index"]) if m else 0
+
+
+def _open_binary(path: str) -> IO[bytes]:
+    if _is_remote(path):
+        from apache_beam.io.filesystems import CompressionTypes, FileSystems
+
+        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    if not os.path.exists(path):
+        raise InputError(f"document file {path} does not exist")
+    return open(path, "rb")
+
+
+def iter_documents(path: str) -> Iterator[dict[str, Any]]:
+    """Yield each record of a clean file as a dict with a str `text` and `url` ("" if absent).
+
+    A record that is not a JSON object, or whose `text` is not a string, is an input error
+    naming file and line: such a file is not a C4 file and guessing would hide it. Empty text is
+    valid here; the consumers drop and count empty documents.
+    """
+    if path.endswith(".parquet"):
+        yield from _iter_parquet(path)
+        return
+    with _open_binary(path) as raw:
+        stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+        try:
+            for lineno, line in enumerate(stream, 1):
+                if not line.strip():
+                    continue
+                yield _record(line, path, lineno)
+        except (OSError, EOFError) as err:
+            raise InputError(f"{path}: unreadable or truncated file: {err}") from err
+
+
+def _record(line: bytes, path: str, lineno: int) -> dict[str, Any]:
+    try:
+        rec = json.loads(line)
+    except ValueError as err:
+        raise InputError(f"{path}:{lineno}: not a JSON line ({err})") from err
+    if not isinstance(rec, dict):
+        raise InputError(f"{path}:{lineno}: expected a JSON object, found {type(rec).__name__}")
+    text = rec.get("text")
+    if not isinstance(text, str):
+        raise InputError(f"{path}:{lineno}: record has no string 'text' field (keys: {sorted(rec)})")
+    url = rec.get("url")
+    rec["url"] = url if isinstance(url, str) else ""
+    return rec
+
+
+def _iter_parquet(path: str) -> Iterator[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    with _open_binary(path) as raw:
+        try:
+            table = pq.ParquetFile(raw)
+        except Exception as err:
+            raise InputError(f"{path}: not a readable Parquet file: {err}") from err
+        if "text" not in table.schema_arrow.names:
+            raise InputError(f"{path}: Parquet file has no 'text' column")
+        row = 0
+        for batch in table.iter_batches(batch_size=4096):
+            for rec in batch.to_pylist():
+                row += 1
+                if not isinstance(rec.get("text"), str):
+                    raise InputError(f"{path}: row {row}: 'text' is not a string")
+                rec["url"] = rec.get("url") or ""
+                yield rec
+
+
+def clean_stats_path(directory: str) -> str:
+    return _join(directory, "stats.json")
+
+
+def clean_stats(directory: str) -> dict | None:
+    """The clean job's stats.json (format-checked), or None for folders without one (AllenAI C4)."""
+    path = clean_stats_path(directory)
+    if _is_remote(path):
+        from apache_beam.io.filesystems import FileSystems
+
+        if not FileSystems.exists(path):
+            return None
+        with _open_binary(path) as f:
+            obj = json.loads(f.read())
+    else:
+        if not os.path.exists(path):
+            return None
+        obj = read_json(path)
+    check_format(obj, path, CLEAN_STATS_FORMAT)
+    return obj
+
+
+def split_characters(stats: dict | None, split: str) -> int | None:
+    """`outputs[split].characters` from a stats.json, when present."""
+    try:
+        return int(stats["outputs"][split]["characters"])  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def split_documents(stats: dict | None, split: str) -> int | None:
+    try:
+        return int(stats["outputs"][split]["documents"])  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):
+        return None

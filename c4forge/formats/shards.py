@@ -1,0 +1,637 @@
+"""Training shards on disk (formats.md §3): Arrow IPC stream files plus an ``index.json`` manifest.
+
+One module owns the byte layout so that the Beam writer, ``c4forge shards verify`` and the
+trainer agree on it: column types, schema metadata, the manifest and its fingerprint, the
+``_progress/`` records that make a rerun finish only the missing shards, and the §3.6 checks
+that refuse a shard set built for another vocabulary, objective or build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from c4forge.errors import ConfigError, VerificationError
+from c4forge.fsutil import (
+    atomic_open,
+    check_format,
+    dumps_canonical,
+    read_json,
+    sha256_bytes,
+    sha256_file,
+    write_json,
+)
+
+FORMAT = "c4forge.shards"
+FORMAT_VERSION = 1
+SUPPORTED_VERSIONS = (1,)
+METADATA_KEY = b"c4forge"
+INDEX_NAME = "index.json"
+PROGRESS_DIR = "_progress"
+SPLITS = ("train", "validation")
+COMPRESSIONS = (None, "lz4")
+
+# Arrow type names used in index.json's "schema" (the spec's spelling, not Arrow's str()).
+_SCALAR_TYPES: dict[str, pa.DataType] = {
+    "uint8": pa.uint8(),
+    "uint16": pa.uint16(),
+    "int32": pa.int32(),
+    "float": pa.float32(),
+}
+_LIST_PREFIX = "fixed_size_list<"
+
+
+# ----------------------------------------------------------------------------- names and types
+
+
+def shard_file_name(split: str, index: int, count: int) -> str:
+    """``train-00003-of-00064.arrow`` (§3.1)."""
+    return f"{split}-{index:05d}-of-{count:05d}.arrow"
+
+
+def choose_token_dtype(embedding_size: int, requested: str = "auto") -> str:
+    """uint16 while every id the model can see fits, else int32 (§3.1); ``int32`` forces it."""
+    if requested not in ("auto", "uint16", "int32"):
+        raise ConfigError(f"--token-dtype must be auto, uint16 or int32, got {requested!r}")
+    if requested == "int32":
+        return "int32"
+    if embedding_size > 65536:
+        if requested == "uint16":
+            raise ConfigError(
+                f"--token-dtype uint16 cannot hold ids of a {embedding_size}-row embedding "
+                "(more than 65,536); use int32"
+            )
+        return "int32"
+    return "uint16"
+
+
+def column_spec(
+    objective: str,
+    packing: str,
+    inputs_length: int,
+    targets_length: int,
+    token_dtype: str,
+    *,
+    max_predictions: int = 20,
+) -> list[dict[str, Any]]:
+    """The ``schema`` list of index.json for an objective and packing mode (§3.2)."""
+    tok = f"{_LIST_PREFIX}{token_dtype}>"
+    if objective == "bert_mlm_nsp":
+        return [
+            {"name": "input_ids", "type": tok, "length": inputs_length},
+            {"name": "token_type_ids", "type": f"{_LIST_PREFIX}uint8>", "length": inputs_length},
+            {"name": "masked_lm_positions", "type": tok, "length": max_predictions},
+            {"name": "masked_lm_ids", "type": tok, "length": max_predictions},
+            {
+                "name": "masked_lm_weights",
+                "type": f"{_LIST_PREFIX}float>",
+                "length": max_predictions,
+            },
+            {"name": "next_sentence_label", "type": "uint8"},
+        ]
+    spec = [
+        {"name": "inputs", "type": tok, "length": inputs_length},
+        {"name": "targets", "type": tok, "length": targets_length},
+    ]
+    if packing == "per_document":
+        # Segment ids and positions are < 65,536 whatever the vocabulary (§3.2), but follow the
+        # token dtype when int32 is forced so that a reader can widen every column the same way.
+        seg = f"{_LIST_PREFIX}{'uint16' if token_dtype == 'uint16' else 'int32'}>"
+        for side, length in (("inputs", inputs_length), ("targets", targets_length)):
+            spec.append({"name": f"{side}_segment_ids", "type": seg, "length": length})
+            spec.append({"name": f"{side}_positions", "type": seg, "length": length})
+    elif packing != "concat":
+        raise ConfigError(f"--packing must be concat or per_document, got {packing!r}")
+    return spec
+
+
+def _arrow_type(entry: Mapping[str, Any]) -> pa.DataType:
+    name = entry["type"]
+    if name.startswith(_LIST_PREFIX) and name.endswith(">"):
+        value = _SCALAR_TYPES[name[len(_LIST_PREFIX) : -1]]
+        # Inner values non-nullable too: a token is never missing, and a reader may rely on it.
+        return pa.list_(pa.field("item", value, nullable=False), int(entry["length"]))
+    return _SCALAR_TYPES[name]
+
+
+def numpy_dtype(entry: Mapping[str, Any]) -> np.dtype:
+    name = entry["type"]
+    if name.startswith(_LIST_PREFIX):
+        name = name[len(_LIST_PREFIX) : -1]
+    return np.dtype("float32" if name == "float" else name)
+
+
+def arrow_schema(
+    spec: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any] | None
+) -> pa.Schema:
+    """Arrow schema of a shard: every field non-nullable, ``c4forge`` metadata as canonical JSON."""
+    fields = [pa.field(e["name"], _arrow_type(e), nullable=False) for e in spec]
+    meta = (
+        {METADATA_KEY: dumps_canonical(dict(metadata)).encode()} if metadata is not None else None
+    )
+    return pa.schema(fields, metadata=meta)
+
+
+def shard_metadata(
+    fingerprint: str, vocab_sha256: str, split: str, index: int, count: int
+) -> dict[str, Any]:
+    """The per-file ``c4forge`` metadata that makes a single shard self-describing (§3.2)."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "dataset_fingerprint": fingerprint,
+        "vocab_sha256": vocab_sha256,
+        "split": split,
+        "shard_index": index,
+        "num_shards": count,
+    }
+
+
+FINGERPRINT_KEYS = ("objective", "schema", "seed", "source", "token_dtype", "vocabulary")
+
+
+def dataset_fingerprint(manifest: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of the fields that determine the rows (§3.3)."""
+    return sha256_bytes(dumps_canonical({k: manifest[k] for k in FINGERPRINT_KEYS}).encode())
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def token_counts(
+    spec: Sequence[Mapping[str, Any]], columns: Mapping[str, np.ndarray]
+) -> tuple[int, int]:
+    """Non-padding (non-zero) tokens on the input and target side (§3.3)."""
+    names = {e["name"] for e in spec}
+    if "inputs" in names:
+        return int(np.count_nonzero(columns["inputs"])), int(np.count_nonzero(columns["targets"]))
+    # bert_mlm_nsp: the encoder tokens, and the real (weighted) predictions.
+    return (
+        int(np.count_nonzero(columns["input_ids"])),
+        int(np.count_nonzero(columns["masked_lm_weights"])),
+    )
+
+
+def _batch(schema: pa.Schema, spec: Sequence[Mapping[str, Any]], columns, lo: int, hi: int):
+    arrays = []
+    for entry, f in zip(spec, schema):
+        data = np.ascontiguousarray(columns[entry["name"]][lo:hi], dtype=numpy_dtype(entry))
+        if "length" in entry:
+            arrays.append(
+                pa.FixedSizeListArray.from_arrays(pa.array(data.reshape(-1)), type=f.type)
+            )
+        else:
+            arrays.append(pa.array(data.reshape(-1), type=f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def check_columns(spec: Sequence[Mapping[str, Any]], columns: Mapping[str, np.ndarray]) -> int:
+    """Row count of ``columns`` after checking names, widths and value range against ``spec``."""
+    rows = None
+    for entry in spec:
+        name = entry["name"]
+        if name not in columns:
+            raise ValueError(f"column {name!r} missing (have {sorted(columns)})")
+        col = np.asarray(columns[name])
+        want = (col.shape[0], entry["length"]) if "length" in entry else (col.shape[0],)
+        if col.shape != want:
+            raise ValueError(f"column {name!r} has shape {col.shape}, expected {want}")
+        rows = col.shape[0] if rows is None else rows
+        if col.shape[0] != rows:
+            raise ValueError(f"column {name!r} has {col.shape[0]} rows, others {rows}")
+        dtype = numpy_dtype(entry)
+        if col.size and np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            if col.min() < info.min or col.max() > info.max:
+                raise ValueError(f"column {name!r} has values outside {dtype}")
+    return rows or 0
+
+
+def write_shard(
+    path: str,
+    spec: Sequence[Mapping[str, Any]],
+    columns: Mapping[str, np.ndarray],
+    metadata: Mapping[str, Any],
+    *,
+    batch_rows: int = 1024,
+    compression: str | None = None,
+) -> dict[str, Any]:
+    """Write one shard atomically; return its progress record (rows, tokens, bytes, sha256).
+
+    Rows are written in the order given (the caller sorts by key). An empty shard still gets
+    one empty record batch: ``datasets.Dataset.from_file`` cannot open a stream with none.
+    """
+    if compression not in COMPRESSIONS:
+        raise ConfigError(f"--compression must be none or lz4, got {compression!r}")
+    rows = check_columns(spec, columns)
+    schema = arrow_schema(spec, metadata)
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with atomic_open(path, "wb") as f:
+        sink = pa.PythonFile(f, mode="w")
+        with pa.ipc.new_stream(sink, schema, options=options) as writer:
+            for lo in range(0, max(rows, 1), batch_rows):
+                writer.write_batch(_batch(schema, spec, columns, lo, min(rows, lo + batch_rows)))
+    inputs, targets = token_counts(spec, columns)
+    return {
+        "file": os.path.basename(path),
+        "rows": rows,
+        "input_tokens": inputs,
+        "target_tokens": targets,
+        "bytes": os.path.getsize(path),
+        "sha256": sha256_file(path),
+    }
+
+
+class Progress:
+    """``_progress/<name>.json``: one record per finished shard, written after its file (§3.4).
+
+    A record is trusted only while the file beside it still has the recorded sha256, so a shard
+    that was truncated or replaced after its record was written is rebuilt on the next run.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.path = os.path.join(directory, PROGRESS_DIR)
+
+    def record_path(self, name: str) -> str:
+        return os.path.join(self.path, f"{name}.json")
+
+    def save(self, record: Mapping[str, Any]) -> None:
+        write_json(self.record_path(record["file"]), dict(record))
+
+    def load(self, name: str) -> dict[str, Any] | None:
+        try:
+            return read_json(self.record_path(name))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def finished(self, name: str, fingerprint: str) -> dict[str, Any] | None:
+        """The record of a shard that is complete and intact, else None (it must be rebuilt)."""
+        rec = self.load(name)
+        path = os.path.join(self.directory, name)
+        if rec is None or rec.get("dataset_fingerprint") != fingerprint or not os.path.exists(path):
+            return None
+        if os.path.getsize(path) != rec.get("bytes") or sha256_file(path) != rec.get("sha256"):
+            return None
+        return rec
+
+    def names(self) -> list[str]:
+        if not os.path.isdir(self.path):
+            return []
+        return sorted(
+            n[: -len(".json")] for n in os.listdir(self.path) if n.endswith(".arrow.json")
+        )
+
+
+def split_summary(num_shards: int, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The per-split block of index.json from the shard records (in shard order)."""
+    keep = ("file", "rows", "input_tokens", "target_tokens", "bytes", "sha256")
+    shards = [{k: r[k] for k in keep} for r in records]
+    return {
+        "num_shards": num_shards,
+        "rows": sum(r["rows"] for r in shards),
+        "input_tokens": sum(r["input_tokens"] for r in shards),
+        "target_tokens": sum(r["target_tokens"] for r in shards),
+        "shards": shards,
+    }
+
+
+def library_versions() -> dict[str, str]:
+    import sentencepiece
+
+    return {
+        "numpy": np.__version__,
+        "pyarrow": pa.__version__,
+        "sentencepiece": sentencepiece.__version__,
+    }
+
+
+def padding_fraction(split: Mapping[str, Any], length: int, key: str = "input_tokens") -> float:
+    """1 − tokens / (rows · length) (§3.3); 0 for an empty split."""
+    cells = split["rows"] * length
+    return 1.0 - split[key] / cells if cells else 0.0
+
+
+def make_manifest(
+    *,
+    objective: Mapping[str, Any],
+    schema: Sequence[Mapping[str, Any]],
+    seed: int,
+    source: Mapping[str, Any],
+    token_dtype: str,
+    vocabulary: Mapping[str, Any],
+    batch_rows: int,
+    compression: str | None,
+    created_by: str,
+) -> dict[str, Any]:
+    """index.json without ``splits``/``stats``/``versions``; its fingerprint is already final."""
+    manifest: dict[str, Any] = {
+        "arrow": {"batch_rows": batch_rows, "compression": compression, "ipc": "stream"},
+        "created_by": created_by,
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "objective": dict(objective),
+        "schema": [dict(e) for e in schema],
+        "seed": seed,
+        "source": dict(source),
+        "token_dtype": token_dtype,
+        "vocabulary": dict(vocabulary),
+    }
+    manifest["dataset_fingerprint"] = dataset_fingerprint(manifest)
+    return manifest
+
+
+def write_index(directory: str, manifest: Mapping[str, Any]) -> str:
+    """Write index.json (the completion marker, last) and drop ``_progress/`` (§3.4 step 4)."""
+    import shutil
+
+    path = os.path.join(directory, INDEX_NAME)
+    write_json(path, dict(manifest))
+    shutil.rmtree(os.path.join(directory, PROGRESS_DIR), ignore_errors=True)
+    return path
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def epoch_shard_order(num_shards: int, seed: int, epoch: int) -> list[int]:
+    """The order in which epoch ``epoch`` visits the train shards (formats.md §3.5).
+
+    A permutation of ``range(num_shards)`` drawn by ``numpy.random.default_rng([seed, epoch])``
+    (PCG64 seeded through SeedSequence: stable across numpy versions and platforms). Together
+    with the manifest's per-shard row counts it defines the global row index, so a resumed run
+    finds its place from the step number alone.
+    """
+    if num_shards < 0 or seed < 0 or epoch < 0:
+        raise ValueError("num_shards, seed and epoch must be non-negative")
+    return [int(i) for i in np.random.default_rng([seed, epoch]).permutation(num_shards)]
+
+
+def check_vocabulary(index_path: str, built: Mapping[str, Any], run: Mapping[str, Any]) -> None:
+    """§3.6 step 2: same vocabulary fingerprint, size and extra ids, or a message naming both."""
+    same = built.get("sha256") == run.get("sha256")
+    for key in ("vocab_size", "extra_ids"):
+        if run.get(key) is not None and built.get(key) != run.get(key):
+            same = False
+    if not same:
+        theirs = f" ({run['vocab_size']} ids)" if run.get("vocab_size") is not None else ""
+        raise VerificationError(
+            f"{index_path} was built with vocabulary {built.get('sha256')} "
+            f"({built.get('vocab_size')} ids); this run uses {run.get('sha256')}{theirs}"
+        )
+
+
+def _vocab_run_descriptor(vocab: Any) -> dict[str, Any]:
+    """Accept a vocab.json dict, a Vocabulary object, or a vocab directory / vocab.json path."""
+    if vocab is None:
+        return {}
+    if isinstance(vocab, Mapping):
+        return dict(vocab)
+    if isinstance(vocab, (str, os.PathLike)):
+        path = os.fspath(vocab)
+        if os.path.isdir(path):
+            path = os.path.join(path, "vocab.json")
+        if not os.path.exists(path):
+            raise VerificationError(f"{path}: vocabulary descriptor not found")
+        desc = read_json(path)
+        check_format(desc, path, "c4forge.vocab")
+        return desc
+    if hasattr(vocab, "descriptor"):
+        return dict(vocab.descriptor())
+    raise TypeError(f"cannot read a vocabulary from {type(vocab).__name__}")
+
+
+@dataclass
+class ShardSet:
+    """A verified shard directory. Use :meth:`open`; every read re-checks what it touches."""
+
+    directory: str
+    index: dict[str, Any]
+    fingerprint: str
+    vocab: dict[str, Any]
+    columns: list[str]
+    schema: pa.Schema = field(repr=False)
+
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        *,
+        vocab_sha256: str | None = None,
+        inputs_length: int | None = None,
+        targets_length: int | None = None,
+        vocab: Any = None,
+        full: bool = False,
+    ) -> ShardSet:
+        """Open and verify ``path`` (§3.6 steps 1–3, plus existence and sizes of every file).
+
+        ``vocab`` (vocab.json dict, directory, or Vocabulary) also checks vocab_size/extra_ids;
+        ``full=True`` opens every shard (schema, metadata, row count) and recomputes its sha256.
+        """
+        index_path = os.path.join(path, INDEX_NAME)
+        if not os.path.isdir(path):
+            raise VerificationError(f"{path}: shard directory not found")
+        if not os.path.exists(index_path):
+            hint = (
+                " (an unfinished build: rerun `c4forge shards`)"
+                if os.path.isdir(os.path.join(path, PROGRESS_DIR))
+                else ""
+            )
+            raise VerificationError(f"{index_path}: manifest not found{hint}")
+        try:
+            index = read_json(index_path)
+        except json.JSONDecodeError as err:
+            raise VerificationError(f"{index_path}: not valid JSON ({err})") from err
+        check_format(index, index_path, FORMAT, SUPPORTED_VERSIONS)
+        missing = [
+            k
+            for k in (*FINGERPRINT_KEYS, "splits", "arrow", "dataset_fingerprint")
+            if k not in index
+        ]
+        if missing:
+            raise VerificationError(f"{index_path}: missing fields {missing}")
+        fingerprint = dataset_fingerprint(index)
+        if fingerprint != index["dataset_fingerprint"]:
+            raise VerificationError(
+                f"{index_path}: dataset_fingerprint expected {fingerprint} (recomputed), "
+                f"found {index['dataset_fingerprint']}"
+            )
+        built = index["vocabulary"]
+        run = _vocab_run_descriptor(vocab)
+        if vocab_sha256 is not None:
+            run.setdefault("sha256", vocab_sha256)
+            if run["sha256"] != vocab_sha256:
+                raise ValueError("vocab_sha256 disagrees with vocab")
+        if run:
+            check_vocabulary(index_path, built, run)
+        for name, want in (("inputs_length", inputs_length), ("targets_length", targets_length)):
+            found = index["objective"].get(name)
+            if want is not None and found != want:
+                raise VerificationError(
+                    f"{index_path}: objective.{name} is {found}; this run expects {want}"
+                )
+        for split, block in index["splits"].items():
+            if len(block["shards"]) != block["num_shards"]:
+                raise VerificationError(
+                    f"{index_path}: split {split} lists {len(block['shards'])} shards, "
+                    f"expected num_shards = {block['num_shards']}"
+                )
+            for i, rec in enumerate(block["shards"]):
+                expected_name = shard_file_name(split, i, block["num_shards"])
+                if rec["file"] != expected_name:
+                    raise VerificationError(
+                        f"{index_path}: shard {i} of {split} expected {expected_name}, found {rec['file']}"
+                    )
+                file = os.path.join(path, rec["file"])
+                if not os.path.exists(file):
+                    raise VerificationError(
+                        f"{file}: missing (index.json lists {rec['rows']} rows)"
+                    )
+                size = os.path.getsize(file)
+                if size != rec["bytes"]:
+                    raise VerificationError(
+                        f"{file}: size expected {rec['bytes']} bytes (index.json), found {size}"
+                    )
+        shards = cls(
+            directory=path,
+            index=index,
+            fingerprint=fingerprint,
+            vocab=built,
+            columns=[e["name"] for e in index["schema"]],
+            schema=arrow_schema(index["schema"], None),
+        )
+        if full:
+            shards.verify(checksums=True)
+        return shards
+
+    # -- manifest views
+    @property
+    def splits(self) -> list[str]:
+        return list(self.index["splits"])
+
+    def _records(self, split: str) -> list[dict[str, Any]]:
+        if split not in self.index["splits"]:
+            raise VerificationError(
+                f"{os.path.join(self.directory, INDEX_NAME)}: no split {split!r} "
+                f"(has {sorted(self.index['splits'])})"
+            )
+        return self.index["splits"][split]["shards"]
+
+    def split_shards(self, split: str) -> list[tuple[str, int]]:
+        """``[(path, rows)]`` in shard order."""
+        return [(os.path.join(self.directory, r["file"]), r["rows"]) for r in self._records(split)]
+
+    def _record_for(self, path: str) -> tuple[str, int, dict[str, Any]]:
+        name = os.path.basename(path)
+        for split, block in self.index["splits"].items():
+            for i, rec in enumerate(block["shards"]):
+                if rec["file"] == name:
+                    return split, i, rec
+        raise VerificationError(f"{path}: not listed in {os.path.join(self.directory, INDEX_NAME)}")
+
+    # -- per-file checks
+    def _check_file_schema(self, path: str, found: pa.Schema, split: str, i: int) -> None:
+        want_fields = [(f.name, f.type, f.nullable) for f in self.schema]
+        got_fields = [(f.name, f.type, f.nullable) for f in found]
+        if got_fields != want_fields or any(
+            f.type.value_field.nullable for f in found if pa.types.is_fixed_size_list(f.type)
+        ):
+            raise VerificationError(
+                f"{path}: schema expected {_schema_text(self.schema)}, found {_schema_text(found)}"
+            )
+        raw = (found.metadata or {}).get(METADATA_KEY)
+        if raw is None:
+            raise VerificationError(f"{path}: schema metadata 'c4forge' expected, found none")
+        try:
+            meta = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise VerificationError(
+                f"{path}: schema metadata 'c4forge' is not JSON ({err})"
+            ) from err
+        count = self.index["splits"][split]["num_shards"]
+        want = shard_metadata(self.fingerprint, self.vocab["sha256"], split, i, count)
+        for key, value in want.items():
+            if meta.get(key) != value:
+                raise VerificationError(
+                    f"{path}: metadata {key} expected {value!r} (index.json), found {meta.get(key)!r}"
+                )
+
+    def iter_batches(self, path: str) -> Iterator[pa.RecordBatch]:
+        """Record batches of one shard, memory-mapped; checks schema, metadata and row count."""
+        if not os.path.isabs(path) and not os.path.exists(path):
+            path = os.path.join(self.directory, path)
+        split, i, rec = self._record_for(path)
+        rows = 0
+        try:
+            with pa.memory_map(path) as source:
+                reader = pa.ipc.open_stream(source)
+                self._check_file_schema(path, reader.schema, split, i)
+                for batch in reader:
+                    rows += batch.num_rows
+                    yield batch
+        except (pa.ArrowInvalid, OSError) as err:
+            raise VerificationError(f"{path}: unreadable Arrow stream ({err})") from err
+        if rows != rec["rows"]:
+            raise VerificationError(
+                f"{path}: rows expected {rec['rows']} (index.json), found {rows}"
+            )
+
+    def read_rows(self, split: str) -> dict[str, np.ndarray]:
+        """Every row of a split as 2-D numpy arrays (small sets and tests only)."""
+        parts: dict[str, list[np.ndarray]] = {e["name"]: [] for e in self.index["schema"]}
+        for path, _ in self.split_shards(split):
+            for batch in self.iter_batches(path):
+                for e in self.index["schema"]:
+                    parts[e["name"]].append(column_numpy(batch, e))
+        return {
+            e["name"]: np.concatenate(parts[e["name"]])
+            if parts[e["name"]]
+            else np.zeros((0, e["length"]) if "length" in e else (0,), dtype=numpy_dtype(e))
+            for e in self.index["schema"]
+        }
+
+    def verify(self, *, checksums: bool = True, progress: bool = False) -> dict[str, int]:
+        """§3.6 steps 4–5 on every shard: schema, metadata, rows, and (default) full sha256."""
+        files = [(s, p) for s in self.splits for p, _ in self.split_shards(s)]
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(files), unit="shard", desc="verify")
+        rows = 0
+        for _split, path in files:
+            if checksums:
+                _, _, rec = self._record_for(path)
+                digest = sha256_file(path)
+                if digest != rec["sha256"]:
+                    raise VerificationError(
+                        f"{path}: sha256 expected {rec['sha256']} (index.json), found {digest}"
+                    )
+            for batch in self.iter_batches(path):
+                rows += batch.num_rows
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+        return {"files": len(files), "rows": rows}
+
+
+def column_numpy(batch: pa.RecordBatch, entry: Mapping[str, Any]) -> np.ndarray:
+    """A column of a batch as a (rows, length) numpy array (zero-copy when uncompressed)."""
+    col = batch.column(entry["name"])
+    if "length" in entry:
+        return col.flatten().to_numpy(zero_copy_only=False).reshape(-1, entry["length"])
+    return col.to_numpy(zero_copy_only=False)
+
+
+def _schema_text(schema: pa.Schema) -> str:
+    return (
+        "{"
+        + ", ".join(f"{f.name}: {f.type}{'' if f.nullable else ' not null'}" for f in schema)
+        + "}"
+    )

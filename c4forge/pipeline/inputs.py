@@ -1,0 +1,168 @@
+"""Resolve the INPUT arguments of a job to a sorted list of files, before any pipeline starts.
+
+A missing path or a glob that matches nothing is a user mistake (c4_rules.md C3), so it fails
+here with an ``InputError`` naming the argument, not deep inside a worker an hour later.
+Files are listed once each and sorted by path so counters and errors come out deterministically.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import os
+from dataclasses import dataclass
+
+from c4forge.errors import InputError
+
+# What a directory contributes: Common Crawl names WET files *.warc.wet.gz; uncompressed
+# *.wet is accepted as well. WARC names are added for --input-format warc/auto.
+WET_PATTERNS = ("*.wet", "*.wet.gz")
+WARC_PATTERNS = ("*.warc", "*.warc.gz", "*.arc.gz")
+GLOB_CHARS = set("*?[")
+
+
+@dataclass(frozen=True, order=True)
+class InputFile:
+    path: str
+    size: int
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _dir_patterns(input_format: str) -> tuple[str, ...]:
+    if input_format == "wet":
+        return WET_PATTERNS
+    if input_format == "warc":
+        return WARC_PATTERNS
+    return WET_PATTERNS + WARC_PATTERNS
+
+
+def _match_remote(pattern: str) -> list[InputFile]:
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        results = FileSystems.match([pattern])
+    except Exception as err:  # Beam raises BeamIOError with per-pattern causes
+        raise InputError(f"cannot list {pattern!r}: {err}") from err
+    return [InputFile(m.path, m.size_in_bytes) for r in results for m in r.metadata_list]
+
+
+def _expand_local(spec: str, input_format: str) -> list[InputFile]:
+    path = spec[len("file://") :] if spec.startswith("file://") else spec
+    if any(c in path for c in GLOB_CHARS):
+        matches = sorted(glob.glob(path, recursive=True))
+        files = [m for m in matches if os.path.isfile(m)]
+        if not files:
+            raise InputError(f"glob {spec!r} matches no file")
+        return [InputFile(os.path.abspath(f), os.path.getsize(f)) for f in files]
+    if os.path.isdir(path):
+        patterns = _dir_patterns(input_format)
+        files = []
+        for root, dirs, names in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for n in names:
+                if not n.startswith(".") and any(fnmatch.fnmatch(n, p) for p in patterns):
+                    files.append(os.path.join(root, n))
+        if not files:
+            raise InputError(
+                f"directory {spec!r} holds no input file (looked for {', '.join(patterns)})"
+            )
+        return [InputFile(os.path.abspath(f), os.path.getsize(f)) for f in files]
+    if os.path.isfile(path):
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as err:
+            raise InputError(f"cannot open input {spec!r}: {err.strerror}") from err
+        return [InputFile(os.path.abspath(path), os.path.getsize(path))]
+    raise InputError(f"input {spec!r} does not exist")
+
+
+def _expand_remote(spec: str, input_format: str) -> list[InputFile]:
+    if any(c in spec for c in GLOB_CHARS):
+        files = _match_remote(spec)
+        if not files:
+            raise InputError(f"glob {spec!r} matches no file")
+        return files
+    files = _match_remote(spec)
+    exact = [f for f in files if f.path.rstrip("/") == spec.rstrip("/")]
+    if exact:
+        return exact
+    # A "directory" on an object store is a prefix.
+    prefix = spec.rstrip("/") + "/"
+    found: list[InputFile] = []
+    for pattern in _dir_patterns(input_format):
+        found += _match_remote(prefix + "**" + pattern[1:])
+    if not found:
+        raise InputError(f"input {spec!r} does not exist (no object, no files under it)")
+    return found
+
+
+def _read_path_list(spec: str) -> list[str]:
+    """``@paths.txt``: one path per line (as Common Crawl's ``wet.paths``); blanks and
+    ``#`` comments ignored; relative paths are relative to the list's folder."""
+    list_path = spec[1:]
+    if not list_path:
+        raise InputError("'@' must be followed by the name of a file of paths")
+    try:
+        if _is_remote(list_path):
+            from apache_beam.io.filesystems import FileSystems
+
+            with FileSystems.open(list_path) as f:
+                raw = f.read()
+        else:
+            with open(list_path, "rb") as f:
+                raw = f.read()
+    except (OSError, Exception) as err:
+        raise InputError(f"cannot read path list {list_path!r}: {err}") from err
+    if list_path.endswith(".gz") or raw[:2] == b"\x1f\x8b":
+        import gzip
+
+        raw = gzip.decompress(raw)
+    base = os.path.dirname(list_path)
+    paths = []
+    for line in raw.decode("utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if not _is_remote(line) and not os.path.isabs(line) and not _is_remote(list_path):
+            line = os.path.join(base, line)
+        elif not _is_remote(line) and _is_remote(list_path) and not line.startswith("/"):
+            line = list_path.rsplit("/", 1)[0] + "/" + line
+        paths.append(line)
+    if not paths:
+        raise InputError(f"path list {list_path!r} is empty")
+    return paths
+
+
+def resolve_inputs(specs: list[str], input_format: str = "wet") -> list[InputFile]:
+    """Expand files, globs, directories, remote paths and ``@lists`` into sorted unique files."""
+    expanded: list[str] = []
+    for spec in specs:
+        expanded += _read_path_list(spec) if spec.startswith("@") else [spec]
+    files: dict[str, InputFile] = {}
+    for spec in expanded:
+        found = (
+            _expand_remote(spec, input_format)
+            if _is_remote(spec)
+            else _expand_local(spec, input_format)
+        )
+        for f in found:
+            files.setdefault(f.path, f)
+    return sorted(files.values())
+
+
+def inputs_block(files: list[InputFile]) -> dict:
+    """The ``inputs`` block of stats.json: no directories, so runs from different folders or
+    machines on the same files compare equal."""
+    return {
+        "count": len(files),
+        "bytes": sum(f.size for f in files),
+        "names": sorted(f.name for f in files),
+    }

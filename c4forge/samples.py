@@ -1,0 +1,73 @@
+"""The bundled real sample: what `c4forge demo` and the tests feed the pipeline.
+
+Two inputs, both real text (see c4forge/data/sample/SOURCES.md):
+
+* ``real-warc-html-to-wet.resiliparse.warc.wet.gz`` — 191 WET conversion records made from real
+  WARC HTML responses (Common Crawl, archive.org, wget crawls).
+* ``c4-sample.00000-of-00001.json.gz`` — 1,000 real C4 documents. :func:`c4_sample_as_wet`
+  wraps them as WET conversion records (one gzip member per record, as Common Crawl writes
+  them), so they travel the whole cleaning job; a C4 page fed back through the cleaner should
+  come out unchanged, which makes this a fidelity check as well as a corpus.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from importlib import resources
+
+from c4forge.fsutil import atomic_write_bytes
+
+SAMPLE_PACKAGE = "c4forge.data"
+DERIVED_WET = "real-warc-html-to-wet.resiliparse.warc.wet.gz"
+C4_DOCS = "c4-sample.00000-of-00001.json.gz"
+
+
+def sample_path(name: str) -> str:
+    """Filesystem path of a file in c4forge/data/sample/."""
+    return str(resources.files(SAMPLE_PACKAGE).joinpath("sample", name))
+
+
+def iter_c4_sample() -> list[dict]:
+    """The 1,000 real C4 documents ({"text", "url", "date"}), in file order."""
+    with gzip.open(sample_path(C4_DOCS), "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def c4_docs_to_wet_bytes(docs: list[dict]) -> bytes:
+    """Serialise documents as a Common Crawl style WET file (gzip member per record)."""
+    from warcio.warcwriter import WARCWriter
+
+    out = io.BytesIO()
+    writer = WARCWriter(out, gzip=True)
+    for doc in docs:
+        payload = doc["text"].encode("utf-8")
+        headers = [
+            ("WARC-Target-URI", doc["url"]),
+            ("WARC-Date", doc.get("timestamp") or doc["date"]),
+            ("Content-Type", "text/plain"),
+        ]
+        record = writer.create_warc_record(
+            doc["url"], "conversion", payload=io.BytesIO(payload), warc_headers_dict=dict(headers)
+        )
+        writer.write_record(record)
+    return out.getvalue()
+
+
+def c4_sample_as_wet(directory: str) -> str:
+    """Write (once) the C4 sample as a WET file into ``directory`` and return its path.
+
+    warcio stamps a random WARC-Record-ID on each record; the cleaner never reads it, so the
+    cleaned output is still deterministic, but we keep the first file we wrote.
+    """
+    path = os.path.join(directory, "c4-sample-as-wet.warc.wet.gz")
+    if not os.path.exists(path):
+        atomic_write_bytes(path, c4_docs_to_wet_bytes(iter_c4_sample()))
+    return path
+
+
+def demo_inputs(directory: str) -> list[str]:
+    """All WET inputs of the demo: the derived real WET and the C4 sample as WET."""
+    return [sample_path(DERIVED_WET), c4_sample_as_wet(directory)]

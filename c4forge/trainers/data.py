@@ -1,0 +1,390 @@
+"""Training data: the global row order over a shard set, and an IterableDataset that streams it.
+
+The whole order is a pure function of ``(seed, global row index)`` and the manifest's per-shard
+row counts (formats.md §3.5): epoch ``e`` visits the train shards in ``epoch_shard_order(n, seed,
+e)``, each shard's rows in file order, epochs back to back. Step ``s`` consumes global rows
+``[s·B, (s+1)·B)``. An optional shuffle buffer permutes rows inside windows of ``K`` global
+batches with a permutation seeded by ``(seed, window)``, so it too depends only on the step. A
+resumed run therefore needs nothing but the step: no reader state is saved, nothing is replayed.
+
+Splitting: rank ``r`` of ``world`` takes rows ``[r·B/world, (r+1)·B/world)`` of each step's batch
+and cuts them into ``accum`` micro-batches; DataLoader worker ``w`` of ``n`` produces micro-batches
+``w, w+n, w+2n, …`` (counted from the start step), which the DataLoader's in-order round robin
+puts back in sequence. Tokens leave the workers as uint16/int32 and are widened on the device.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from c4forge.errors import ConfigError, InputError, VerificationError
+from c4forge.formats.shards import epoch_shard_order as shard_order
+from c4forge.fsutil import check_format, read_json
+
+SEGMENT_COLUMNS = (
+    "inputs_segment_ids",
+    "inputs_positions",
+    "targets_segment_ids",
+    "targets_positions",
+)
+_SHUFFLE_TAG = 0x5348_5546  # "SHUF": keeps the shuffle stream apart from other seeded streams
+
+
+# ---------------------------------------------------------------------------------------------
+# Shard set access (c4forge.formats.shards does the §3.6 checks).
+# ---------------------------------------------------------------------------------------------
+
+
+def open_shard_set(
+    path: str,
+    *,
+    vocab: dict | None = None,
+    inputs_length: int | None = None,
+    targets_length: int | None = None,
+    full: bool = False,
+) -> Any:
+    """Open and verify a shard set: format, vocabulary (sha256, size, extra ids), lengths.
+
+    ``full`` also opens every shard and recomputes its sha256 (``--verify-shards full``).
+    """
+    from c4forge.formats.shards import ShardSet
+
+    if not os.path.isdir(path):
+        raise InputError(f"{path}: no such shard directory")
+    return ShardSet.open(
+        path,
+        vocab=vocab,
+        inputs_length=inputs_length,
+        targets_length=targets_length,
+        full=full,
+    )
+
+
+def read_vocab_descriptor(vocab_dir: str) -> dict:
+    """``vocab.json`` of a vocabulary directory (formats.md §2): sha256, sizes, special ids."""
+    path = os.path.join(vocab_dir, "vocab.json")
+    if not os.path.isfile(path):
+        raise InputError(f"{vocab_dir}: not a c4forge vocabulary (no vocab.json)")
+    desc = read_json(path)
+    check_format(desc, path, "c4forge.vocab")
+    return desc
+
+
+# ---------------------------------------------------------------------------------------------
+# The global row order (pure functions).
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowOrder:
+    """Maps global row indices to ``(shard, row in shard)``; see the module docstring."""
+
+    shard_rows: tuple[int, ...]
+    seed: int
+    batch_size: int
+    shuffle_window: int = 0  # in global batches; 0 = no shuffle
+
+    def __post_init__(self) -> None:
+        if not self.shard_rows or sum(self.shard_rows) == 0:
+            raise InputError("the train split has no rows")
+        if self.batch_size <= 0:
+            raise ConfigError(f"--batch-size must be positive, got {self.batch_size}")
+
+    @property
+    def rows_per_epoch(self) -> int:
+        return sum(self.shard_rows)
+
+    def _epoch_layout(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        order = np.asarray(shard_order(len(self.shard_rows), self.seed, epoch), np.int64)
+        rows = np.asarray(self.shard_rows, np.int64)[order]
+        starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
+        return order, starts
+
+    def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Global row indices → (shard index, row within shard), both int64 arrays."""
+        rows = np.asarray(rows, np.int64)
+        epoch, offset = np.divmod(rows, self.rows_per_epoch)
+        shard = np.empty_like(rows)
+        within = np.empty_like(rows)
+        for e in np.unique(epoch):
+            sel = epoch == e
+            order, starts = self._epoch_layout(int(e))
+            pos = np.searchsorted(starts, offset[sel], side="right") - 1
+            shard[sel] = order[pos]
+            within[sel] = offset[sel] - starts[pos]
+        return shard, within
+
+    def _window_perm(self, window: int) -> np.ndarray:
+        size = self.shuffle_window * self.batch_size
+        return np.random.default_rng([self.seed, _SHUFFLE_TAG, window]).permutation(size)
+
+    def step_rows(self, step: int) -> np.ndarray:
+        """The B global row indices of training step ``step`` (0-based), in batch order."""
+        b = self.batch_size
+        plain = np.arange(step * b, (step + 1) * b, dtype=np.int64)
+        if self.shuffle_window <= 1:
+            return plain
+        k = self.shuffle_window
+        window, slot = divmod(step, k)
+        perm = self._window_perm(window)
+        return window * k * b + perm[slot * b : (slot + 1) * b]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading rows.
+# ---------------------------------------------------------------------------------------------
+
+
+class ShardReader:
+    """Random access to the rows of shards, with a small per-process LRU of decoded shards."""
+
+    def __init__(self, shard_set: Any, paths: list[str], expected_rows: list[int], cache: int = 2):
+        self.shard_set = shard_set
+        self.paths = paths
+        self.expected_rows = expected_rows
+        self.columns = [c for c in shard_set.columns if c in ("inputs", "targets", *SEGMENT_COLUMNS)]
+        self._cache: collections.OrderedDict[int, dict[str, np.ndarray]] = collections.OrderedDict()
+        self._cache_size = max(1, cache)
+
+    def shard(self, idx: int) -> dict[str, np.ndarray]:
+        hit = self._cache.get(idx)
+        if hit is not None:
+            self._cache.move_to_end(idx)
+            return hit
+        path = self.paths[idx]
+        parts: dict[str, list[np.ndarray]] = {c: [] for c in self.columns}
+        n = 0
+        for batch in self.shard_set.iter_batches(path):
+            for c in self.columns:
+                col = batch.column(c)
+                width = col.type.list_size
+                parts[c].append(col.flatten().to_numpy(zero_copy_only=False).reshape(-1, width))
+            n += batch.num_rows
+        if n != self.expected_rows[idx]:
+            raise VerificationError(
+                f"{path}: read {n} rows, index.json says {self.expected_rows[idx]}"
+            )
+        data = {c: np.concatenate(v) if v else np.zeros((0, 0), np.uint16) for c, v in parts.items()}
+        self._cache[idx] = data
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return data
+
+    def gather(self, shard: np.ndarray, within: np.ndarray) -> dict[str, np.ndarray]:
+        """Rows in the given order; each shard is decoded once per call."""
+        out: dict[str, np.ndarray] | None = None
+        for s in dict.fromkeys(shard.tolist()):  # first-appearance order, deterministic
+            sel = np.nonzero(shard == s)[0]
+            data = self.shard(int(s))
+            if out is None:
+                out = {c: np.empty((len(shard), a.shape[1]), a.dtype) for c, a in data.items()}
+            for c, a in data.items():
+                out[c][sel] = a[within[sel]]
+        assert out is not None
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The IterableDataset.
+# ---------------------------------------------------------------------------------------------
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+@dataclass(frozen=True)
+class DataPlan:
+    """Everything that fixes which rows a rank sees: batch sizes, split, position, shuffle."""
+
+    batch_size: int  # global rows per optimizer step
+    world_size: int = 1
+    rank: int = 0
+    grad_accum: int = 1
+    seed: int = 0
+    shuffle_window: int = 0
+
+    def __post_init__(self) -> None:
+        per = self.batch_size // max(1, self.world_size)
+        if self.batch_size % self.world_size or per % self.grad_accum or per == 0:
+            raise ConfigError(
+                f"--batch-size {self.batch_size} must be a multiple of world size "
+                f"{self.world_size} × --grad-accum {self.grad_accum}"
+            )
+
+    @property
+    def rank_rows(self) -> int:
+        return self.batch_size // self.world_size
+
+    @property
+    def micro_rows(self) -> int:
+        return self.rank_rows // self.grad_accum
+
+
+def _iterable_base() -> type:
+    try:
+        from torch.utils.data import IterableDataset
+    except ImportError:  # numpy-only use (tests of the order, other trainers)
+        return object
+    return IterableDataset
+
+
+class TrainStream(_iterable_base()):  # type: ignore[misc]
+    """Micro-batches of one rank from ``start_step`` to ``end_step`` (exclusive), in order.
+
+    Each item is a dict of torch tensors in the shard dtype (uint16 or int32) plus the ints
+    ``step`` and ``micro``; widen them on the device with :func:`to_device`.
+    """
+
+    def __init__(
+        self,
+        shard_set: Any,
+        plan: DataPlan,
+        start_step: int,
+        end_step: int,
+        split: str = "train",
+        as_numpy: bool = False,
+    ) -> None:
+        super().__init__()
+        shards = shard_set.split_shards(split)
+        if not shards:
+            raise InputError(f"{shard_set.directory}: split {split!r} has no shards")
+        self.shard_set = shard_set
+        self.paths = [p for p, _ in shards]
+        self.rows = [r for _, r in shards]
+        self.plan = plan
+        self.order = RowOrder(tuple(self.rows), plan.seed, plan.batch_size, plan.shuffle_window)
+        self.start_step = start_step
+        self.end_step = end_step
+        self.as_numpy = as_numpy
+
+    def __len__(self) -> int:
+        return (self.end_step - self.start_step) * self.plan.grad_accum
+
+    def micro_rows(self, step: int, micro: int) -> np.ndarray:
+        """Global row indices of micro-batch ``micro`` of this rank at ``step``."""
+        p = self.plan
+        rows = self.order.step_rows(step)
+        lo = p.rank * p.rank_rows + micro * p.micro_rows
+        return rows[lo : lo + p.micro_rows]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        worker, num_workers = 0, 1
+        try:
+            from torch.utils.data import get_worker_info
+
+            info = get_worker_info()
+            if info is not None:
+                worker, num_workers = info.id, info.num_workers
+        except ImportError:
+            pass
+        reader = ShardReader(self.shard_set, self.paths, self.rows)
+        accum = self.plan.grad_accum
+        for i in range(worker, len(self), num_workers):
+            step, micro = divmod(i, accum)
+            step += self.start_step
+            shard, within = self.order.locate(self.micro_rows(step, micro))
+            data = reader.gather(shard, within)
+            item: dict[str, Any] = dict(data)
+            if not self.as_numpy:
+                torch = _torch()
+                item = {k: torch.from_numpy(v) for k, v in data.items()}
+            item["step"] = step
+            item["micro"] = micro
+            yield item
+
+
+def eval_batches(
+    shard_set: Any,
+    rows: int | None,
+    batch_rows: int,
+    rank: int = 0,
+    world_size: int = 1,
+    split: str = "validation",
+) -> Iterator[dict[str, np.ndarray]]:
+    """The first ``rows`` validation rows (shards in index order, rows in file order).
+
+    Batches keep a fixed shape: the last one is filled with all-zero rows (weight 0), so static
+    shapes hold and every selected row counts exactly once. Batch ``i`` belongs to rank
+    ``i % world_size``.
+    """
+    shards = shard_set.split_shards(split)
+    reader = ShardReader(shard_set, [p for p, _ in shards], [r for _, r in shards], cache=1)
+    total = sum(r for _, r in shards)
+    n = total if rows is None or rows <= 0 else min(rows, total)
+    starts = np.concatenate([[0], np.cumsum([r for _, r in shards])[:-1]]).astype(np.int64)
+    for i, lo in enumerate(range(0, n, batch_rows)):
+        if i % world_size != rank:
+            continue
+        g = np.arange(lo, min(lo + batch_rows, n), dtype=np.int64)
+        shard = np.searchsorted(starts, g, side="right") - 1
+        data = reader.gather(shard, g - starts[shard])
+        if len(g) < batch_rows:
+            data = {
+                k: np.concatenate([v, np.zeros((batch_rows - len(g), v.shape[1]), v.dtype)])
+                for k, v in data.items()
+            }
+        yield data
+
+
+# ---------------------------------------------------------------------------------------------
+# Device-side features (objectives.md §5.3).
+# ---------------------------------------------------------------------------------------------
+
+
+def decoder_input_tokens(targets: Any, positions: Any = None, segments: Any = None) -> Any:
+    """Targets shifted right by one within each segment, 0 at segment starts and padding.
+
+    Works on torch tensors (on any device, static shapes) and on numpy arrays.
+    """
+    if isinstance(targets, np.ndarray):
+        prev = np.zeros_like(targets)
+        prev[:, 1:] = targets[:, :-1]
+        if positions is not None:
+            prev = np.where((positions == 0) | (segments == 0), 0, prev)
+        return prev
+    torch = _torch()
+    prev = torch.nn.functional.pad(targets[:, :-1], (1, 0))
+    if positions is not None:
+        prev = torch.where((positions == 0) | (segments == 0), torch.zeros_like(prev), prev)
+    return prev
+
+
+@dataclass
+class DeviceBatch:
+    """One micro-batch on the device, widened: what the model and the loss take."""
+
+    input_ids: Any
+    decoder_input_ids: Any
+    targets: Any
+    encoder_segment_ids: Any = None
+    decoder_segment_ids: Any = None
+
+    def weights(self) -> Any:
+        return self.targets != 0
+
+
+def to_device(item: dict[str, Any], device: Any, non_blocking: bool = False) -> DeviceBatch:
+    """Copy a micro-batch in its narrow dtype, then widen and derive features on the device."""
+    torch = _torch()
+
+    def move(name: str) -> Any:
+        t = item[name]
+        if isinstance(t, np.ndarray):
+            t = torch.from_numpy(t)
+        return t.to(device, non_blocking=non_blocking).to(torch.int64)
+
+    inputs, targets = move("inputs"), move("targets")
+    if "targets_segment_ids" in item:
+        enc_seg, dec_seg = move("inputs_segment_ids"), move("targets_segment_ids")
+        dec_in = decoder_input_tokens(targets, move("targets_positions"), dec_seg)
+        return DeviceBatch(inputs, dec_in, targets, enc_seg, dec_seg)
+    return DeviceBatch(inputs, decoder_input_tokens(targets), targets)
