@@ -28,7 +28,12 @@ VOCAB = {
     "unk_id": 2,
     "bos_id": -1,
 }
-OBJECTIVE = {"name": "span_corruption", "inputs_length": 16, "targets_length": 6, "packing": "concat"}
+OBJECTIVE = {
+    "name": "span_corruption",
+    "inputs_length": 16,
+    "targets_length": 6,
+    "packing": "concat",
+}
 
 
 def random_rows(rng: np.random.Generator, rows: int, spec) -> dict[str, np.ndarray]:
@@ -66,7 +71,9 @@ def build_set(directory: str, rows_per_shard=(5, 0, 7), seed: int = 0, vocab=VOC
         records = []
         for i, n in enumerate(counts):
             name = S.shard_file_name(split, i, len(counts))
-            meta = S.shard_metadata(manifest["dataset_fingerprint"], vocab["sha256"], split, i, len(counts))
+            meta = S.shard_metadata(
+                manifest["dataset_fingerprint"], vocab["sha256"], split, i, len(counts)
+            )
             rec = S.write_shard(
                 os.path.join(directory, name),
                 spec,
@@ -206,7 +213,8 @@ def test_writes_are_deterministic_and_lz4_reads(tmp_path):
     index = json.load(open(os.path.join(c, "index.json")))
     assert index["arrow"]["compression"] == "lz4"
     np.testing.assert_array_equal(
-        S.ShardSet.open(c).read_rows("train")["inputs"], S.ShardSet.open(a).read_rows("train")["inputs"]
+        S.ShardSet.open(c).read_rows("train")["inputs"],
+        S.ShardSet.open(a).read_rows("train")["inputs"],
     )
     with pytest.raises(ConfigError, match="compression"):
         S.write_shard(str(tmp_path / "x.arrow"), [], {}, {}, compression="zstd-max")
@@ -231,7 +239,9 @@ def test_other_vocabulary_is_refused_with_both_hashes(shard_dir):
 def test_vocab_json_directory_is_accepted(shard_dir, tmp_path):
     vocab_dir = tmp_path / "vocab"
     vocab_dir.mkdir()
-    (vocab_dir / "vocab.json").write_text(json.dumps({**VOCAB, "format": "c4forge.vocab", "format_version": 1}))
+    (vocab_dir / "vocab.json").write_text(
+        json.dumps({**VOCAB, "format": "c4forge.vocab", "format_version": 1})
+    )
     assert S.ShardSet.open(shard_dir, vocab=str(vocab_dir)).vocab["sha256"] == VOCAB["sha256"]
 
 
@@ -243,7 +253,9 @@ def test_lengths_format_and_fingerprint_checks(shard_dir):
     index_path = os.path.join(shard_dir, "index.json")
     index = json.load(open(index_path))
     json.dump(dict(index, format_version=2), open(index_path, "w"))
-    with pytest.raises(VerificationError, match="version 1.*found format 'c4forge.shards' version 2"):
+    with pytest.raises(
+        VerificationError, match="version 1.*found format 'c4forge.shards' version 2"
+    ):
         S.ShardSet.open(shard_dir)
     # An edited manifest (seed changed, fingerprint not) no longer matches its fingerprint.
     json.dump(dict(index, seed=7), open(index_path, "w"))
@@ -264,7 +276,9 @@ def test_truncated_and_corrupted_shards(shard_dir):
     assert path in str(err.value) and "sha256 expected" in str(err.value)
     # Truncated: the manifest's size already disagrees when the set is opened.
     open(path, "wb").write(data[: len(data) // 2])
-    with pytest.raises(VerificationError, match=r"size expected \d+ bytes \(index.json\), found \d+"):
+    with pytest.raises(
+        VerificationError, match=r"size expected \d+ bytes \(index.json\), found \d+"
+    ):
         S.ShardSet.open(shard_dir)
     os.remove(path)
     with pytest.raises(VerificationError, match="missing"):
@@ -302,7 +316,11 @@ def test_row_count_and_schema_mismatch(tmp_path):
         list(S.ShardSet.open(d).iter_batches("train-00000-of-00003.arrow"))
     # A file written with int32 tokens where the manifest says uint16.
     spec32 = S.column_spec("span_corruption", "concat", 16, 6, "int32")
-    meta = json.loads(pa.ipc.open_stream(open(os.path.join(d, "train-00002-of-00003.arrow"), "rb")).schema.metadata[b"c4forge"])
+    meta = json.loads(
+        pa.ipc.open_stream(
+            open(os.path.join(d, "train-00002-of-00003.arrow"), "rb")
+        ).schema.metadata[b"c4forge"]
+    )
     path = os.path.join(d, "train-00002-of-00003.arrow")
     S.write_shard(path, spec32, random_rows(np.random.default_rng(0), 7, spec32), meta)
     index["splits"]["train"]["shards"][0]["rows"] = 5
@@ -316,7 +334,9 @@ def test_progress_records_trust_only_intact_files(tmp_path):
     d = str(tmp_path)
     spec = S.column_spec("span_corruption", "concat", 16, 6, "uint16")
     name = S.shard_file_name("train", 0, 1)
-    rec = S.write_shard(os.path.join(d, name), spec, random_rows(np.random.default_rng(0), 3, spec), {})
+    rec = S.write_shard(
+        os.path.join(d, name), spec, random_rows(np.random.default_rng(0), 3, spec), {}
+    )
     progress = S.Progress(d)
     assert progress.finished(name, "fp") is None  # no record yet
     progress.save({**rec, "dataset_fingerprint": "fp"})

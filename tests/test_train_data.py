@@ -9,11 +9,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import train_fixtures as fx  # noqa: E402
+
 from c4forge.errors import VerificationError  # noqa: E402
 from c4forge.formats.shards import epoch_shard_order  # noqa: E402
 from c4forge.trainers import data as D  # noqa: E402
-
-import train_fixtures as fx  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,9 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("traindata")
     desc = fx.build_vocab(str(root / "vocab"), docs=150)
     fx.build_shards(str(root / "concat"), str(root / "vocab"), desc, docs=60)
-    fx.build_shards(str(root / "packed"), str(root / "vocab"), desc, docs=40, packing="per_document")
+    fx.build_shards(
+        str(root / "packed"), str(root / "vocab"), desc, docs=40, packing="per_document"
+    )
     return root, desc
 
 
@@ -65,8 +67,14 @@ def test_two_ranks_two_workers_cover_every_row_once(built):
     # rank order within a step = the global order of RowOrder
     order = D.RowOrder(tuple(r for _, r in shards.split_shards("train")), 5, batch)
     shard, within = order.locate(order.step_rows(3))
-    reader = D.ShardReader(shards, [p for p, _ in shards.split_shards("train")], [r for _, r in shards.split_shards("train")])
-    np.testing.assert_array_equal(np.concatenate(per_step[3]), reader.gather(shard, within)["inputs"])
+    reader = D.ShardReader(
+        shards,
+        [p for p, _ in shards.split_shards("train")],
+        [r for _, r in shards.split_shards("train")],
+    )
+    np.testing.assert_array_equal(
+        np.concatenate(per_step[3]), reader.gather(shard, within)["inputs"]
+    )
 
 
 def test_global_order_follows_epoch_shard_order(built):
@@ -102,7 +110,10 @@ def test_one_rank_with_accumulation_sees_what_two_ranks_see(built):
     root, _ = built
     shards = D.open_shard_set(str(root / "concat"))
     one = D.TrainStream(shards, D.DataPlan(batch_size=8, grad_accum=2, seed=2), 0, 1)
-    two = [D.TrainStream(shards, D.DataPlan(batch_size=8, world_size=2, rank=r, seed=2), 0, 1) for r in (0, 1)]
+    two = [
+        D.TrainStream(shards, D.DataPlan(batch_size=8, world_size=2, rank=r, seed=2), 0, 1)
+        for r in (0, 1)
+    ]
     a = np.concatenate([one.micro_rows(0, m) for m in range(2)])
     b = np.concatenate([t.micro_rows(0, 0) for t in two])
     np.testing.assert_array_equal(a, b)

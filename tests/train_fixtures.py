@@ -88,7 +88,9 @@ def span_corrupt(piece: np.ndarray, vocab_size: int, rng: np.random.Generator):
     return np.array(inputs + [1]), np.array(targets + [1])
 
 
-def _rows(vocab_dir: str, desc: dict, texts: list[str], inputs_length: int, packing: str, seed: int):
+def _rows(
+    vocab_dir: str, desc: dict, texts: list[str], inputs_length: int, packing: str, seed: int
+):
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=os.path.join(vocab_dir, "sentencepiece.model"))
@@ -118,13 +120,19 @@ def _rows(vocab_dir: str, desc: dict, texts: list[str], inputs_length: int, pack
     for inp, tgt in examples:
         inp, tgt = inp[:inputs_length], tgt[:targets_length]
         if packing == "concat":
-            row = {n: np.zeros(inputs_length if n.startswith("inputs") else targets_length, np.int64) for n in names}
+            row = {
+                n: np.zeros(inputs_length if n.startswith("inputs") else targets_length, np.int64)
+                for n in names
+            }
             row["inputs"][: len(inp)] = inp
             row["targets"][: len(tgt)] = tgt
             rows.append(row)
             continue
         if cur is None or fill[0] + len(inp) > inputs_length or fill[1] + len(tgt) > targets_length:
-            cur = {n: np.zeros(inputs_length if n.startswith("inputs") else targets_length, np.int64) for n in names}
+            cur = {
+                n: np.zeros(inputs_length if n.startswith("inputs") else targets_length, np.int64)
+                for n in names
+            }
             rows.append(cur)
             fill = [0, 0]
         seg = int(cur["inputs_segment_ids"].max()) + 1
@@ -152,10 +160,25 @@ def build_shards(
 ) -> dict:
     """Span-corruption shards of the C4 sample (train: first docs, validation: the next 20)."""
     texts = sample_texts(docs + 20)
-    train, tokens_length, targets_length = _rows(vocab_dir, desc, texts[:docs], inputs_length, packing, seed)
+    train, tokens_length, targets_length = _rows(
+        vocab_dir, desc, texts[:docs], inputs_length, packing, seed
+    )
     valid, _, _ = _rows(vocab_dir, desc, texts[docs:], inputs_length, packing, seed + 1)
     spec = fmt.column_spec("span_corruption", packing, inputs_length, targets_length, "uint16")
-    vocabulary = {k: desc[k] for k in ("sha256", "num_pieces", "extra_ids", "vocab_size", "embedding_size", "pad_id", "eos_id", "unk_id", "bos_id")}
+    vocabulary = {
+        k: desc[k]
+        for k in (
+            "sha256",
+            "num_pieces",
+            "extra_ids",
+            "vocab_size",
+            "embedding_size",
+            "pad_id",
+            "eos_id",
+            "unk_id",
+            "bos_id",
+        )
+    }
     manifest = fmt.make_manifest(
         objective={
             "name": "span_corruption",
@@ -175,15 +198,22 @@ def build_shards(
     )
     os.makedirs(out, exist_ok=True)
     splits = {}
-    for split, cols, count in (("train", train, train_shards), ("validation", valid, validation_shards)):
+    for split, cols, count in (
+        ("train", train, train_shards),
+        ("validation", valid, validation_shards),
+    ):
         n = len(cols["inputs"])
         records = []
         for i in range(count):
             sel = np.arange(i, n, count)  # round-robin rows → shards of unequal-ish sizes
-            meta = fmt.shard_metadata(manifest["dataset_fingerprint"], desc["sha256"], split, i, count)
+            meta = fmt.shard_metadata(
+                manifest["dataset_fingerprint"], desc["sha256"], split, i, count
+            )
             path = os.path.join(out, fmt.shard_file_name(split, i, count))
             records.append(
-                fmt.write_shard(path, spec, {k: v[sel] for k, v in cols.items()}, meta, batch_rows=16)
+                fmt.write_shard(
+                    path, spec, {k: v[sel] for k, v in cols.items()}, meta, batch_rows=16
+                )
             )
         splits[split] = fmt.split_summary(count, records)
     manifest["splits"] = splits

@@ -100,7 +100,9 @@ def span_removals(occurrences: Iterable[SpanOccurrence]) -> list[tuple[str, Span
     return [(o.url, SpanRemoval(o.line_index, o.j, o.length)) for o in occ if o is not owner]
 
 
-def count_span_key(occurrences: Iterable[SpanOccurrence], count: Count) -> list[tuple[str, SpanRemoval]]:
+def count_span_key(
+    occurrences: Iterable[SpanOccurrence], count: Count
+) -> list[tuple[str, SpanRemoval]]:
     """``span_removals`` plus the ``repeated_windows`` counter (once per repeated key)."""
     removals = span_removals(occurrences)
     if removals:

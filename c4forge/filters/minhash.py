@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -50,12 +51,14 @@ class MinHashParams:
     rows: int = 0
 
     def fingerprint(self) -> dict:
-        import datasketch
-
         return {
-            "ngram": self.ngram, "num_perm": self.num_perm, "threshold": self.threshold,
-            "bands": self.bands, "rows": self.rows, "seed": SEED,
-            "datasketch": datasketch.__version__ if hasattr(datasketch, "__version__") else "",
+            "ngram": self.ngram,
+            "num_perm": self.num_perm,
+            "threshold": self.threshold,
+            "bands": self.bands,
+            "rows": self.rows,
+            "seed": SEED,
+            "datasketch": importlib.metadata.version("datasketch"),
         }
 
 
@@ -96,12 +99,14 @@ def shingles(text: str, ngram: int) -> set[bytes]:
 
 
 @functools.lru_cache(maxsize=8)
-def _permutations(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
+def _permutations(num_perm: int) -> tuple[np.ndarray, str]:
     """datasketch draws its permutations from ``RandomState(seed)``; drawing them once per
-    process (and passing them in) gives the same signatures without the per-page cost."""
+    process (and passing them in, with their scheme) gives the same signatures without the
+    per-page cost."""
     from datasketch import MinHash
 
-    return MinHash(num_perm=num_perm, seed=SEED).permutations
+    m = MinHash(num_perm=num_perm, seed=SEED)
+    return m.permutations, m.scheme
 
 
 def signature(text: str, params: MinHashParams) -> np.ndarray | None:
@@ -111,9 +116,10 @@ def signature(text: str, params: MinHashParams) -> np.ndarray | None:
     grams = shingles(text, params.ngram)
     if not grams:
         return None
-    m = MinHash(num_perm=params.num_perm, seed=SEED, permutations=_permutations(params.num_perm))
-    m.update_batch(list(grams))
-    return m.hashvalues.astype(np.uint64)
+    perms, scheme = _permutations(params.num_perm)
+    m = MinHash(num_perm=params.num_perm, seed=SEED, permutations=perms, scheme=scheme)
+    m.update_batch(sorted(grams))
+    return m.hashvalues
 
 
 def band_entries(
@@ -124,17 +130,18 @@ def band_entries(
     The key is the band index plus the band's hash values, like MinHashLSH's per-band tables.
     The full signature rides along so a bucket can verify its pairs without another join.
     """
-    raw = sig.astype("<u8").tobytes()
+    width = sig.dtype.itemsize  # 4 bytes per value with datasketch 2's affine32 scheme
+    raw = sig.astype(sig.dtype.newbyteorder("<")).tobytes()
     for b in range(params.bands):
-        lo, hi = b * params.rows, (b + 1) * params.rows
-        yield b.to_bytes(2, "big") + raw[lo * 8 : hi * 8], (node, raw)
+        lo, hi = b * params.rows * width, (b + 1) * params.rows * width
+        yield b.to_bytes(2, "big") + raw[lo:hi], (node, raw)
 
 
-def estimated_jaccard(a: bytes, b: bytes) -> float:
+def estimated_jaccard(a: bytes, b: bytes, num_perm: int) -> float:
     """Fraction of equal hash values (what ``MinHash.jaccard`` returns)."""
-    x = np.frombuffer(a, dtype="<u8")
-    y = np.frombuffer(b, dtype="<u8")
-    return float(np.count_nonzero(x == y)) / float(len(x))
+    x = np.frombuffer(a, dtype=np.uint8).reshape(num_perm, -1)
+    y = np.frombuffer(b, dtype=np.uint8).reshape(num_perm, -1)
+    return float(np.count_nonzero((x == y).all(axis=1))) / float(num_perm)
 
 
 def bucket_pairs(
@@ -155,7 +162,7 @@ def bucket_pairs(
     root = nodes[0]
     root_sig = by_node[root]
     for other in nodes[1:]:
-        ok = estimated_jaccard(root_sig, by_node[other]) >= params.threshold
+        ok = estimated_jaccard(root_sig, by_node[other], params.num_perm) >= params.threshold
         yield (root, other), ok
 
 
@@ -288,3 +295,27 @@ def near_dedup_local(
     count(STAGE, "removed", len(removed))
     count(STAGE, "passed", len(urls) - len(removed))
     return removed
+
+
+def conservation_errors(counters: dict[str, dict[str, int]], dedup: str) -> list[str]:
+    """Near-dedup identities: pages in (exact dedup's ``passed``, or clean's with ``--dedup
+    none``) = ``removed + passed``, and ``passed`` = the langid total."""
+    nd = counters.get(STAGE, {})
+    before = counters.get("dedup" if dedup != "none" else "clean", {}).get("passed", 0)
+    after = nd.get("removed", 0) + nd.get("passed", 0)
+    langid = sum(
+        counters.get("langid", {}).get(r, 0)
+        for r in (
+            "langdetect_exception",
+            "no_predictions",
+            "low_confidence",
+            "ignored_language",
+            "passed",
+        )
+    )
+    errors = []
+    if before != after:
+        errors.append(f"near_dedup: pages in {before} != removed + passed {after}")
+    if nd.get("passed", 0) != langid:
+        errors.append(f"near_dedup.passed: {nd.get('passed', 0)} != langid total {langid}")
+    return errors

@@ -32,6 +32,17 @@ _LOCK = threading.Lock()
 _TOKENIZERS: dict[str, PunktSentenceTokenizer] = {}
 
 
+class _OrthoContext(dict):
+    """``ortho_context`` that answers 0 for an unseen type WITHOUT storing it.
+
+    NLTK's ``defaultdict(int)`` inserts every word type Punkt ever looks up, so a long-running
+    worker's parameters grow without bound (and their size drifts). Inference only reads the
+    map with ``[]``, so the answers are identical."""
+
+    def __missing__(self, key: str) -> int:
+        return 0
+
+
 def _english_parameters():  # -> nltk.tokenize.punkt.PunktParameters
     from nltk.tokenize.punkt import PunktParameters
     from punkt.data import english
@@ -40,7 +51,8 @@ def _english_parameters():  # -> nltk.tokenize.punkt.PunktParameters
     params.abbrev_types = set(english.ABBREV_TYPES)
     params.sent_starters = set(english.SENT_STARTERS)
     params.collocations = {tuple(pair) for pair in english.COLLOCATIONS}
-    for typ, flag in english.ORTHO_CONTEXT.items():  # params.ortho_context is a defaultdict
+    params.ortho_context = _OrthoContext()
+    for typ, flag in english.ORTHO_CONTEXT.items():  # entry by entry, as NLTK's loader does
         params.add_ortho_context(typ, int(flag))
     sizes = _sizes(params)
     if sizes != EXPECTED_SIZES:
@@ -83,11 +95,22 @@ def split_sentences(line: str) -> list[str]:
     return get_tokenizer().tokenize(line)
 
 
+_FINGERPRINT: dict | None = None
+
+
 def punkt_fingerprint() -> dict:
-    """What decides sentence boundaries, for ``stats.json`` ``config``."""
+    """What decides sentence boundaries, for ``stats.json`` ``config`` (computed once, from
+    freshly built parameters)."""
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        _FINGERPRINT = _compute_fingerprint()
+    return dict(_FINGERPRINT)
+
+
+def _compute_fingerprint() -> dict:
     import nltk
 
-    params = get_tokenizer()._params
+    params = _english_parameters()
     canon = json.dumps(
         {
             "abbrev_types": sorted(params.abbrev_types),

@@ -75,11 +75,24 @@ def page_text(payload: str) -> str:
     return "\n".join(s for s in (line.strip() for line in lines) if s)
 
 
+def _skip_blank_lines(decoded: DecodedStream) -> int:
+    n = 0
+    while True:
+        head = decoded.peek(1 << 16)
+        blank = len(head) - len(head.lstrip(b"\r\n"))
+        if blank == 0:
+            return n
+        decoded.read(blank)
+        n += blank
+
+
 def _looks_like_warc(head: bytes) -> bool:
     """Cheap guard before warcio: a (decoded) WARC starts with ``WARC/`` after blank lines.
     Anything else (an ARC, JSON, HTML, random bytes) would make warcio read header "lines"
     of unbounded length."""
-    return head.lstrip(b"\r\n").startswith(b"WARC/")
+    head = head.lstrip(b"\r\n")
+    # A head shorter than "WARC/" (blank or cut file) is left to warcio and the counters.
+    return head.startswith(b"WARC/") or b"WARC/".startswith(head)
 
 
 @dataclass
@@ -112,11 +125,11 @@ def read_wet(
     seen_conversion = False
 
     if not _looks_like_warc(decoded.peek(64)):
-        if decoded.peek(1):
-            malformed_file = True
-        _finish(count, records=0, malformed=malformed_file, truncated=decoded.truncated)
+        _finish(count, records=0, malformed=True, truncated=decoded.truncated)
         return
 
+    # warcio would read leading blank lines as a header-less record that swallows the file.
+    skipped = _skip_blank_lines(decoded)
     it = _archive_iterator(decoded)
     records_iter = iter(it)
     held: _Held | None = None
@@ -158,9 +171,14 @@ def read_wet(
         except ValueError:
             length = -1
         if length < 0:
-            # No usable Content-Length: the next record cannot be found (C2, no resync).
-            count(STAGE, "malformed_record")
-            malformed_file = True
+            if it.reader.rem_length() == 0 and decoded.peek(1) == b"":
+                # The input ended inside this record's header block: a cut file.
+                count(STAGE, "incomplete_record")
+                incomplete = True
+            else:
+                # No usable Content-Length: the next record cannot be found (C2, no resync).
+                count(STAGE, "malformed_record")
+                malformed_file = True
             break
         if length > max_record_bytes:
             count(STAGE, "record_too_large")  # warcio skips the payload in chunks on advance
@@ -171,7 +189,7 @@ def read_wet(
             count(STAGE, "incomplete_record")  # the stream ended inside this record
             incomplete = True
             continue
-        end_offset = it.fh.tell() - it.reader.rem_length()
+        end_offset = skipped + it.fh.tell() - it.reader.rem_length()
         held = _Held(rec.rec_headers, payload, it.err_count, end_offset)
 
     _finish(
@@ -243,6 +261,7 @@ def sniff_record_types(stream: BinaryIO, limit: int = 20) -> list[str]:
     if not _looks_like_warc(decoded.peek(64)):
         return []
     types: list[str] = []
+    _skip_blank_lines(decoded)
     it = _archive_iterator(decoded)
     try:
         for rec in it:

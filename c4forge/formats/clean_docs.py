@@ -42,12 +42,18 @@ def _listdir(directory: str) -> list[str]:
     if not os.path.exists(directory):
         raise InputError(f"documents folder {directory} does not exist")
     if not os.path.isdir(directory):
-        raise InputError(f"{directory} is not a folder of c4-{{split}}.NNNNN-of-NNNNN.json.gz files")
+        raise InputError(
+            f"{directory} is not a folder of c4-{{split}}.NNNNN-of-NNNNN.json.gz files"
+        )
     return os.listdir(directory)
 
 
 def _join(directory: str, name: str) -> str:
-    return directory.rstrip("/") + "/" + name if _is_remote(directory) else os.path.join(directory, name)
+    return (
+        directory.rstrip("/") + "/" + name
+        if _is_remote(directory)
+        else os.path.join(directory, name)
+    )
 
 
 def list_clean_shards(directory: str, split: str) -> list[str]:
@@ -70,7 +76,9 @@ def list_clean_shards(directory: str, split: str) -> list[str]:
         found[index] = _join(directory, name)
         counts.add(int(m["count"]))
     if len(counts) > 1:
-        raise InputError(f"{directory}: {split} files disagree on the shard count: {sorted(counts)}")
+        raise InputError(
+            f"{directory}: {split} files disagree on the shard count: {sorted(counts)}"
+        )
     return [found[i] for i in sorted(found)]
 
 
@@ -120,7 +128,9 @@ def _record(line: bytes, path: str, lineno: int) -> dict[str, Any]:
         raise InputError(f"{path}:{lineno}: expected a JSON object, found {type(rec).__name__}")
     text = rec.get("text")
     if not isinstance(text, str):
-        raise InputError(f"{path}:{lineno}: record has no string 'text' field (keys: {sorted(rec)})")
+        raise InputError(
+            f"{path}:{lineno}: record has no string 'text' field (keys: {sorted(rec)})"
+        )
     url = rec.get("url")
     rec["url"] = url if isinstance(url, str) else ""
     return rec

@@ -8,6 +8,7 @@ that refuse a shard set built for another vocabulary, objective or build.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -205,7 +206,7 @@ def check_columns(spec: Sequence[Mapping[str, Any]], columns: Mapping[str, np.nd
         if col.shape[0] != rows:
             raise ValueError(f"column {name!r} has {col.shape[0]} rows, others {rows}")
         dtype = numpy_dtype(entry)
-        if col.size and np.issubdtype(dtype, np.integer):
+        if col.size and col.dtype != dtype and np.issubdtype(dtype, np.integer):
             info = np.iinfo(dtype)
             if col.min() < info.min or col.max() > info.max:
                 raise ValueError(f"column {name!r} has values outside {dtype}")
@@ -232,8 +233,8 @@ def write_shard(
     schema = arrow_schema(spec, metadata)
     options = pa.ipc.IpcWriteOptions(compression=compression)
     with atomic_open(path, "wb") as f:
-        sink = pa.PythonFile(f, mode="w")
-        with pa.ipc.new_stream(sink, schema, options=options) as writer:
+        sink = _HashingSink(f)
+        with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema, options=options) as writer:
             for lo in range(0, max(rows, 1), batch_rows):
                 writer.write_batch(_batch(schema, spec, columns, lo, min(rows, lo + batch_rows)))
     inputs, targets = token_counts(spec, columns)
@@ -242,9 +243,37 @@ def write_shard(
         "rows": rows,
         "input_tokens": inputs,
         "target_tokens": targets,
-        "bytes": os.path.getsize(path),
-        "sha256": sha256_file(path),
+        "bytes": sink.size,
+        "sha256": sink.hash.hexdigest(),
     }
+
+
+class _HashingSink:
+    """A write-only file that hashes what passes through: no second read of a written shard."""
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.hash = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self.hash.update(view)
+        self.size += view.nbytes
+        return self.f.write(view)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def close(self) -> None:  # the atomic_open context closes (and fsyncs) the real file
+        self.closed = True
+
+    def writable(self) -> bool:
+        return True
 
 
 class Progress:

@@ -11,12 +11,14 @@ the user's options unchanged.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 import c4forge
+from c4forge.errors import C4ForgeError
 
 LOCAL_RUNNERS = {None, "", "DirectRunner", "FnApiRunner"}
 
@@ -27,6 +29,47 @@ class RunnerChoice:
     options: Any  # apache_beam.options.pipeline_options.PipelineOptions
     description: str  # for the log and summary, e.g. "FnApiRunner (2 worker processes)"
     local: bool  # True when workers run on this machine (the DirectRunner case)
+
+
+# Log lines of Beam 2.77 that say nothing about a local c4forge job:
+# - "apitools not found": import-time warning of Beam without the GCP extras;
+# - "Discarding unparseable args: ['--direct_runner_use_stacked_bundle', …]": every portable
+#   run re-parses its own encoded defaults and cannot read back two store_false flags;
+# - worker start-up lines (semi-persistent directory, logging handler).
+BEAM_NOISE = (
+    "apitools not found",
+    "--direct_runner_use_stacked_bundle",
+    "No semi_persistent_directory found",
+    "Logging handler created",
+)
+NOISY_LOGGERS = (
+    "",  # root
+    "apache_beam.options.pipeline_options",
+    "apache_beam.runners.portability.local_job_service",
+    "apache_beam.runners.worker.sdk_worker_main",
+    "apache_beam.runners.common",
+    "apache_beam.runners.worker.sdk_worker",
+)
+
+
+class _DropBeamNoise(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        if any(n in msg for n in BEAM_NOISE):
+            return False
+        # A c4forge user error (bad input file) raised inside a DoFn: Beam logs it with a
+        # worker traceback; the CLI prints it once, cleanly (clean_beam.user_error_from).
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, C4ForgeError) or "c4forge.errors." in msg)
+
+
+def quiet_beam_logging() -> None:
+    """Filter ``BEAM_NOISE`` from the loggers that emit it; call before ``import apache_beam``
+    (driver and worker processes); idempotent. Other warnings and errors still show."""
+    for name in NOISY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropBeamNoise) for f in logger.filters):
+            logger.addFilter(_DropBeamNoise())
 
 
 def _ensure_workers_can_import_c4forge() -> None:
@@ -46,10 +89,12 @@ def make_runner(runner: str | None, workers: int | None, extra: list[str]) -> Ru
     ``extra`` (unknown CLI arguments) goes to ``PipelineOptions`` unchanged, so
     ``--project``, ``--region``, ``--temp_location``, ``--setup_file`` … reach Dataflow as typed.
     """
+    quiet_beam_logging()
     from apache_beam.options.pipeline_options import (
         DirectOptions,
         PipelineOptions,
         StandardOptions,
+        WorkerOptions,
     )
 
     argv = list(extra)
@@ -67,25 +112,54 @@ def make_runner(runner: str | None, workers: int | None, extra: list[str]) -> Ru
     direct = options.view_as(DirectOptions)
     direct.direct_num_workers = num_workers
     # One process per worker: Punkt and langdetect are pure Python, threads would share the GIL.
-    # With a single worker, in-process execution avoids starting a gRPC subprocess.
+    # With a single worker, in-process execution avoids starting a gRPC subprocess (same
+    # output: tests compare 1 in-process worker with 2 processes byte for byte).
     direct.direct_running_mode = "multi_processing" if num_workers > 1 else "in_memory"
+    harness = options.view_as(WorkerOptions)  # Beam 2.77 keeps the harness flags here
+    if "--default_sdk_harness_log_level" not in " ".join(argv):
+        harness.default_sdk_harness_log_level = "WARNING"  # workers log every channel at INFO
     options.view_as(StandardOptions).runner = None
     if num_workers > 1:
         _ensure_workers_can_import_c4forge()
 
+    return RunnerChoice(_local_runner(options, num_workers), options, _describe(num_workers), True)
+
+
+def _describe(num_workers: int) -> str:
+    if num_workers > 1:
+        return f"DirectRunner/FnApiRunner ({num_workers} worker processes)"
+    return "DirectRunner/FnApiRunner (1 in-process worker)"
+
+
+def _local_runner(options: Any, num_workers: int) -> Any:
+    """Beam's FnApiRunner, built as SwitchingDirectRunner builds it (Beam 2.77,
+    runners/direct/direct_runner.py) minus the Prism attempt before it; worker processes start
+    through ``c4forge.pipeline.beam_worker`` (Beam's worker main, minus its start-up chatter)."""
+    from apache_beam.options.pipeline_options import DirectOptions
     from apache_beam.portability.api import beam_provision_api_pb2
     from apache_beam.runners.portability.fn_api_runner import fn_runner
     from apache_beam.runners.portability.portable_runner import JobServiceHandle
+    from apache_beam.transforms import environments
 
-    # Same construction as SwitchingDirectRunner's FnApiRunner branch (Beam 2.77,
-    # runners/direct/direct_runner.py), minus the Prism attempt before it.
     encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
     provision = fn_runner.ExtendedProvisionInfo(
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
     )
-    runner_obj = fn_runner.FnApiRunner(provision_info=provision)
-    mode = "processes" if num_workers > 1 else "in-process worker"
-    desc = f"DirectRunner/FnApiRunner ({num_workers} {mode}, {sys.executable.split(os.sep)[-1]})"
     if num_workers == 1:
-        desc = "DirectRunner/FnApiRunner (1 in-process worker)"
-    return RunnerChoice(runner_obj, options, desc, local=True)
+        return fn_runner.FnApiRunner(provision_info=provision)
+
+    class _C4ForgeFnApiRunner(fn_runner.FnApiRunner):
+        def run_pipeline(self, pipeline, options):  # noqa: ANN001, ANN202 - Beam's signature
+            # FnApiRunner.run_pipeline replaces the worker command for "multi_processing";
+            # any other mode keeps the environment given to the constructor (ours). The
+            # workers still see "multi_processing": their options come from `provision`.
+            direct = options.view_as(DirectOptions)
+            mode, direct.direct_running_mode = direct.direct_running_mode, "c4forge_processes"
+            try:
+                return super().run_pipeline(pipeline, options)
+            finally:
+                direct.direct_running_mode = mode
+
+    command = f"{sys.executable} -m c4forge.pipeline.beam_worker"
+    env = environments.SubprocessSDKEnvironment.from_command_string(command_string=command)
+    return _C4ForgeFnApiRunner(default_environment=env, provision_info=provision)

@@ -14,11 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from typing import Any
 
-from c4forge.errors import ConfigError, VerificationError
+from c4forge import errors
+from c4forge.errors import C4ForgeError, ConfigError, VerificationError
 from c4forge.pipeline import clean_output as co
 from c4forge.pipeline import clean_stats as cs
 from c4forge.pipeline.inputs import InputFile, inputs_block, resolve_inputs
@@ -90,6 +92,33 @@ def build_pipeline(p: Any, files: list[InputFile], args: argparse.Namespace, sha
     return shards
 
 
+_BEAM_SUFFIX = re.compile(r"\s*\[while running '[^']*'\]\s*$")
+_REMOTE_ERROR = re.compile(r"c4forge\.errors\.(\w+): (.+)")
+
+
+def user_error_from(err: BaseException) -> C4ForgeError | None:
+    """The c4forge error (bad input file …) behind a pipeline failure, without Beam's wrapping.
+
+    In-process runners re-raise the DoFn's exception type with "[while running 'step']"
+    appended; process-based runners (and Dataflow) raise a RuntimeError whose text holds the
+    worker's traceback. Either way the user should see one line naming the file.
+    """
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, C4ForgeError):
+            return type(e)(_BEAM_SUFFIX.sub("", str(e)))
+        e = e.__cause__ or e.__context__
+    matches = _REMOTE_ERROR.findall(str(err))
+    if matches:
+        name, message = matches[-1]
+        cls = getattr(errors, name, None)
+        if isinstance(cls, type) and issubclass(cls, C4ForgeError):
+            return cls(_BEAM_SUFFIX.sub("", message.strip()))
+    return None
+
+
 def _read_bytes(path: str) -> bytes:
     if "://" in path:
         from apache_beam.io.filesystems import FileSystems
@@ -110,7 +139,9 @@ def _read_existing_stats(path: str) -> dict | None:
     try:
         return json.loads(raw)
     except json.JSONDecodeError as err:
-        raise VerificationError(f"{path}: not valid JSON ({err}); remove it or pass --overwrite") from err
+        raise VerificationError(
+            f"{path}: not valid JSON ({err}); remove it or pass --overwrite"
+        ) from err
 
 
 def _write_text(path: str, text: str) -> None:
@@ -121,6 +152,9 @@ def _write_text(path: str, text: str) -> None:
 def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     from c4forge.pipeline import summary
 
+    from c4forge.pipeline.beam_options import make_runner, quiet_beam_logging
+
+    quiet_beam_logging()
     started = time.monotonic()
     shard_options = validate_args(args)
     files = resolve_inputs(args.inputs, args.input_format)
@@ -138,8 +172,6 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     if "://" not in args.output:
         os.makedirs(args.output, exist_ok=True)
 
-    from c4forge.pipeline.beam_options import make_runner
-
     choice = make_runner(args.runner, args.workers, extra)
     if not args.quiet:
         print(
@@ -152,8 +184,14 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
 
     pipeline = beam.Pipeline(runner=choice.runner, options=choice.options)
     build_pipeline(pipeline, files, args, shard_options)
-    result = pipeline.run()
-    result.wait_until_finish()
+    try:
+        result = pipeline.run()
+        result.wait_until_finish()
+    except Exception as err:
+        user_error = user_error_from(err)
+        if user_error is not None:
+            raise user_error from None
+        raise
     state = str(getattr(result, "state", "DONE"))
     if "DONE" not in state:
         raise VerificationError(f"the pipeline ended in state {state}")

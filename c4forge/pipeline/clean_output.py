@@ -59,7 +59,9 @@ def parse_shards_option(value: str | int, flag: str) -> str | int:
         try:
             n = int(value)
         except ValueError:
-            raise ConfigError(f"{flag} must be 'auto' or a positive integer, got {value!r}") from None
+            raise ConfigError(
+                f"{flag} must be 'auto' or a positive integer, got {value!r}"
+            ) from None
         if n < 1:
             raise ConfigError(f"{flag} must be >= 1, got {n}")
         return n

@@ -30,7 +30,11 @@ CONSTANTS: dict[str, Any] = {
     "ellipsis": "...",
     "citation_pattern": r"\[\d*\]|\[edit\]|\[citation needed\]",
     "policy_substrings": [
-        "terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
+        "terms of use",
+        "privacy policy",
+        "cookie policy",
+        "uses cookies",
+        "use of cookies",
         "use cookies",
     ],
     "max_page_chars": 190_000,
@@ -62,7 +66,9 @@ def resource_fingerprints(language: str) -> dict[str, Any]:
             return None
 
     return {
-        "badwords": _optional_fingerprint("c4forge.filters.badwords", "badwords_fingerprint", language),
+        "badwords": _optional_fingerprint(
+            "c4forge.filters.badwords", "badwords_fingerprint", language
+        ),
         "punkt": _optional_fingerprint("c4forge.filters.sentences", "punkt_fingerprint"),
         "langdetect": _optional_fingerprint("c4forge.filters.langid", "langdetect_fingerprint"),
         "versions": {
@@ -90,7 +96,9 @@ def make_config(args: Any) -> dict[str, Any]:
     }
     if args.near_dedup != "none":
         config["near_dedup_params"] = {
-            "ngram": args.ngram, "num_perm": args.num_perm, "threshold": args.threshold,
+            "ngram": args.ngram,
+            "num_perm": args.num_perm,
+            "threshold": args.threshold,
         }
     return config
 
@@ -134,20 +142,34 @@ def outputs_block(shards: list[dict], counts: Mapping[str, int]) -> dict[str, An
     for split, n in counts.items():
         mine = sorted((s for s in shards if s["split"] == split), key=lambda s: s["index"])
         if len(mine) != n:
-            raise VerificationError(f"{split}: expected {n} shard files, writer reported {len(mine)}")
+            raise VerificationError(
+                f"{split}: expected {n} shard files, writer reported {len(mine)}"
+            )
         out[split] = {
             "shards": n,
             "documents": sum(s["documents"] for s in mine),
             "characters": sum(s["characters"] for s in mine),
             "files": [
-                {k: s[k] for k in ("file", "documents", "characters", "bytes", "sha256", "content_sha256")}
+                {
+                    k: s[k]
+                    for k in (
+                        "file",
+                        "documents",
+                        "characters",
+                        "bytes",
+                        "sha256",
+                        "content_sha256",
+                    )
+                }
                 for s in mine
             ],
         }
     return out
 
 
-def totals_block(counters: Mapping[str, Mapping[str, int]], inputs: Mapping, outputs: Mapping) -> dict:
+def totals_block(
+    counters: Mapping[str, Mapping[str, int]], inputs: Mapping, outputs: Mapping
+) -> dict:
     """Pages and bytes in and out (no time: that goes to the summary)."""
     return {
         "pages_in": counters.get("wet", {}).get("pages", 0),
@@ -191,7 +213,9 @@ def normalized(obj: Any) -> Any:
     return json.loads(json.dumps(obj))
 
 
-def check_existing(existing: dict | None, path: str, config: dict, inputs: dict, overwrite: bool) -> bool:
+def check_existing(
+    existing: dict | None, path: str, config: dict, inputs: dict, overwrite: bool
+) -> bool:
     """Decide what to do with a finished run in the output folder.
 
     Returns True when that run is exactly this one (same config and inputs) and should be
@@ -201,7 +225,9 @@ def check_existing(existing: dict | None, path: str, config: dict, inputs: dict,
     if existing is None or overwrite:
         return False
     check_format(existing, path, FORMAT, (FORMAT_VERSION,))
-    same = existing.get("config") == normalized(config) and existing.get("inputs") == normalized(inputs)
+    same = existing.get("config") == normalized(config) and existing.get("inputs") == normalized(
+        inputs
+    )
     if same:
         return True
     what = "configuration" if existing.get("config") != normalized(config) else "inputs"

@@ -71,18 +71,11 @@ class ReadWetFn(CountingDoFn):
 class LengthFn(CountingDoFn):
     """Drop pages over 190,000 characters (§5), before URL dedup as in the reference."""
 
-    def setup(self) -> None:
-        super().setup()
-        from c4forge.filters.clean import MAX_PAGE_CHARS
-
-        self.max_chars = MAX_PAGE_CHARS
-
     def process(self, page: Any) -> Iterator[Any]:
-        if len(page.text) > self.max_chars:
-            self.count("length", "too_long_page")
-            return
-        self.count("length", "passed")
-        yield page
+        from c4forge.filters.clean import length_filter
+
+        if length_filter(page.text, self.count):
+            yield page
 
 
 # --- 3. url_dedup -----------------------------------------------------------------------------
@@ -254,13 +247,6 @@ class SplitFn(CountingDoFn):
 
 
 # --- 9. output --------------------------------------------------------------------------------
-
-
-def _split_counts(pairs: Iterable[tuple[str, Any]]) -> dict[str, int]:
-    counts = dict.fromkeys(co.SPLITS, 0)
-    for split, _ in pairs:
-        counts[split] += 1
-    return counts
 
 
 class CountSplitsFn(beam.CombineFn):

@@ -49,7 +49,10 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="`c4forge vocab` folder (vocab.json), or a plain SentencePiece .model (+ --extra-ids)",
     )
     p.add_argument(
-        "--extra-ids", type=int, default=None, help="sentinels added to a plain .model (default 100)"
+        "--extra-ids",
+        type=int,
+        default=None,
+        help="sentinels added to a plain .model (default 100)",
     )
     p.add_argument("--output", "-o", help="output shard folder")
     p.add_argument("--objective", choices=OBJECTIVE_NAMES, default="span_corruption")
@@ -93,10 +96,15 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--token-dtype", choices=["auto", "uint16", "int32"], default="auto")
     p.add_argument("--compression", choices=["none", "lz4"], default="none")
     p.add_argument(
-        "--workers", type=int, default=None, help="DirectRunner worker processes (default: all cores)"
+        "--workers",
+        type=int,
+        default=None,
+        help="DirectRunner worker processes (default: all cores)",
     )
     p.add_argument(
-        "--runner", default=None, help="Beam runner (DirectRunner default; DataflowRunner, FlinkRunner…)"
+        "--runner",
+        default=None,
+        help="Beam runner (DirectRunner default; DataflowRunner, FlinkRunner…)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace a shard set built differently")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -113,7 +121,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             raise ConfigError(f"unrecognized arguments for 'shards verify': {' '.join(extra)}")
         from c4forge.pipeline.shards_beam import verify_command
 
-        return verify_command(args.target[1], args.vocab, quiet=args.quiet)
+        return verify_command(
+            args.target[1], args.vocab, quiet=args.quiet, extra_ids=args.extra_ids
+        )
     if len(args.target) != 1:
         raise ConfigError(
             f"expected one documents folder, got {len(args.target)}: {' '.join(args.target)}"

@@ -11,8 +11,14 @@ from dataclasses import dataclass, field
 
 PAGE_DROPS: dict[str, tuple[str, ...]] = {
     "wet": (
-        "non_conversion", "record_too_large", "malformed_record", "incomplete_record",
-        "invalid_utf8", "no_url", "no_content", "no_timestamp",
+        "non_conversion",
+        "record_too_large",
+        "malformed_record",
+        "incomplete_record",
+        "invalid_utf8",
+        "no_url",
+        "no_content",
+        "no_timestamp",
     ),
     "length": ("too_long_page",),
     "url_dedup": ("duplicate_url",),
@@ -25,7 +31,11 @@ PAGE_DROPS: dict[str, tuple[str, ...]] = {
 DETAIL: dict[str, tuple[str, ...]] = {
     "clean": ("line_passed", "too_long_word", "no_endmark", "too_short", "javascript", "policy"),
     "dedup": (
-        "line_passed", "global_duplicate", "local_duplicate", "duplicate_sentence", "repeated_windows",
+        "line_passed",
+        "global_duplicate",
+        "local_duplicate",
+        "duplicate_sentence",
+        "repeated_windows",
     ),
     "url_dedup": ("tie_text_md5",),
     "badwords": ("soft_passed", "no_list"),
@@ -70,7 +80,9 @@ def funnel(counters: Mapping[str, Mapping[str, int]]) -> list[Step]:
         "clean": g("clean", "passed"),
         "dedup": g("dedup", "passed"),
         "langid": g("langid", "passed"),
-        "badwords": g("badwords", "passed") + g("badwords", "soft_passed") + g("badwords", "no_list"),
+        "badwords": g("badwords", "passed")
+        + g("badwords", "soft_passed")
+        + g("badwords", "no_list"),
     }
     for stage, reasons in PAGE_DROPS.items():
         if stage not in counters:
@@ -78,7 +90,11 @@ def funnel(counters: Mapping[str, Mapping[str, int]]) -> list[Step]:
         drops = {r: g(stage, r) for r in reasons if g(stage, r)}
         if stage == "langid":
             drops.update(
-                {r: n for r, n in counters["langid"].items() if r.startswith("ignored_language:") and n}
+                {
+                    r: n
+                    for r, n in counters["langid"].items()
+                    if r.startswith("ignored_language:") and n
+                }
             )
         detail = {r: g(stage, r) for r in DETAIL.get(stage, ()) if g(stage, r)}
         steps.append(Step(stage, TITLES[stage], current, outs[stage], drops, detail))
@@ -107,7 +123,11 @@ def _reasons(d: Mapping[str, int], limit: int = 6) -> str:
 
 
 def render(
-    stats: Mapping, output: str, wall_s: float | None, runner: str = "", source: str = "",
+    stats: Mapping,
+    output: str,
+    wall_s: float | None,
+    runner: str = "",
+    source: str = "",
     png: str | None = None,
 ) -> str:
     c = stats["counters"]
@@ -148,7 +168,9 @@ def render(
     pages_in = totals["pages_in"]
     rate = ""
     if wall_s:
-        rate = f"; {pages_in / wall_s:,.1f} pages/s, {totals['bytes_in'] / wall_s / 1e6:,.2f} MB/s in"
+        rate = (
+            f"; {pages_in / wall_s:,.1f} pages/s, {totals['bytes_in'] / wall_s / 1e6:,.2f} MB/s in"
+        )
     lines.append(
         f"  totals: {pages_in:,} pages / {human_bytes(totals['bytes_in'])} in → {docs:,} documents,"
         f" {totals['characters_out']:,} characters, {human_bytes(totals['bytes_out'])} out{rate}"
@@ -160,8 +182,12 @@ def render(
     lines.append(f"  output: {output}")
     for split_name, o in stats["outputs"].items():
         files = o["files"]
-        pattern = files[0]["file"] if len(files) == 1 else f"{files[0]['file']} … {files[-1]['file']}"
-        lines.append(f"    {split_name}: {o['documents']:,} docs in {len(files)} shard(s): {pattern}")
+        pattern = (
+            files[0]["file"] if len(files) == 1 else f"{files[0]['file']} … {files[-1]['file']}"
+        )
+        lines.append(
+            f"    {split_name}: {o['documents']:,} docs in {len(files)} shard(s): {pattern}"
+        )
     lines.append("    stats.json (every counter, checksums)")
     if png:
         lines.append(f"    {png.rsplit('/', 1)[-1]} (funnel chart)")

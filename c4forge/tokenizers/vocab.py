@@ -69,7 +69,15 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
 def _piece_bytes(piece: str, score: float = 0.0, type_: int = _USER_DEFINED) -> bytes:
     """One `SentencePiece{piece, score, type}` message, as ModelProto.SerializeToString writes it."""
     name = piece.encode("utf-8")
-    body = b"\x0a" + _varint(len(name)) + name + b"\x15" + struct.pack("<f", score) + b"\x18" + _varint(type_)
+    body = (
+        b"\x0a"
+        + _varint(len(name))
+        + name
+        + b"\x15"
+        + struct.pack("<f", score)
+        + b"\x18"
+        + _varint(type_)
+    )
     return b"\x0a" + _varint(len(body)) + body
 
 
@@ -114,9 +122,15 @@ class Vocabulary:
     Picklable (carries the model bytes), so Beam workers can receive it.
     """
 
-    def __init__(self, model_proto: bytes, *, extra_ids: int = DEFAULT_EXTRA_IDS,
-                 plain_model_path: str | None = None, model_path: str | None = None,
-                 descriptor_extra: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        model_proto: bytes,
+        *,
+        extra_ids: int = DEFAULT_EXTRA_IDS,
+        plain_model_path: str | None = None,
+        model_path: str | None = None,
+        descriptor_extra: dict[str, Any] | None = None,
+    ) -> None:
         import sentencepiece as spm
 
         if extra_ids < 0:
@@ -131,15 +145,22 @@ class Vocabulary:
         try:
             self._sp.LoadFromSerializedProto(model_proto)
         except Exception as err:
-            raise InputError(f"{plain_model_path or 'model'}: not a SentencePiece model ({err})") from err
+            raise InputError(
+                f"{plain_model_path or 'model'}: not a SentencePiece model ({err})"
+            ) from err
         self.num_pieces = self._sp.GetPieceSize()
         self.pad_id, self.eos_id, self.unk_id, self.bos_id = (
-            self._sp.pad_id(), self._sp.eos_id(), self._sp.unk_id(), self._sp.bos_id())
+            self._sp.pad_id(),
+            self._sp.eos_id(),
+            self._sp.unk_id(),
+            self._sp.bos_id(),
+        )
         if (self.pad_id, self.eos_id) != (PAD_ID, EOS_ID):
             # Objectives and shards hard-code pad 0 / EOS 1 (T5); a BERT/Llama model would corrupt them.
             raise ConfigError(
                 f"{plain_model_path or 'model'}: pad/eos ids are {self.pad_id}/{self.eos_id}; "
-                f"c4forge needs T5's conventions pad 0, eos 1 (train one with `c4forge vocab`)")
+                f"c4forge needs T5's conventions pad 0, eos 1 (train one with `c4forge vocab`)"
+            )
         self._sp_extra = None
 
     # -- construction --------------------------------------------------------------------------
@@ -147,21 +168,31 @@ class Vocabulary:
     @classmethod
     def load(cls, path: str, *, extra_ids: int | None = None) -> Vocabulary:
         """A vocab folder (vocab.json + models) or a plain `.model` file plus `extra_ids` (100)."""
+        if os.path.basename(path) == DESCRIPTOR_FILE:
+            path = os.path.dirname(path) or "."
         if os.path.isdir(path):
             return cls._load_dir(path, extra_ids)
         if not os.path.exists(path):
-            raise InputError(f"vocabulary {path} does not exist (expected a `c4forge vocab` folder "
-                             f"or a SentencePiece .model file)")
+            raise InputError(
+                f"vocabulary {path} does not exist (expected a `c4forge vocab` folder "
+                f"or a SentencePiece .model file)"
+            )
         with open(path, "rb") as f:
             proto = f.read()
-        return cls(proto, extra_ids=DEFAULT_EXTRA_IDS if extra_ids is None else extra_ids,
-                   plain_model_path=path, model_path=None)
+        return cls(
+            proto,
+            extra_ids=DEFAULT_EXTRA_IDS if extra_ids is None else extra_ids,
+            plain_model_path=path,
+            model_path=None,
+        )
 
     @classmethod
     def _load_dir(cls, directory: str, extra_ids: int | None) -> Vocabulary:
         desc_path = os.path.join(directory, DESCRIPTOR_FILE)
         if not os.path.exists(desc_path):
-            raise InputError(f"{directory}: no {DESCRIPTOR_FILE} (not a finished `c4forge vocab` output)")
+            raise InputError(
+                f"{directory}: no {DESCRIPTOR_FILE} (not a finished `c4forge vocab` output)"
+            )
         desc = read_json(desc_path)
         check_format(desc, desc_path, VOCAB_FORMAT)
         plain = os.path.join(directory, MODEL_FILE)
@@ -172,24 +203,41 @@ class Vocabulary:
         digest = hashlib.sha256(proto).hexdigest()
         if digest != desc.get("sha256"):
             raise VerificationError(
-                f"{plain}: sha256 {digest} does not match {DESCRIPTOR_FILE} ({desc.get('sha256')})")
+                f"{plain}: sha256 {digest} does not match {DESCRIPTOR_FILE} ({desc.get('sha256')})"
+            )
         n_extra = int(desc.get("extra_ids", DEFAULT_EXTRA_IDS))
         if extra_ids is not None and extra_ids != n_extra:
             raise ConfigError(f"{directory} was built with {n_extra} extra ids, not {extra_ids}")
         extra_path = os.path.join(directory, EXTRA_IDS_MODEL_FILE)
-        vocab = cls(proto, extra_ids=n_extra, plain_model_path=plain,
-                    model_path=extra_path if os.path.exists(extra_path) else None)
+        vocab = cls(
+            proto,
+            extra_ids=n_extra,
+            plain_model_path=plain,
+            model_path=extra_path if os.path.exists(extra_path) else None,
+        )
         if vocab.num_pieces != desc.get("num_pieces"):
-            raise VerificationError(f"{plain}: {vocab.num_pieces} pieces, vocab.json says {desc.get('num_pieces')}")
+            raise VerificationError(
+                f"{plain}: {vocab.num_pieces} pieces, vocab.json says {desc.get('num_pieces')}"
+            )
         return vocab
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"proto": self._proto, "extra_ids": self.extra_ids, "plain": self.plain_model_path,
-                "model": self.model_path, "extra": self._descriptor_extra}
+        return {
+            "proto": self._proto,
+            "extra_ids": self.extra_ids,
+            "plain": self.plain_model_path,
+            "model": self.model_path,
+            "extra": self._descriptor_extra,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["proto"], extra_ids=state["extra_ids"], plain_model_path=state["plain"],
-                      model_path=state["model"], descriptor_extra=state["extra"])
+        self.__init__(
+            state["proto"],
+            extra_ids=state["extra_ids"],
+            plain_model_path=state["plain"],
+            model_path=state["model"],
+            descriptor_extra=state["extra"],
+        )
 
     # -- sizes and ids ---------------------------------------------------------------------------
 
@@ -206,15 +254,24 @@ class Vocabulary:
     def sentinel(self, k: int) -> int:
         """`<extra_id_k>` = V - 1 - k (from V, never from E)."""
         if not 0 <= k < self.extra_ids:
-            raise ConfigError(f"sentinel {k} needs more than the vocabulary's {self.extra_ids} extra ids")
+            raise ConfigError(
+                f"sentinel {k} needs more than the vocabulary's {self.extra_ids} extra ids"
+            )
         return self.vocab_size - 1 - k
 
     def descriptor(self) -> dict[str, Any]:
         """The `vocabulary` block of a shard set's index.json (formats.md §3.3)."""
-        return {"sha256": self.sha256, "num_pieces": self.num_pieces, "extra_ids": self.extra_ids,
-                "vocab_size": self.vocab_size, "embedding_size": self.embedding_size,
-                "pad_id": self.pad_id, "eos_id": self.eos_id, "unk_id": self.unk_id,
-                "bos_id": self.bos_id}
+        return {
+            "sha256": self.sha256,
+            "num_pieces": self.num_pieces,
+            "extra_ids": self.extra_ids,
+            "vocab_size": self.vocab_size,
+            "embedding_size": self.embedding_size,
+            "pad_id": self.pad_id,
+            "eos_id": self.eos_id,
+            "unk_id": self.unk_id,
+            "bos_id": self.bos_id,
+        }
 
     # -- text <-> ids ----------------------------------------------------------------------------
 
@@ -267,5 +324,7 @@ class Vocabulary:
         return "".join(out)
 
     def __repr__(self) -> str:
-        return (f"Vocabulary(pieces={self.num_pieces}, extra_ids={self.extra_ids}, "
-                f"V={self.vocab_size}, E={self.embedding_size}, sha256={self.sha256[:12]})")
+        return (
+            f"Vocabulary(pieces={self.num_pieces}, extra_ids={self.extra_ids}, "
+            f"V={self.vocab_size}, E={self.embedding_size}, sha256={self.sha256[:12]})"
+        )

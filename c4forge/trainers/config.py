@@ -31,9 +31,7 @@ ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flex")
 # d_ff is the 2-matrix width; gated variants get 2/3 of it (model.md §1.2) unless d_ff is given.
 PRESETS: dict[str, dict[str, int]] = {
     "tiny": dict(d_model=128, num_layers=2, num_decoder_layers=2, num_heads=4, d_kv=32, d_ff=384),
-    "small": dict(
-        d_model=512, num_layers=8, num_decoder_layers=8, num_heads=6, d_kv=64, d_ff=1536
-    ),
+    "small": dict(d_model=512, num_layers=8, num_decoder_layers=8, num_heads=6, d_kv=64, d_ff=1536),
     "base": dict(
         d_model=768, num_layers=12, num_decoder_layers=12, num_heads=12, d_kv=64, d_ff=3072
     ),
@@ -88,9 +86,7 @@ class ModelConfig:
     # --- checks and (de)serialisation -------------------------------------------------------
     def validate(self) -> None:
         if self.ffn not in FFN_VARIANTS:
-            raise ConfigError(
-                f"unknown FFN variant {self.ffn!r}; valid: {', '.join(FFN_VARIANTS)}"
-            )
+            raise ConfigError(f"unknown FFN variant {self.ffn!r}; valid: {', '.join(FFN_VARIANTS)}")
         if self.attn not in ATTN_IMPLEMENTATIONS:
             raise ConfigError(
                 f"unknown attention implementation {self.attn!r}; "
@@ -112,9 +108,13 @@ class ModelConfig:
                 raise ConfigError(f"model config: {name} must be a positive integer, got {value!r}")
         if self.relative_attention_num_buckets % 4:
             # bidirectional buckets halve the count, and half of those are exact offsets
-            raise ConfigError("model config: relative_attention_num_buckets must be a multiple of 4")
+            raise ConfigError(
+                "model config: relative_attention_num_buckets must be a multiple of 4"
+            )
         if not 0.0 <= float(self.dropout_rate) < 1.0:
-            raise ConfigError(f"model config: dropout_rate must be in [0, 1), got {self.dropout_rate}")
+            raise ConfigError(
+                f"model config: dropout_rate must be in [0, 1), got {self.dropout_rate}"
+            )
         if not float(self.layer_norm_epsilon) > 0:
             raise ConfigError("model config: layer_norm_epsilon must be > 0")
 

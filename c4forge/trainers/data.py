@@ -144,11 +144,13 @@ class RowOrder:
 class ShardReader:
     """Random access to the rows of shards, with a small per-process LRU of decoded shards."""
 
-    def __init__(self, shard_set: Any, paths: list[str], expected_rows: list[int], cache: int = 2):
+    def __init__(self, shard_set: Any, paths: list[str], expected_rows: list[int], cache: int = 4):
         self.shard_set = shard_set
         self.paths = paths
         self.expected_rows = expected_rows
-        self.columns = [c for c in shard_set.columns if c in ("inputs", "targets", *SEGMENT_COLUMNS)]
+        self.columns = [
+            c for c in shard_set.columns if c in ("inputs", "targets", *SEGMENT_COLUMNS)
+        ]
         self._cache: collections.OrderedDict[int, dict[str, np.ndarray]] = collections.OrderedDict()
         self._cache_size = max(1, cache)
 
@@ -170,7 +172,9 @@ class ShardReader:
             raise VerificationError(
                 f"{path}: read {n} rows, index.json says {self.expected_rows[idx]}"
             )
-        data = {c: np.concatenate(v) if v else np.zeros((0, 0), np.uint16) for c, v in parts.items()}
+        data = {
+            c: np.concatenate(v) if v else np.zeros((0, 0), np.uint16) for c, v in parts.items()
+        }
         self._cache[idx] = data
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)

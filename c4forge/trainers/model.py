@@ -108,7 +108,9 @@ def additive_mask(allowed: torch.Tensor, bias: torch.Tensor | None, dtype: torch
         keep = torch.zeros((), dtype=dtype, device=allowed.device)
     else:
         keep = bias.to(dtype)
-    return torch.where(allowed[:, None], keep, torch.tensor(lowest, dtype=dtype, device=allowed.device))
+    return torch.where(
+        allowed[:, None], keep, torch.tensor(lowest, dtype=dtype, device=allowed.device)
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -182,7 +184,9 @@ class Attention(nn.Module):
         """``[Lq, Lk]`` bucket ids from plain row indices (a constant under static shapes)."""
         ctx = torch.arange(lq, dtype=torch.long, device=device)[:, None]
         mem = torch.arange(lk, dtype=torch.long, device=device)[None, :]
-        return relative_position_bucket(mem - ctx, bidirectional, self.num_buckets, self.max_distance)
+        return relative_position_bucket(
+            mem - ctx, bidirectional, self.num_buckets, self.max_distance
+        )
 
     def position_bias(self, lq: int, lk: int, bidirectional: bool) -> torch.Tensor:
         """``[1, H, Lq, Lk]`` learned bias gathered from the ``[buckets, H]`` table."""

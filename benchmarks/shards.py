@@ -1,0 +1,237 @@
+"""Benchmark the stages of `c4forge shards` separately: encode, corrupt, pack, write.
+
+Corpus: the 1,000 real C4 documents bundled in ``c4forge/data/sample/`` repeated ``--repeat``
+times (default 8, ≈ 4.3 M tokens with an 8k vocabulary). Repeating is fine here, unlike for the
+clean benchmark: no stage of the shard build deduplicates or caches, so a repeated document
+costs what a new one of the same length would. Vocabulary: ``--vocab DIR`` or, by default, an
+8,000-piece vocabulary trained once on the sample and cached in
+``~/.cache/c4forge-bench/shards-vocab-8000``.
+
+Everything runs in this one process on one core (SentencePiece with one thread), so each
+figure is tokens per second per core. Stages (all counted in source tokens):
+
+* read     gzip + JSON of the documents (not part of the 80 % goal: I/O, shared with `clean`)
+* encode   SentencePiece ``encode_batch`` (the floor)
+* corrupt  the T5 document pipeline: drop empty, select_random_chunk, concat 128, pieces,
+           span corruption, EOS, keys (``objectives.examples.shard_examples``)
+* pack     rows: ``pad_concat`` (concat) and first-fit (``per_document``), timed separately
+* write    sort by key, split into shards and write uncompressed Arrow stream files
+
+Goal (issue 3): encoding ≥ 80 % of encode + corrupt + pack + write.
+
+Usage: ``python benchmarks/shards.py [--repeat 8] [--inputs-length 512] [--vocab DIR]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from c4forge.formats import shards as fmt  # noqa: E402
+from c4forge.objectives.examples import new_stats, rows_of, shard_examples  # noqa: E402
+from c4forge.objectives.registry import make_config  # noqa: E402
+from c4forge.tokenizers.vocab import Vocabulary  # noqa: E402
+
+SAMPLE = ROOT / "c4forge" / "data" / "sample" / "c4-sample.00000-of-00001.json.gz"
+CACHE = Path(os.path.expanduser("~/.cache/c4forge-bench"))
+
+
+def get_vocab(path: str | None, pieces: int) -> Vocabulary:
+    if path:
+        return Vocabulary.load(path)
+    out = CACHE / f"shards-vocab-{pieces}"
+    if not (out / "vocab.json").exists():
+        from c4forge.tokenizers.train import Source, build_vocab
+
+        with tempfile.TemporaryDirectory() as tmp:
+            docs = Path(tmp) / "c4-train.00000-of-00001.json.gz"
+            docs.write_bytes(SAMPLE.read_bytes())
+            print(f"training a {pieces}-piece vocabulary on the sample (once) → {out}")
+            build_vocab([Source("en", tmp)], str(out), vocab_size=pieces, progress=False)
+    return Vocabulary.load(str(out))
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kB
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=8, help="copies of the 1,000-document sample")
+    ap.add_argument("--inputs-length", type=int, default=512)
+    ap.add_argument(
+        "--vocab", default=None, help="a `c4forge vocab` folder (default: train 8k once)"
+    )
+    ap.add_argument("--pieces", type=int, default=8000, help="pieces of the default vocabulary")
+    ap.add_argument("--num-shards", type=int, default=8)
+    ap.add_argument(
+        "--beam",
+        action="store_true",
+        help="also run the whole `c4forge shards` job (1 in-process worker) on the same corpus",
+    )
+    args = ap.parse_args(argv)
+
+    vocab = get_vocab(args.vocab, args.pieces)
+    timings: dict[str, float] = {}  # process CPU seconds (other processes on the box do not count)
+    walls: dict[str, float] = {}
+
+    class stage:
+        """Time a block in CPU seconds (the per-core figure) and wall seconds (I/O waits too)."""
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __enter__(self) -> None:
+            self.cpu, self.wall = time.process_time(), time.perf_counter()
+
+        def __exit__(self, *exc: object) -> None:
+            timings[self.name] = time.process_time() - self.cpu
+            walls[self.name] = time.perf_counter() - self.wall
+
+    with stage("read"):
+        for _ in range(args.repeat):  # read (gunzip + JSON) as often as the corpus repeats it
+            with gzip.open(SAMPLE, "rt", encoding="utf-8") as f:
+                texts = [json.loads(line)["text"] for line in f]
+    texts = texts * args.repeat
+
+    with stage("encode"):
+        docs = []
+        for i in range(0, len(texts), 256):
+            docs.extend(vocab.encode_batch(texts[i : i + 256]))
+    tokens = sum(len(d) for d in docs)
+    chars = sum(len(x) for x in texts)
+
+    cfg = make_config(
+        "span_corruption", inputs_length=args.inputs_length, extra_ids=vocab.extra_ids
+    )
+    with stage("corrupt"):
+        stats = new_stats()
+        examples = list(
+            shard_examples(
+                docs,
+                clean_shard_index=0,
+                seed=0,
+                config=cfg,
+                vocab_size=vocab.vocab_size,
+                stats=stats,
+            )
+        )
+
+    dtype = np.dtype(fmt.choose_token_dtype(vocab.embedding_size))
+    with stage("pack (concat)"):
+        columns, keys = rows_of(examples, cfg, dtype=dtype)
+
+    # per_document: its own examples (no concatenation), then first-fit in 512-example windows.
+    cfg_pd = make_config(
+        "span_corruption",
+        inputs_length=args.inputs_length,
+        packing="per_document",
+        extra_ids=vocab.extra_ids,
+    )
+    examples_pd = list(
+        shard_examples(
+            docs, clean_shard_index=0, seed=0, config=cfg_pd, vocab_size=vocab.vocab_size
+        )
+    )
+    with stage("pack (per_document)"):
+        columns_pd, _keys_pd = rows_of(examples_pd, cfg_pd, dtype=dtype)
+
+    spec = fmt.column_spec(
+        "span_corruption", "concat", cfg.inputs_length, cfg.targets_length, dtype.name
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        # Warm-up: pyarrow's IPC writer imports modules on first use; that is not per-token cost.
+        fmt.write_shard(
+            os.path.join(tmp, "warmup.arrow"), spec, {k: v[:1] for k, v in columns.items()}, {}
+        )
+        with stage("write"):
+            shard = keys % np.uint64(args.num_shards)
+            written = 0
+            for s in range(args.num_shards):
+                sel = np.flatnonzero(shard == s)
+                sel = sel[np.argsort(keys[sel], kind="stable")]
+                rec = fmt.write_shard(
+                    os.path.join(tmp, fmt.shard_file_name("train", s, args.num_shards)),
+                    spec,
+                    {k: v[sel] for k, v in columns.items()},
+                    fmt.shard_metadata("bench", vocab.sha256, "train", s, args.num_shards),
+                )
+                written += rec["bytes"]
+
+    def pad(cols: dict[str, np.ndarray], name: str) -> float:
+        return 1 - np.count_nonzero(cols[name]) / cols[name].size
+
+    print(
+        f"corpus: {args.repeat} x the 1,000-document real C4 sample = {len(texts):,} documents, "
+        f"{chars:,} characters, {tokens:,} tokens ({vocab.num_pieces:,}-piece vocabulary)"
+    )
+    print(
+        f"objective: span_corruption {cfg.inputs_length}/{cfg.targets_length} (pieces of "
+        f"{cfg.tokens_length}); {len(examples):,} examples; one core, one process"
+    )
+    print(f"{'stage':<22}{'CPU s':>8}{'wall s':>8}{'tokens/s/core':>16}")
+    for name, sec in timings.items():
+        print(f"{name:<22}{sec:>8.2f}{walls[name]:>8.2f}{tokens / max(sec, 1e-9):>16,.0f}")
+    build = timings["encode"] + timings["corrupt"] + timings["pack (concat)"] + timings["write"]
+    print(
+        f"share of encode + corrupt + pack + write spent in SentencePiece encoding (CPU): "
+        f"{timings['encode'] / build:.1%} (goal >= 80%); with reading: "
+        f"{timings['encode'] / (build + timings['read']):.1%}"
+    )
+    rows_pd = len(columns_pd["inputs"])
+    print(
+        f"padding concat:       {pad(columns, 'inputs'):.2%} enc / {pad(columns, 'targets'):.2%} dec "
+        f"({len(columns['inputs']):,} rows)"
+    )
+    print(
+        f"padding per_document: {pad(columns_pd, 'inputs'):.2%} enc / {pad(columns_pd, 'targets'):.2%} dec "
+        f"({rows_pd:,} rows from {len(examples_pd):,} examples, first-fit windows of 512)"
+    )
+    print(
+        f"written: {written / 1e6:,.1f} MB in {args.num_shards} shards; peak RSS {peak_rss_mb():,.0f} MB"
+    )
+    if args.beam:
+        beam_job(args, vocab, timings["encode"], tokens)
+    return 0
+
+
+def beam_job(args: argparse.Namespace, vocab: Vocabulary, encode_cpu: float, tokens: int) -> None:
+    """The real job end to end: the corpus as two C4-release train files, one worker in-process."""
+    from c4forge.cli import main as cli
+
+    with gzip.open(SAMPLE, "rb") as f:
+        lines = f.read().splitlines(keepends=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        docs = Path(tmp) / "docs"
+        docs.mkdir()
+        half = args.repeat // 2 or 1
+        for i, copies in enumerate((half, args.repeat - half)):
+            with gzip.open(docs / f"c4-train.{i:05d}-of-00002.json.gz", "wb", compresslevel=1) as f:
+                f.write(b"".join(lines) * copies)
+        vocab_dir = args.vocab or str(CACHE / f"shards-vocab-{args.pieces}")
+        for run in ("warm-up", "timed"):  # the first run pays Beam's imports (~2 CPU s), once
+            cpu, wall = time.process_time(), time.perf_counter()
+            argv = ["shards", str(docs), "--vocab", vocab_dir, "--output", str(Path(tmp) / run)]
+            cli([*argv, "--inputs-length", str(args.inputs_length), "--workers", "1", "--quiet"])
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    print(
+        f"whole Beam job (DirectRunner, 1 in-process worker): {cpu:.2f} CPU s, {wall:.2f} wall s, "
+        f"{tokens / cpu:,.0f} tokens/s/core; SentencePiece share of its CPU time: "
+        f"{encode_cpu / cpu:.1%}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

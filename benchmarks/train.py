@@ -1,0 +1,174 @@
+"""Training throughput of the GLU-Transformer against HF ``T5ForConditionalGeneration`` of the
+same config, side by side in one process (model.md §4).
+
+Each model runs full training steps (forward, fp32 token-weighted loss, backward, Adafactor) on
+the same batches: bf16 autocast + ``torch.compile`` on CUDA, fp32 eager on the CPU. Batches come
+from ``--shards DIR`` (real rows, so the non-pad figure is meaningful) or are random full-length
+rows. Printed per model: tokens/s (row shape, padding included), non-pad tokens/s, step time,
+model TFLOP/s from the spec's encoder-decoder formula, and MFU where the device peak is known
+(``--peak-tflops`` to set one, e.g. for a CPU).
+
+Usage: ``python benchmarks/train.py --preset small --batch-size 8 --inputs-length 512 --steps 3``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import time
+
+import numpy as np
+import torch
+
+from c4forge.trainers.config import make_config
+from c4forge.trainers.data import DataPlan, TrainStream, decoder_input_tokens, open_shard_set
+from c4forge.trainers.device import resolve_device
+from c4forge.trainers.flops import flops_per_example, mfu
+from c4forge.trainers.hf_reference import build_hf_model
+from c4forge.trainers.loss import weighted_cross_entropy
+from c4forge.trainers.model import GLUTransformer
+from c4forge.trainers.optim import build_optimizer
+
+
+def t5_lengths(inputs_length: int) -> int:
+    """targets_length for span corruption at d = 0.15, m = 3 (objectives.md §3.3)."""
+    t = inputs_length - 1
+    while True:
+        n = round((t + 1) * 0.15)
+        if (t + 1) - n + round(n / 3.0) + 1 > inputs_length:
+            break
+        t += 1
+    n = round(t * 0.15)
+    return n + round(n / 3.0) + 1
+
+
+def batches(args, embedding_size: int, n: int) -> list[dict[str, torch.Tensor]]:
+    if args.shards:
+        shards = open_shard_set(args.shards)
+        obj = shards.index["objective"]
+        args.inputs_length, args.targets_length = obj["inputs_length"], obj["targets_length"]
+        stream = TrainStream(shards, DataPlan(batch_size=args.batch_size), 0, n)
+        out = []
+        for item in stream:
+            out.append({k: item[k].to(torch.int64) for k in ("inputs", "targets")})
+        return out
+    rng = np.random.default_rng(0)
+    high = min(embedding_size, 32000)
+    return [
+        {
+            "inputs": torch.from_numpy(
+                rng.integers(3, high, (args.batch_size, args.inputs_length))
+            ),
+            "targets": torch.from_numpy(
+                rng.integers(3, high, (args.batch_size, args.targets_length))
+            ),
+        }
+        for _ in range(n)
+    ]
+
+
+def run_model(name, model, data, dev, compile_, steps, warmup):
+    model.train()
+    opt = build_optimizer("adafactor", model.parameters())
+    fwd = torch.compile(model) if compile_ else model
+    autocast = (
+        torch.autocast(dev.kind, dtype=torch.bfloat16)
+        if dev.kind == "cuda"
+        else contextlib.nullcontext()
+    )
+
+    def step(batch):
+        inputs = batch["inputs"].to(dev.device, non_blocking=True)
+        targets = batch["targets"].to(dev.device, non_blocking=True)
+        dec = decoder_input_tokens(targets)
+        with autocast:
+            if name == "hf-t5":
+                logits = fwd(
+                    input_ids=inputs, attention_mask=inputs != 0, decoder_input_ids=dec
+                ).logits
+            else:
+                logits = fwd(inputs, dec)
+        loss_sum, weight = weighted_cross_entropy(logits.float(), targets)
+        (loss_sum / weight.clamp_min(1)).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss_sum
+
+    for i in range(warmup):
+        step(data[i % len(data)])
+    if dev.kind == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(steps):
+        step(data[(warmup + i) % len(data)])
+    if dev.kind == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / steps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--ffn", default="geglu")
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--inputs-length", type=int, default=512)
+    ap.add_argument("--targets-length", type=int, default=None)
+    ap.add_argument("--embedding-size", type=int, default=32128)
+    ap.add_argument("--shards", help="real rows from a shard directory (sets the lengths)")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--no-hf", action="store_true")
+    ap.add_argument("--peak-tflops", type=float, help="device peak for MFU when not known")
+    args = ap.parse_args()
+    if args.targets_length is None:
+        args.targets_length = t5_lengths(args.inputs_length)
+    dev = resolve_device(args.device)
+    compile_ = dev.kind == "cuda" and not args.no_compile
+    data = batches(args, args.embedding_size, args.steps + args.warmup)
+    cfg = make_config(args.preset, args.embedding_size, ffn=args.ffn)
+    peak = args.peak_tflops * 1e12 if args.peak_tflops else dev.peak_flops
+    flops = flops_per_example(cfg, args.inputs_length, args.targets_length)
+    tokens = args.batch_size * (args.inputs_length + args.targets_length)
+    nonpad = sum(int((b["inputs"] != 0).sum() + (b["targets"] != 0).sum()) for b in data) / len(
+        data
+    )
+    precision = "bf16 autocast" if dev.kind == "cuda" else "fp32"
+    print(
+        f"device {dev.name} ({dev.kind}), {precision}, compile {'on' if compile_ else 'off'}, "
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}"
+    )
+    print(
+        f"preset {args.preset} ffn {cfg.ffn} d_ff {cfg.d_ff}, E {cfg.embedding_size}, batch "
+        f"{args.batch_size} × {args.inputs_length}/{args.targets_length}, {flops:.3g} FLOPs/example, "
+        f"{'real shard rows' if args.shards else 'random full rows'}"
+    )
+    torch.manual_seed(0)
+    models = [("c4forge", GLUTransformer(cfg).to(dev.device))]
+    if not args.no_hf:
+        models.append(("hf-t5", build_hf_model(cfg).to(dev.device)))
+    header = (
+        f"{'model':<9} {'step ms':>9} {'tokens/s':>11} {'non-pad/s':>11} {'TFLOP/s':>8} {'MFU':>7}"
+    )
+    print(header)
+    results = {}
+    for name, model in models:
+        sec = run_model(name, model, data, dev, compile_, args.steps, args.warmup)
+        results[name] = sec
+        tflops = flops * args.batch_size / sec / 1e12
+        util = mfu(flops, args.batch_size / sec, peak) if peak else math.nan
+        print(
+            f"{name:<9} {1000 * sec:>9.1f} {tokens / sec:>11,.0f} {nonpad / sec:>11,.0f} "
+            f"{tflops:>8.3f} {'n/a' if math.isnan(util) else f'{100 * util:.1f}%':>7}"
+        )
+        del model
+        if dev.kind == "cuda":
+            torch.cuda.empty_cache()
+    if "hf-t5" in results:
+        print(f"speed-up over HF T5: {results['hf-t5'] / results['c4forge']:.2f}×")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Line and page heuristics of C4 (c4_rules.md §5, §6), in the reference's exact order.
+
+This is TFDS c4/en 3.1.0 ``clean_page`` with the same counters; every consequence of its
+order (a page-level ``{`` only counts on a line that survived the earlier line checks, the
+final strip touches only the first line…) is reference behaviour and is kept on purpose.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from c4forge.filters.counting import Count
+from c4forge.filters.sentences import split_sentences
+
+STAGE = "clean"
+LENGTH_STAGE = "length"
+
+MAX_PAGE_CHARS = 190_000  # reference: `len(text) > 1.9e5` drops the page
+MIN_WORDS_PER_LINE = 5
+MIN_NUM_SENTENCES = 3
+MAX_WORD_LENGTH = 1000
+END_MARKS = (".", "?", "!", '"')  # ASCII `"` only
+ELLIPSIS = "..."
+# `\d` is Unicode-aware in Python 3 (any decimal digit, e.g. Arabic-Indic), as in the reference.
+CITATION_PATTERN = r"\[\d*\]|\[edit\]|\[citation needed\]"
+CITATION_RE = re.compile(CITATION_PATTERN)
+POLICY_SUBSTRINGS = (
+    "terms of use",
+    "privacy policy",
+    "cookie policy",
+    "uses cookies",
+    "use of cookies",
+    "use cookies",
+)
+JAVASCRIPT = "javascript"
+LOREM_IPSUM = "lorem ipsum"
+CURLY_BRACKET = "{"
+
+
+@dataclass
+class CleanedPage:
+    text: str
+    # Punkt sentences of each kept line (the lines of ``text.split("\n")``, in order), so span
+    # dedup does not run Punkt a second time.
+    sentences: list[list[str]] = field(default_factory=list)
+
+
+def _has_too_long_word(line: str) -> bool:
+    # A line no longer than the limit cannot hold a longer token (cheap exact shortcut).
+    return len(line) > MAX_WORD_LENGTH and any(len(w) > MAX_WORD_LENGTH for w in line.split())
+
+
+def clean_page(text: str, count: Count) -> CleanedPage | None:
+    """§6: filter the lines of ``text``; ``None`` when the page is dropped (reason counted)."""
+    kept: list[str] = []
+    sentences: list[list[str]] = []
+    num_sentences = 0
+    for raw in text.splitlines():
+        line = raw.strip()
+        if _has_too_long_word(line):
+            count(STAGE, "too_long_word")
+            continue
+        if "[" in line:  # every citation marker starts with "["
+            line = CITATION_RE.sub("", line)  # not stripped again (reference)
+        if not line.endswith(END_MARKS) or line.endswith(ELLIPSIS):
+            count(STAGE, "no_endmark")
+            continue
+        if len(line.split()) < MIN_WORDS_PER_LINE:
+            count(STAGE, "too_short")
+            continue
+        low = line.lower()
+        if LOREM_IPSUM in low:
+            count(STAGE, "loremipsum")
+            return None
+        if JAVASCRIPT in low:
+            count(STAGE, "javascript")
+            continue
+        if CURLY_BRACKET in line:
+            count(STAGE, "squigglybracket")
+            return None
+        if any(p in low for p in POLICY_SUBSTRINGS):
+            count(STAGE, "policy")
+            continue
+        sents = split_sentences(line)
+        num_sentences += len(sents)
+        kept.append(line)
+        sentences.append(sents)
+        count(STAGE, "line_passed")
+    if num_sentences < MIN_NUM_SENTENCES:
+        count(STAGE, "too_few_sentences")
+        return None
+    count(STAGE, "passed")
+    cleaned = "\n".join(kept).strip()
+    # The whole-text strip can only change the first line (kept lines end with an end mark;
+    # a citation removed at the start leaves a leading space): re-split it so ``sentences``
+    # matches the lines of the returned text.
+    first = cleaned.split("\n", 1)[0]
+    if first != kept[0]:
+        sentences[0] = split_sentences(first)
+    return CleanedPage(text=cleaned, sentences=sentences)
+
+
+def length_filter(page_text: str, count: Count) -> bool:
+    """§5: keep a page of at most ``MAX_PAGE_CHARS`` characters (stage ``length``)."""
+    if len(page_text) > MAX_PAGE_CHARS:
+        count(LENGTH_STAGE, "too_long_page")
+        return False
+    count(LENGTH_STAGE, "passed")
+    return True

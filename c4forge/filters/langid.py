@@ -1,0 +1,85 @@
+"""Language identification with langdetect, as the reference does it (c4_rules.md §9).
+
+langdetect is random (it samples n-grams); the reference sets ``DetectorFactory.seed = 0``
+before each call. The seed is a class attribute shared by the whole process, so setting it
+and detecting happen under one process-wide lock. All detection goes through
+``_detect_langs`` so a faster backend with identical results can replace it in one place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import threading
+
+from c4forge.filters.counting import Count
+
+STAGE = "langid"
+MIN_PROBABILITY = 0.99
+LANGDETECT_SEED = 0
+
+_LOCK = threading.Lock()
+
+
+def _detect_langs(text: str) -> list[tuple[str, float]]:
+    """``[(lang, prob), …]`` best first, exactly ``langdetect.detect_langs`` with seed 0.
+
+    The one swap point for a faster backend (``c4forge.filters.langdetect_fast``); it must
+    raise langdetect's ``LangDetectException`` where langdetect does (e.g. no features).
+    """
+    from langdetect import DetectorFactory, detect_langs
+
+    with _LOCK:
+        DetectorFactory.seed = LANGDETECT_SEED
+        return [(p.lang, p.prob) for p in detect_langs(text)]
+
+
+def langid_filter(text: str, count: Count, language: str = "en") -> bool:
+    """Keep ``text`` iff langdetect's top prediction is ``language`` with prob >= 0.99."""
+    from langdetect.lang_detect_exception import LangDetectException
+
+    try:
+        predictions = _detect_langs(text)
+    except LangDetectException:
+        count(STAGE, "langdetect_exception")
+        return False
+    if not predictions:
+        count(STAGE, "no_predictions")
+        return False
+    lang, prob = predictions[0]
+    if prob < MIN_PROBABILITY:
+        count(STAGE, "low_confidence")
+        return False
+    if lang != language:
+        count(STAGE, "ignored_language")
+        count(STAGE, f"ignored_language:{lang}")
+        return False
+    count(STAGE, "passed")
+    return True
+
+
+_FINGERPRINT: dict | None = None
+
+
+def langdetect_fingerprint() -> dict:
+    """langdetect version and a hash of its language profiles (they decide every result)."""
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        import langdetect
+
+        profiles = os.path.join(os.path.dirname(langdetect.__file__), "profiles")
+        h = hashlib.sha256()
+        names = sorted(os.listdir(profiles))
+        for name in names:
+            with open(os.path.join(profiles, name), "rb") as f:
+                h.update(name.encode("utf-8") + b"\0" + f.read() + b"\0")
+        _FINGERPRINT = {
+            "package": "langdetect",
+            "version": importlib.metadata.version("langdetect"),
+            "profiles": len(names),
+            "profiles_sha256": h.hexdigest(),
+            "seed": LANGDETECT_SEED,
+            "min_probability": MIN_PROBABILITY,
+        }
+    return dict(_FINGERPRINT)

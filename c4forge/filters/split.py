@@ -1,0 +1,18 @@
+"""Train/validation split by URL hash (c4_rules.md §11), as TFDS c4/en 3.1.0 does it.
+
+A hash of the normalized URL, not a random draw, so the same page lands in the same split on
+every run, runner and worker count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+STAGE = "split"
+VALIDATION_MODULUS = 1000  # ≈ 0.1 % of pages go to validation
+
+
+def split_of(normalized_url: str) -> str:
+    """``"validation"`` iff md5(normalized_url) as an integer is divisible by 1000."""
+    h = int(hashlib.md5(normalized_url.encode("utf-8")).hexdigest(), 16)
+    return "validation" if h % VALIDATION_MODULUS == 0 else "train"

@@ -1,0 +1,347 @@
+"""Read crawl WARC files (HTTP responses) into pages: HTML → text with resiliparse, then §3.9.
+
+Why: users with their own crawls (or Common Crawl WARCs instead of WETs) get the same rules.
+Each ``response`` record with HTTP status 200 and ``text/html`` becomes a ``Page`` whose text is
+``resiliparse.extract.html2text.extract_plain_text(html, main_content=False, alt_texts=False)``
+put through the WET line building of c4_rules.md §3.9 (``wet.page_text``). ``alt_texts=False``:
+with it, our text equals the derived WET shipped in ``c4forge/data/sample`` page for page (39 of
+39 pages with uchardet decoding); with the 2.x default (``True``) only 19 of 39 agree, because
+image alt texts ("Icon - Account", "prof_pic.jpg") become lines.
+
+The gzip decoding, WARC framing checks, record size guard and URL/date rules are the WET
+reader's (``c4forge.filters.wet``), so both inputs count damage the same way.
+
+Counters (stage ``wet``), added to the WET reasons of §13 (the record identity becomes
+``records = non_conversion + non_response + http_status + non_html + bad_http_header +
+undecodable + record_too_large + malformed_record + incomplete_record + invalid_utf8 + no_url +
+no_content + no_timestamp + pages``):
+
+- ``non_response``: a WARC record that is not a ``response`` (warcinfo, request, metadata,
+  resource, revisit …);
+- ``bad_http_header``: the HTTP status line or header block cannot be parsed;
+- ``http_status``: HTTP status other than 200 (redirects, errors);
+- ``non_html``: HTTP ``Content-Type`` missing or not ``text/html``, or a response record that
+  is not HTTP at all (WARC ``Content-Type`` other than ``application/http``, e.g. ``text/dns``);
+- ``undecodable``: the body cannot be decoded: its transfer/content encoding is broken, or no
+  candidate charset (BOM, HTTP header, ``<meta charset>``, uchardet) decodes it strictly.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.bufferedreaders import BufferedReader, ChunkedDataReader
+from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
+
+from c4forge.errors import InputError
+from c4forge.filters import wet
+from c4forge.filters.counting import Count
+from c4forge.filters.gzip_stream import DecodedStream, open_decoded
+from c4forge.filters.urls import normalize_url
+from c4forge.filters.wet import Page, page_text
+
+STAGE = "wet"
+REASONS = ("non_response", "bad_http_header", "http_status", "non_html", "undecodable")
+_HTTP_STATUS = StatusAndHeadersParser(["HTTP/1.0", "HTTP/1.1", "HTTP/2", "HTTP/2.0", "HTTP/0.9"])
+_CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([^"';\s]+)""", re.IGNORECASE)
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+def header_charset(content_type: str | None) -> str | None:
+    """The ``charset=`` parameter of a Content-Type value, as written (``None`` if absent)."""
+    m = _CHARSET.search(content_type or "")
+    return m.group(1) if m else None
+
+
+def _python_codec(label: str | None) -> str | None:
+    """WHATWG label → Python codec (``iso-8859-1`` → ``cp1252`` as browsers do); unknown → None."""
+    from resiliparse.parse.encoding import map_encoding_to_html5
+
+    if not label:
+        return None
+    name = map_encoding_to_html5(label, fallback_utf8=False)
+    if name is None:
+        return None
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        return None
+
+
+def decode_html(body: bytes, content_type: str | None) -> str | None:
+    """The body as text, or ``None`` when no candidate charset decodes it strictly.
+
+    Candidates in order (choice: the HTML5 precedence, then detection): a byte-order mark; the
+    HTTP ``charset``; resiliparse's ``detect_encoding(from_html_meta=True)`` (the ``<meta>``
+    charset, itself falling back to uchardet); plain uchardet. The first one that decodes
+    without error wins, so a wrong label does not turn a page into mojibake when detection
+    gets it right, and no page is decoded with replacement characters.
+    """
+    from resiliparse.parse.encoding import detect_encoding
+
+    for bom, codec in _BOMS:
+        if body.startswith(bom):
+            try:
+                return body[len(bom) :].decode(codec)
+            except UnicodeDecodeError:
+                return None
+    tried: set[str] = set()
+    candidates = (
+        lambda: _python_codec(header_charset(content_type)),
+        lambda: _python_codec(detect_encoding(body, from_html_meta=True)),
+        lambda: _python_codec(detect_encoding(body)),
+    )
+    for candidate in candidates:
+        codec = candidate()
+        if codec is None or codec in tried:
+            continue
+        tried.add(codec)
+        try:
+            return body.decode(codec)
+        except (UnicodeDecodeError, LookupError):
+            continue
+    return None
+
+
+def html_to_text(html: str) -> str:
+    """resiliparse plain text (whole page, no alt texts: see the module docstring)."""
+    from resiliparse.extract.html2text import extract_plain_text
+
+    return extract_plain_text(html, main_content=False, alt_texts=False)
+
+
+def _http_body(http: StatusAndHeaders, stream: BinaryIO) -> bytes:
+    """The entity body with chunked transfer and gzip/deflate/br content encoding undone
+    (warcio's own ``content_stream`` logic; raises on broken encodings)."""
+    encoding: str | None = (http.get_header("Content-Encoding") or "").strip().lower()
+    if encoding in ("", "identity"):
+        encoding = None
+    elif encoding not in BufferedReader.get_supported_decompressors():
+        raise ValueError(f"unsupported Content-Encoding {encoding!r}")
+    if (http.get_header("Transfer-Encoding") or "").strip().lower() == "chunked":
+        reader: BinaryIO = ChunkedDataReader(stream, decomp_type=encoding)
+    elif encoding:
+        reader = BufferedReader(stream, decomp_type=encoding)
+    else:
+        return stream.read()
+    return reader.read()
+
+
+def response_page(headers: StatusAndHeaders, payload: bytes, count: Count) -> Page | None:
+    """One response record → a page, or ``None`` after counting why not."""
+    stream = io.BytesIO(payload)
+    try:
+        http = _HTTP_STATUS.parse(stream)
+    except Exception:  # noqa: BLE001 - warcio raises several types on a broken header block
+        count(STAGE, "bad_http_header")
+        return None
+    status = (http.get_statuscode() or "").strip()
+    if not status.isdigit():
+        count(STAGE, "bad_http_header")
+        return None
+    if status != "200":
+        count(STAGE, "http_status")
+        return None
+    content_type = http.get_header("Content-Type") or ""
+    if content_type.split(";", 1)[0].strip().lower() != "text/html":
+        count(STAGE, "non_html")
+        return None
+    try:
+        body = _http_body(http, stream)
+    except Exception:  # noqa: BLE001 - zlib/brotli/chunk errors: the body is not recoverable
+        count(STAGE, "undecodable")
+        return None
+    html = decode_html(body, content_type)
+    if html is None:
+        count(STAGE, "undecodable")
+        return None
+    url = wet._target_uri(headers.get_header("WARC-Target-URI"))
+    timestamp = headers.get_header("WARC-Date") or ""
+    text = page_text(html_to_text(html)) if html.strip() else ""
+    # §3.3.11 order: url, content, timestamp.
+    if not url:
+        count(STAGE, "no_url")
+        return None
+    if not text:
+        count(STAGE, "no_content")
+        return None
+    if not timestamp:
+        count(STAGE, "no_timestamp")
+        return None
+    count(STAGE, "pages")
+    return Page(
+        url=url,
+        timestamp=timestamp,
+        text=text,
+        normalized_url=normalize_url(url),
+        content_type=content_type,
+        content_length=str(len(body)),
+    )
+
+
+@dataclass
+class _Held:
+    headers: StatusAndHeaders
+    payload: bytes
+    err_count: int
+    end_offset: int
+
+
+def read_warc(
+    stream: BinaryIO,
+    name: str,
+    count: Count,
+    *,
+    max_record_bytes: int = wet.DEFAULT_MAX_RECORD_BYTES,
+) -> Iterator[Page]:
+    """Yield the pages of one crawl WARC file, counting every record it skips (stage ``wet``).
+
+    Raises ``InputError`` naming the file when it holds WET ``conversion`` records before any
+    response (a WET file given where a WARC was expected).
+    """
+    count(STAGE, "files")
+    decoded = open_decoded(stream)
+    records = 0
+    malformed_file = False
+    incomplete = False
+    seen_response = False
+    if not wet._looks_like_warc(decoded.peek(64)):
+        wet._finish(count, records=0, malformed=True, truncated=decoded.truncated)
+        return
+
+    # Same framing rules as the WET reader (kept in step with wet.read_wet).
+    skipped = wet._skip_blank_lines(decoded)
+    it = wet._archive_iterator(decoded)
+    records_iter = iter(it)
+    held: _Held | None = None
+    while True:
+        try:
+            rec = next(records_iter)
+        except StopIteration:
+            rec = None
+        except wet._PARSE_ERRORS:
+            rec = None
+            if not (decoded.truncated and decoded.peek(1) == b""):
+                malformed_file = True
+        if held is not None:
+            page = _settle(held, it, decoded, count)
+            held = None
+            if page is not None:
+                yield page
+        if rec is None:
+            break
+        records += 1
+        count(STAGE, "records")
+        rec_type = rec.rec_headers.get_header("WARC-Type") or rec.rec_type or ""
+        if rec_type != "response":
+            if rec_type == "conversion" and not seen_response:
+                raise InputError(
+                    f"{name}: found a WET 'conversion' record where crawl WARC 'response' "
+                    "records were expected; this looks like a WET file "
+                    "(use --input-format wet or auto)"
+                )
+            count(STAGE, "non_response")
+            continue
+        seen_response = True
+        warc_ct = (rec.rec_headers.get_header("Content-Type") or "").strip().lower()
+        if warc_ct and not warc_ct.startswith("application/http"):
+            count(STAGE, "non_html")  # e.g. Heritrix `dns:` responses (text/dns): no HTTP at all
+            continue
+        length_header = rec.rec_headers.get_header("Content-Length")
+        try:
+            length = int(length_header) if length_header is not None else -1
+        except ValueError:
+            length = -1
+        if length < 0:
+            if it.reader.rem_length() == 0 and decoded.peek(1) == b"":
+                count(STAGE, "incomplete_record")  # the input ended inside the header block
+                incomplete = True
+            else:
+                count(STAGE, "malformed_record")
+                malformed_file = True
+            break
+        if length > max_record_bytes:
+            count(STAGE, "record_too_large")
+            continue
+        payload = rec.raw_stream.read()
+        if len(payload) < length:
+            count(STAGE, "incomplete_record")
+            incomplete = True
+            continue
+        end_offset = skipped + it.fh.tell() - it.reader.rem_length()
+        held = _Held(rec.rec_headers, payload, it.err_count, end_offset)
+    wet._finish(
+        count, records=records, malformed=malformed_file, truncated=decoded.truncated or incomplete
+    )
+
+
+def _settle(held: _Held, it: ArchiveIterator, decoded: DecodedStream, count: Count) -> Page | None:
+    """As the WET reader: judge a record only once warcio has seen what follows it (§3.7)."""
+    if it.err_count > held.err_count:
+        count(STAGE, "malformed_record")
+        return None
+    if decoded.corrupt and held.end_offset > decoded.verified_bytes:
+        count(STAGE, "incomplete_record")
+        return None
+    return response_page(held.headers, held.payload, count)
+
+
+def detect_input_format(path: str, limit: int = 20) -> str:
+    """``"warc"`` when the file's first records are HTTP records before any ``conversion``
+    record, else ``"wet"`` (also for empty or damaged files: the WET reader counts those)."""
+    with wet.open_binary(path) as f:
+        types = wet.sniff_record_types(f, limit)
+    return "warc" if wet.is_crawl_warc(types) else "wet"
+
+
+def read_pages(
+    stream: BinaryIO,
+    name: str,
+    count: Count,
+    *,
+    input_format: str,
+    max_record_bytes: int = wet.DEFAULT_MAX_RECORD_BYTES,
+) -> Iterator[Page]:
+    """Dispatch one opened file to the WET or WARC reader (``input_format`` resolved already)."""
+    if input_format == "warc":
+        return read_warc(stream, name, count, max_record_bytes=max_record_bytes)
+    if input_format == "wet":
+        return wet.read_wet(stream, name, count, max_record_bytes=max_record_bytes)
+    raise InputError(f"{name}: unknown input format {input_format!r} (expected wet or warc)")
+
+
+def read_path(
+    path: str,
+    count: Count,
+    *,
+    input_format: str = "auto",
+    max_record_bytes: int = wet.DEFAULT_MAX_RECORD_BYTES,
+) -> Iterator[Page]:
+    """Open ``path`` (local or any Beam filesystem), resolve ``auto`` per file, yield pages."""
+    fmt = detect_input_format(path) if input_format == "auto" else input_format
+    with wet.open_binary(path) as f:
+        yield from read_pages(f, path, count, input_format=fmt, max_record_bytes=max_record_bytes)
+
+
+def fold_warc_reasons(counters: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """A copy of ``counters`` with the WARC-only skip reasons added to ``wet.non_conversion``,
+    so ``counting.conservation_errors`` (which knows only the WET reasons) checks the record
+    identity of a WARC run too. Unneeded once ``counting.REASONS`` lists ``REASONS``."""
+    from c4forge.filters.counting import REASONS as KNOWN
+
+    out = {stage: dict(reasons) for stage, reasons in counters.items()}
+    wet_counts = out.setdefault(STAGE, {})
+    extra = sum(wet_counts.get(r, 0) for r in REASONS if r not in KNOWN[STAGE])
+    if extra:
+        wet_counts["non_conversion"] = wet_counts.get("non_conversion", 0) + extra
+    return out

@@ -1,0 +1,360 @@
+"""The encoder-decoder objectives (objectives.md §3, §4): pure functions of (tokens, rng, …).
+
+Each takes one token piece (int array, no EOS) and a numpy Generator and returns
+`(inputs, targets)` as int32 arrays, each ending with EOS: T5's "mask → inputs_fn → targets_fn
+→ EOS" frame. Trimming to the row lengths is the caller's job (`examples.py`), so these stay
+exact and testable. Sentinels count down from `vocab_size − 1` (V, including the extra ids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from c4forge.objectives import noise as nz
+from c4forge.objectives import transforms as tf
+
+EOS_ID = 1
+
+
+def _as_tokens(tokens: np.ndarray | list[int]) -> np.ndarray:
+    return np.asarray(tokens, dtype=np.int32)
+
+
+def span_noise_mask(
+    length: int,
+    rng: np.random.Generator,
+    noise_density: float,
+    mean_noise_span_length: float,
+    mask: str = "random",
+) -> np.ndarray:
+    if mask == "random":
+        return nz.random_spans_noise_mask(length, rng, noise_density, mean_noise_span_length)
+    if mask == "regular":
+        return nz.regular_noise_mask(length, rng, noise_density)
+    raise ValueError(f"unknown mask {mask!r} (random, regular)")
+
+
+def span_corruption(
+    tokens: np.ndarray | list[int],
+    rng: np.random.Generator,
+    *,
+    vocab_size: int,
+    noise_density: float = 0.15,
+    mean_noise_span_length: float = 3.0,
+    mask: str = "random",
+    extra_ids: int = 100,
+    eos_id: int = EOS_ID,
+    **_: object,
+) -> tuple[np.ndarray, np.ndarray]:
+    """T5's default objective (§3): unique sentinel per noise span / per kept span."""
+    tokens = _as_tokens(tokens)
+    if mask == "random" and len(tokens) >= 2 and noise_density > 0:
+        return _span_corruption_runs(
+            tokens, rng, vocab_size, noise_density, mean_noise_span_length, extra_ids, eos_id
+        )
+    noise = span_noise_mask(len(tokens), rng, noise_density, mean_noise_span_length, mask)
+    inputs = tf.noise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
+    targets = tf.nonnoise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
+    return tf.append_eos(inputs, eos_id), tf.append_eos(targets, eos_id)
+
+
+def _interleave(
+    plain: np.ndarray, before: np.ndarray, sentinels: np.ndarray, eos_id: int
+) -> np.ndarray:
+    """Rows of `plain` (P, a) with `sentinels[j]` inserted before column `before[:, j]`, then EOS."""
+    rows, width = plain.shape[0], plain.shape[1] + len(sentinels) + 1
+    out = np.empty((rows, width), dtype=np.int32)
+    at = before + np.arange(len(sentinels))
+    row_ix = np.arange(rows)[:, None]
+    rest = np.ones((rows, width), dtype=bool)
+    rest[row_ix, at] = False
+    rest[:, -1] = False
+    out[rest] = plain.ravel()
+    out[row_ix, at] = sentinels
+    out[:, -1] = eos_id
+    return out
+
+
+def span_corruption_batch(
+    pieces: np.ndarray,
+    rngs: Iterable[np.random.Generator],
+    *,
+    vocab_size: int,
+    noise_density: float = 0.15,
+    mean_noise_span_length: float = 3.0,
+    extra_ids: int = 100,
+    eos_id: int = EOS_ID,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Span corruption of P equal-length pieces (P, L ≥ 2) at once: row i draws its uniforms
+    from the i-th generator exactly as `span_corruption` would, so row i equals
+    `span_corruption(pieces[i], rng_i)`; everything after the draws is one vectorized pass."""
+    rows, length = pieces.shape
+    n, s, k = nz.span_shape(length, noise_density, mean_noise_span_length)
+    if s > extra_ids:
+        raise tf.TooManySpans(f"{s} spans need more than {extra_ids} sentinels")
+    draws = n - 1 + k - 1
+    u = np.empty((rows, draws))
+    for i, rng in zip(range(rows), rngs):
+        rng.random(out=u[i])
+    keep, noise = nz.span_runs_from_uniforms(u, length, noise_density, mean_noise_span_length)
+    runs = np.empty((rows, 2 * s), dtype=np.int64)
+    runs[:, 0::2] = keep
+    runs[:, 1::2] = noise
+    pattern = np.tile(np.arange(2 * s) % 2 == 1, rows)
+    is_noise = np.repeat(pattern, runs.ravel()).reshape(rows, length)
+    sentinels = (vocab_size - 1 - np.arange(s)).astype(np.int32)
+    # inputs: S_j right after kept run j; targets: S_j right before noise run j.
+    inputs = _interleave(
+        pieces[~is_noise].reshape(rows, k), np.cumsum(keep, axis=1), sentinels, eos_id
+    )
+    targets = _interleave(
+        pieces[is_noise].reshape(rows, n), np.cumsum(noise, axis=1) - noise, sentinels, eos_id
+    )
+    return inputs, targets
+
+
+RAGGED_MAX_PIECES = 512  # (segment id << 53) | 53-bit draw must fit int64: 2·512 segments
+
+
+def span_corruption_ragged(
+    pieces: Sequence[np.ndarray],
+    rngs: Iterable[np.random.Generator],
+    *,
+    vocab_size: int,
+    noise_density: float = 0.15,
+    mean_noise_span_length: float = 3.0,
+    extra_ids: int = 100,
+    eos_id: int = EOS_ID,
+) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """Span corruption of up to 512 pieces of different lengths (each ≥ 2) in one vectorized pass.
+
+    Row i consumes the same draws as `span_corruption(pieces[i], rng_i)` and gives the same
+    example (the cut set is "the s−1 smallest draws" either way; here found by one stable sort
+    of exact integer keys (segment, draw·2^53) instead of a per-piece argpartition). Pieces
+    needing more than `extra_ids` sentinels give None (the caller counts them).
+    """
+    if len(pieces) > RAGGED_MAX_PIECES:
+        raise ValueError(f"at most {RAGGED_MAX_PIECES} pieces per call")
+    lengths = np.fromiter((len(x) for x in pieces), dtype=np.int64, count=len(pieces))
+    if len(lengths) == 0:
+        return []
+    if lengths.min() < 2:
+        raise ValueError("ragged span corruption needs pieces of >= 2 tokens")
+    # §3.1 shapes, vectorized with the scalar code's float64 half-even rounding.
+    n_all = np.minimum(
+        np.maximum(np.rint(lengths * noise_density).astype(np.int64), 1), lengths - 1
+    )
+    k_all = lengths - n_all
+    s_all = np.maximum(1, np.rint(n_all / mean_noise_span_length).astype(np.int64))
+    s_all = np.minimum(np.minimum(s_all, n_all), k_all)
+    ok = s_all <= extra_ids
+    draws = n_all + k_all - 2
+    u_all = np.empty(int(draws.sum()))
+    ends = np.cumsum(draws)
+    for i, rng in zip(range(len(pieces)), rngs):
+        rng.random(out=u_all[ends[i] - draws[i] : ends[i]])
+    results: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(pieces)
+    idx = np.flatnonzero(ok)
+    if len(idx) == 0:
+        return results
+    n, k, s = n_all[idx], k_all[idx], s_all[idx]
+    num = len(idx)
+    keep_u = np.repeat(ok, draws)
+    u = u_all[keep_u]
+    # Segments 2p (noise split of piece p: n−1 draws) and 2p+1 (kept split: k−1 draws).
+    seg_len = np.stack([n - 1, k - 1], axis=1).ravel()
+    seg_start = np.cumsum(seg_len) - seg_len
+    seg_id = np.repeat(np.arange(2 * num, dtype=np.int64), seg_len)
+    keys = (seg_id << 53) | (u * 2.0**53).astype(np.int64)  # exact: random() is a multiple of 2^-53
+    order = np.argsort(keys, kind="stable")
+    rank = np.arange(len(keys)) - np.repeat(seg_start, seg_len)
+    cut = order[rank < np.repeat(np.repeat(s - 1, 2), seg_len)]  # draw index of every cut gap
+    cut_seg = seg_id[cut]
+    gap = cut - seg_start[cut_seg]  # 0-based gap → a run starts at gap + 1
+    n_off = np.cumsum(n) - n
+    k_off = np.cumsum(k) - k
+    noise_flags = np.zeros(int(n.sum()), dtype=bool)
+    keep_flags = np.zeros(int(k.sum()), dtype=bool)
+    noise_flags[n_off] = True
+    keep_flags[k_off] = True
+    is_noise_cut = cut_seg % 2 == 0
+    noise_flags[n_off[cut_seg[is_noise_cut] // 2] + gap[is_noise_cut] + 1] = True
+    keep_flags[k_off[cut_seg[~is_noise_cut] // 2] + gap[~is_noise_cut] + 1] = True
+    noise_starts = np.flatnonzero(noise_flags)  # run R = (piece, j), in order
+    keep_starts = np.flatnonzero(keep_flags)
+    noise_len = np.diff(np.append(noise_starts, len(noise_flags)))
+    keep_len = np.diff(np.append(keep_starts, len(keep_flags)))
+    total_runs = len(noise_starts)
+    runs = np.empty(2 * total_runs, dtype=np.int64)
+    runs[0::2] = keep_len
+    runs[1::2] = noise_len
+    mask = np.repeat(np.tile(np.array([False, True]), total_runs), runs)
+    flat = np.concatenate([pieces[i] for i in idx.tolist()]).astype(np.int32, copy=False)
+    run_piece = np.repeat(np.arange(num), s)
+    run_j = np.arange(total_runs) - np.repeat(np.cumsum(s) - s, s)
+    sentinels = (vocab_size - 1 - run_j).astype(np.int32)
+    r = np.arange(total_runs)
+    inputs = _place_sentinels(
+        flat[~mask], k + s + 1, keep_starts + keep_len + r + run_piece, sentinels, eos_id
+    )
+    targets = _place_sentinels(
+        flat[mask], n + s + 1, noise_starts + r + run_piece, sentinels, eos_id
+    )
+    for out_i, (a, b) in zip(idx.tolist(), zip(inputs, targets)):
+        results[out_i] = (a, b)
+    return results
+
+
+def _place_sentinels(
+    plain: np.ndarray, lengths: np.ndarray, at: np.ndarray, sentinels: np.ndarray, eos_id: int
+) -> list[np.ndarray]:
+    """Flat outputs of `lengths` each: sentinels at `at`, EOS last, `plain` tokens elsewhere."""
+    ends = np.cumsum(lengths)
+    out = np.empty(int(ends[-1]), dtype=np.int32)
+    rest = np.ones(len(out), dtype=bool)
+    rest[at] = False
+    rest[ends - 1] = False
+    out[rest] = plain
+    out[at] = sentinels
+    out[ends - 1] = eos_id
+    return np.split(out, ends[:-1])
+
+
+def _span_corruption_runs(
+    tokens: np.ndarray,
+    rng: np.random.Generator,
+    vocab_size: int,
+    d: float,
+    m: float,
+    extra_ids: int,
+    eos_id: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fast path of §3 (same draws and output as mask + `noise_span_to_unique_sentinel`)."""
+    inputs, targets = span_corruption_batch(
+        tokens[None, :],
+        [rng],
+        vocab_size=vocab_size,
+        noise_density=d,
+        mean_noise_span_length=m,
+        extra_ids=extra_ids,
+        eos_id=eos_id,
+    )
+    return inputs[0], targets[0]
+
+
+def prefix_lm(
+    tokens: np.ndarray | list[int],
+    rng: np.random.Generator,
+    *,
+    vocab_size: int = 0,
+    noise_density: float = 0.5,
+    eos_id: int = EOS_ID,
+    **_: object,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs = a random prefix (k uniform on {1, …, L−1}), targets = the rest (§4).
+
+    A 1-token piece has k = 0: inputs `[EOS]`, targets `[t, EOS]` (reference behaviour, kept).
+    """
+    tokens = _as_tokens(tokens)
+    noise = nz.random_prefix_noise_mask(len(tokens), rng, noise_density)
+    return (
+        tf.append_eos(tf.drop_noise_tokens(tokens, noise), eos_id),
+        tf.append_eos(tf.drop_nonnoise_tokens(tokens, noise), eos_id),
+    )
+
+
+def bert_t5(
+    tokens: np.ndarray | list[int],
+    rng: np.random.Generator,
+    *,
+    vocab_size: int,
+    noise_density: float = 0.15,
+    random_token_prob: float = 0.1,
+    eos_id: int = EOS_ID,
+    **_: object,
+) -> tuple[np.ndarray, np.ndarray]:
+    """T5's BERT-style variant (`iid_15_r10s90_f`): i.i.d. noise → 10 % random id, 90 % V−1."""
+    tokens = _as_tokens(tokens)
+    noise = nz.iid_noise_mask(len(tokens), rng, noise_density)
+    inputs = tf.noise_token_to_random_token_or_sentinel(
+        tokens, noise, vocab_size, rng, random_token_prob
+    )
+    return tf.append_eos(inputs, eos_id), tf.append_eos(tokens, eos_id)
+
+
+def mass(
+    tokens: np.ndarray | list[int],
+    rng: np.random.Generator,
+    *,
+    vocab_size: int,
+    noise_density: float = 0.15,
+    eos_id: int = EOS_ID,
+    **_: object,
+) -> tuple[np.ndarray, np.ndarray]:
+    """MASS-style (`iid_15_m_f`): each i.i.d. noise token → V−1; targets = the full piece."""
+    tokens = _as_tokens(tokens)
+    noise = nz.iid_noise_mask(len(tokens), rng, noise_density)
+    return (
+        tf.append_eos(tf.noise_token_to_sentinel(tokens, noise, vocab_size), eos_id),
+        tf.append_eos(tokens, eos_id),
+    )
+
+
+def iid_replace_spans(
+    tokens: np.ndarray | list[int],
+    rng: np.random.Generator,
+    *,
+    vocab_size: int,
+    noise_density: float = 0.15,
+    extra_ids: int = 100,
+    eos_id: int = EOS_ID,
+    **_: object,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`iid_15_u_u`: i.i.d. mask, unique sentinel per noise run (inputs) and per kept run (targets).
+
+    No "starts with non-noise" guarantee: targets may begin with raw tokens, and may hold one
+    more sentinel than inputs (reference behaviour). Raises TooManySpans past `extra_ids`.
+    """
+    tokens = _as_tokens(tokens)
+    noise = nz.iid_noise_mask(len(tokens), rng, noise_density)
+    return (
+        tf.append_eos(
+            tf.noise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids), eos_id
+        ),
+        tf.append_eos(
+            tf.nonnoise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids), eos_id
+        ),
+    )
+
+
+def iid_drop(
+    tokens: np.ndarray | list[int],
+    rng: np.random.Generator,
+    *,
+    vocab_size: int = 0,
+    noise_density: float = 0.15,
+    eos_id: int = EOS_ID,
+    **_: object,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`iid_15_d_d`: noise tokens deleted from inputs; targets = the noise tokens only."""
+    tokens = _as_tokens(tokens)
+    noise = nz.iid_noise_mask(len(tokens), rng, noise_density)
+    return (
+        tf.append_eos(tf.drop_noise_tokens(tokens, noise), eos_id),
+        tf.append_eos(tf.drop_nonnoise_tokens(tokens, noise), eos_id),
+    )
+
+
+def deshuffle(
+    tokens: np.ndarray | list[int],
+    rng: np.random.Generator,
+    *,
+    vocab_size: int = 0,
+    eos_id: int = EOS_ID,
+    **_: object,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`all_permute`: inputs = a uniform random permutation of the piece, targets = the piece."""
+    tokens = _as_tokens(tokens)
+    return tf.append_eos(rng.permutation(tokens), eos_id), tf.append_eos(tokens, eos_id)

@@ -1,0 +1,267 @@
+"""Rows from examples (objectives.md §5): zero-padded `concat` rows and first-fit packed rows,
+plus the load-time features (decoder inputs, loss weights) and the attention-mask reference.
+
+All layout work is vectorized: a boolean "row prefix" mask or flat index arrays place every
+token with one numpy assignment; the only Python loop is first-fit's row choice, one iteration
+per example (not per token).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+PACKED_COLUMNS = (
+    "inputs",
+    "targets",
+    "inputs_segment_ids",
+    "inputs_positions",
+    "targets_segment_ids",
+    "targets_positions",
+)
+
+
+def _split_pairs(examples: Sequence[Any]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Accept `(inputs, targets)` pairs or objects with `.inputs` / `.targets` (e.g. `Example`)."""
+    if not examples:
+        return [], []
+    if hasattr(examples[0], "inputs"):
+        return [e.inputs for e in examples], [e.targets for e in examples]
+    return [e[0] for e in examples], [e[1] for e in examples]
+
+
+def _lengths(arrays: list[np.ndarray], width: int, name: str) -> np.ndarray:
+    lens = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
+    if len(lens) and (lens.max() > width or lens.min() < 1):
+        bad = int(np.flatnonzero((lens > width) | (lens < 1))[0])
+        raise ValueError(
+            f"example {bad}: {name} length {lens[bad]} does not fit a row of {width} (or is empty)"
+        )
+    return lens
+
+
+def _prefix_rows(arrays: list[np.ndarray], lens: np.ndarray, width: int, dtype: Any) -> np.ndarray:
+    """Row i = arrays[i] then zeros; one boolean-mask assignment fills rows in row-major order."""
+    out = np.zeros((len(arrays), width), dtype=dtype)
+    if arrays:
+        out[np.arange(width)[None, :] < lens[:, None]] = np.concatenate(arrays)
+    return out
+
+
+def pad_concat(
+    examples: Sequence[Any], inputs_length: int, targets_length: int, dtype: Any = np.int32
+) -> dict[str, np.ndarray]:
+    """`--packing concat`: one example per row, zero-padded to the row widths (T5's default)."""
+    ins, tgs = _split_pairs(examples)
+    return {
+        "inputs": _prefix_rows(ins, _lengths(ins, inputs_length, "inputs"), inputs_length, dtype),
+        "targets": _prefix_rows(
+            tgs, _lengths(tgs, targets_length, "targets"), targets_length, dtype
+        ),
+    }
+
+
+@dataclass
+class PackedRows:
+    """Packed columns (PACKED_COLUMNS, shape (rows, width)) and, per row, its first example's index."""
+
+    columns: dict[str, np.ndarray]
+    first_example: np.ndarray
+    examples_per_row: np.ndarray
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.first_example)
+
+
+def first_fit_rows(
+    in_lens: np.ndarray,
+    tg_lens: np.ndarray,
+    inputs_length: int,
+    targets_length: int,
+    window: int = 512,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """§5.2 placement only: (row, inputs offset, targets offset) of every example.
+
+    Rows are numbered globally in creation order; rows never span a window of `window` examples.
+    An example goes to the first row of its window where both its inputs and targets fit.
+    """
+    n = len(in_lens)
+    row_of = np.empty(n, dtype=np.int64)
+    off_in = np.empty(n, dtype=np.int64)
+    off_tg = np.empty(n, dtype=np.int64)
+    rem_in = np.empty(max(1, min(window, n)), dtype=np.int64)
+    rem_tg = np.empty_like(rem_in)
+    base = 0  # global index of the window's first row
+    for w0 in range(0, n, window):
+        open_rows = 0
+        for i in range(w0, min(w0 + window, n)):
+            li, lt = int(in_lens[i]), int(tg_lens[i])
+            r = -1
+            # A row is never empty once opened, so a full-width example always opens a new row.
+            if open_rows and li < inputs_length and lt < targets_length:
+                hits = np.flatnonzero((rem_in[:open_rows] >= li) & (rem_tg[:open_rows] >= lt))
+                if len(hits):
+                    r = int(hits[0])
+            if r < 0:
+                r = open_rows
+                open_rows += 1
+                rem_in[r], rem_tg[r] = inputs_length, targets_length
+            off_in[i] = inputs_length - rem_in[r]
+            off_tg[i] = targets_length - rem_tg[r]
+            rem_in[r] -= li
+            rem_tg[r] -= lt
+            row_of[i] = base + r
+        base += open_rows
+    return row_of, off_in, off_tg
+
+
+def _place(
+    arrays: list[np.ndarray],
+    lens: np.ndarray,
+    order: np.ndarray,
+    seg: np.ndarray,
+    row_fill: np.ndarray,
+    width: int,
+    dtype: Any,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows whose prefix is their examples in placement order: with the examples sorted by
+    (row, placement), one boolean row-prefix mask places every token (no int64 index array)."""
+    fill = np.arange(width)[None, :] < row_fill[:, None]
+    rows = len(row_fill)
+    tokens = np.zeros((rows, width), dtype=dtype)
+    segs = np.zeros((rows, width), dtype=dtype)
+    pos = np.zeros((rows, width), dtype=dtype)
+    ordered_lens = lens[order]
+    starts = np.cumsum(ordered_lens) - ordered_lens
+    tokens[fill] = np.concatenate([arrays[i] for i in order.tolist()])
+    segs[fill] = np.repeat(seg[order], ordered_lens)
+    pos[fill] = np.arange(int(ordered_lens.sum())) - np.repeat(starts, ordered_lens)
+    return tokens, segs, pos
+
+
+def first_fit_pack(
+    examples: Sequence[Any],
+    inputs_length: int,
+    targets_length: int,
+    window: int = 512,
+    dtype: Any = np.int32,
+) -> PackedRows:
+    """`--packing per_document`: first-fit packing with segment ids and positions (§5.2).
+
+    Segment ids are 1, 2, … in placement order within a row, the same on encoder and decoder
+    side; positions restart at 0 per segment; padding (0) is trailing. Deterministic.
+    """
+    if window < 1:
+        raise ValueError("pack window must be >= 1")
+    ins, tgs = _split_pairs(examples)
+    in_lens = _lengths(ins, inputs_length, "inputs")
+    tg_lens = _lengths(tgs, targets_length, "targets")
+    row_of, off_in, off_tg = first_fit_rows(in_lens, tg_lens, inputs_length, targets_length, window)
+    rows = int(row_of.max()) + 1 if len(row_of) else 0
+    # Segment id = 1 + number of earlier examples in the same row (placement order = index order).
+    order = np.argsort(row_of, kind="stable")
+    sorted_rows = row_of[order]
+    group_start = (
+        np.r_[0, np.flatnonzero(np.diff(sorted_rows)) + 1] if len(order) else np.array([], np.int64)
+    )
+    per_row = np.diff(np.r_[group_start, len(order)])
+    seg = np.empty(len(order), dtype=np.int64)
+    seg[order] = np.arange(len(order)) - np.repeat(group_start, per_row) + 1
+    first = order[group_start] if len(order) else np.array([], np.int64)
+    cols: dict[str, np.ndarray] = {}
+    in_fill = np.bincount(row_of, weights=in_lens, minlength=rows).astype(np.int64)
+    tg_fill = np.bincount(row_of, weights=tg_lens, minlength=rows).astype(np.int64)
+    cols["inputs"], cols["inputs_segment_ids"], cols["inputs_positions"] = _place(
+        ins, in_lens, order, seg, in_fill, inputs_length, dtype
+    )
+    cols["targets"], cols["targets_segment_ids"], cols["targets_positions"] = _place(
+        tgs, tg_lens, order, seg, tg_fill, targets_length, dtype
+    )
+    return PackedRows({k: cols[k] for k in PACKED_COLUMNS}, first, per_row)
+
+
+def next_fit_row_count(
+    in_lens: Sequence[int],
+    tg_lens: Sequence[int],
+    inputs_length: int,
+    targets_length: int,
+    window: int = 512,
+) -> int:
+    """Rows seqio-style next-fit would use on the same windows (one open row; the §6.9 yardstick)."""
+    rows = 0
+    for w0 in range(0, len(in_lens), window):
+        rem_in = rem_tg = -1
+        for li, lt in zip(in_lens[w0 : w0 + window], tg_lens[w0 : w0 + window]):
+            if li > rem_in or lt > rem_tg:
+                rows += 1
+                rem_in, rem_tg = inputs_length, targets_length
+            rem_in -= li
+            rem_tg -= lt
+    return rows
+
+
+def derive_decoder_features(
+    targets: np.ndarray, targets_segment_ids: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(decoder_input_tokens, decoder_loss_weights) of §5.3, for one row or a batch (last axis).
+
+    With segment ids: shift right within each segment, 0 at a segment start and on padding.
+    Without (concat mode): a plain shift with 0 first, as seqio does (the position after EOS
+    then holds EOS, harmless since its weight is 0 and padding attends to nothing).
+    """
+    targets = np.asarray(targets)
+    dec = np.zeros_like(targets)
+    dec[..., 1:] = targets[..., :-1]
+    if targets_segment_ids is not None:
+        seg = np.asarray(targets_segment_ids)
+        starts = np.ones(seg.shape, dtype=bool)
+        starts[..., 1:] = seg[..., 1:] != seg[..., :-1]
+        dec[starts | (seg == 0)] = 0
+    weights = (targets != 0).astype(np.float32)
+    return dec, weights
+
+
+def attention_masks(
+    inputs: np.ndarray,
+    targets: np.ndarray,
+    inputs_segment_ids: np.ndarray | None = None,
+    targets_segment_ids: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Boolean (…, query, key) masks of §5.4 — the numpy reference for the trainer's version.
+
+    Without segment columns every non-pad token has segment 1. Padding rows/columns are False.
+    """
+    inputs, targets = np.asarray(inputs), np.asarray(targets)
+    enc = (
+        np.asarray(inputs_segment_ids)
+        if inputs_segment_ids is not None
+        else (inputs != 0).astype(np.int64)
+    )
+    dec = (
+        np.asarray(targets_segment_ids)
+        if targets_segment_ids is not None
+        else (targets != 0).astype(np.int64)
+    )
+    enc_real, dec_real = inputs != 0, targets != 0
+    enc = np.where(enc_real, enc, 0)
+    dec = np.where(dec_real, dec, 0)
+    lt = targets.shape[-1]
+    causal = np.tril(np.ones((lt, lt), dtype=bool))
+    return {
+        "encoder_self": (enc[..., :, None] == enc[..., None, :])
+        & enc_real[..., :, None]
+        & enc_real[..., None, :],
+        "decoder_self": (
+            (dec[..., :, None] == dec[..., None, :])
+            & dec_real[..., :, None]
+            & dec_real[..., None, :]
+            & causal
+        ),
+        "encoder_decoder": (dec[..., :, None] == enc[..., None, :])
+        & dec_real[..., :, None]
+        & enc_real[..., None, :],
+    }

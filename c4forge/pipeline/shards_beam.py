@@ -1,0 +1,783 @@
+"""`c4forge shards` as a Beam job: clean documents → tokenized examples → sorted Arrow shards.
+
+Shape of the job (formats.md §3, objectives.md §2):
+
+    one element per clean shard file
+      → BuildRows (DoFn; vocabulary loaded once per worker in setup): read documents, encode
+        with SentencePiece, run the objective's pure example pipeline, make rows (padded, or
+        first-fit packed in windows), key each row, and split the rows into blocks by
+        output shard = key % num_shards
+      → GroupByKey((split, shard))
+      → WriteShard (DoFn): sort the shard's rows by key, write the Arrow stream atomically,
+        then its `_progress/<name>.json` record
+    driver: empty shards, stats, index.json (last), summary.
+
+The parallel unit is the clean shard because groups of 128 documents never cross one and all
+randomness is keyed by (seed, objective, clean shard, group, piece): any runner and any number
+of workers give byte-identical shards. Blocks of rows (not single rows) travel through the
+shuffle, so its cost is one element per (clean shard, output shard, chunk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import gzip
+import math
+import os
+import re
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+
+from c4forge import __version__
+from c4forge.errors import ConfigError, InputError, OutputExistsError
+from c4forge.formats import clean_docs
+from c4forge.formats import shards as fmt
+from c4forge.fsutil import read_json, sha256_file, write_json
+
+# Rows per block handed to the shuffle: bounds a worker's memory to a few blocks whatever the
+# clean shard's size (a C4 clean shard makes ~270k rows of 1.25 kB).
+CHUNK_EXAMPLES = 16384
+ENCODE_BATCH = 256  # documents per SentencePiece batch call
+CLEAN_STATS_DIR = "_clean"  # under _progress/: one counter file per processed clean shard
+BUILD_RECORD = "_build.json"  # under _progress/: what an unfinished build was building
+_SHARD_FILE_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.arrow$")
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+@dataclass
+class ShardsJob:
+    """Everything a worker needs, fixed and validated in the driver before any work starts."""
+
+    docs: str
+    output: str
+    vocab_state: dict[str, Any]  # Vocabulary.__getstate__(): the model bytes travel, not a path
+    objective: Any  # c4forge.objectives.registry.ObjectiveConfig
+    seed: int
+    token_dtype: str
+    batch_rows: int
+    compression: str | None
+    schema: list[dict[str, Any]]
+    manifest: dict[str, Any]  # index.json minus splits/stats/versions
+    clean_files: dict[str, list[str]]
+    num_shards: dict[str, int] | None  # None → sized by rows_per_shard inside the job
+    rows_per_shard: int | None
+    vocab_descriptor: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        return self.manifest["dataset_fingerprint"]
+
+    @property
+    def splits(self) -> list[str]:
+        return [s for s in fmt.SPLITS if self.clean_files.get(s)]
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(self.token_dtype)
+
+
+def parse_num_shards(spec: str) -> dict[str, int | None]:
+    """``auto`` | ``N`` (train) | ``train=N,validation=M``; None means the clean shard count."""
+    out: dict[str, int | None] = {"train": None, "validation": None}
+    spec = (spec or "auto").strip()
+    if spec == "auto":
+        return out
+    try:
+        if "=" not in spec:
+            out["train"] = int(spec)
+        else:
+            for part in spec.split(","):
+                split, value = part.split("=")
+                if split.strip() not in out:
+                    raise ValueError(split)
+                out[split.strip()] = None if value.strip() == "auto" else int(value)
+    except ValueError as err:
+        raise ConfigError(
+            f"--num-shards must be auto, N, or train=N,validation=M; got {spec!r}"
+        ) from err
+    for split, n in out.items():
+        if n is not None and n < 1:
+            raise ConfigError(f"--num-shards for {split} must be >= 1, got {n}")
+    return out
+
+
+def load_vocabulary(path: str, extra_ids: int | None):
+    from c4forge.tokenizers.vocab import Vocabulary
+
+    return Vocabulary.load(path, extra_ids=extra_ids)
+
+
+def count_documents(files: list[str]) -> int:
+    """Non-blank lines of clean files: the first pass formats.md §1 asks for without stats.json."""
+    total = 0
+    for path in files:
+        if path.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            total += pq.ParquetFile(path).metadata.num_rows
+            continue
+        opener = gzip.open if path.endswith(".gz") else open
+        try:
+            with opener(path, "rb") as f:
+                total += sum(1 for line in f if line.strip())
+        except (OSError, EOFError) as err:
+            raise InputError(f"{path}: unreadable or truncated file: {err}") from err
+    return total
+
+
+def source_block(docs: str, clean_files: dict[str, list[str]]) -> dict[str, Any]:
+    """`source` of index.json: the clean stats.json's sha256 and document counts per split."""
+    stats = clean_docs.clean_stats(docs)
+    documents = {}
+    for split, files in clean_files.items():
+        n = clean_docs.split_documents(stats, split) if stats is not None else None
+        documents[split] = n if n is not None else count_documents(files)
+    digest = sha256_file(clean_docs.clean_stats_path(docs)) if stats is not None else None
+    return {"clean_stats_sha256": digest, "documents": documents}
+
+
+def make_job(args: argparse.Namespace) -> ShardsJob:
+    """Validate every option and the inputs; no shard work happens before this returns."""
+    from c4forge.objectives.registry import make_config
+
+    docs = args.docs if getattr(args, "docs", None) else args.target[0]
+    output = args.output
+    if "://" in output:
+        raise ConfigError(f"--output {output}: only local folders are supported for shards so far")
+    if args.batch_rows < 1:
+        raise ConfigError(f"--batch-rows must be >= 1, got {args.batch_rows}")
+    if args.seed < 0:
+        raise ConfigError(f"--seed must be >= 0, got {args.seed}")
+    requested = parse_num_shards(args.num_shards)
+    if args.rows_per_shard is not None:
+        if args.rows_per_shard < 1:
+            raise ConfigError(f"--rows-per-shard must be >= 1, got {args.rows_per_shard}")
+        if any(v is not None for v in requested.values()):
+            raise ConfigError("give either --num-shards or --rows-per-shard, not both")
+    if args.objective == "bert_mlm_nsp":
+        raise ConfigError(
+            "bert_mlm_nsp rows (sentence pairs for encoder-only trainers) are not built by "
+            "`c4forge shards` yet; choose an encoder-decoder objective"
+        )
+    vocab = load_vocabulary(args.vocab, args.extra_ids)
+    objective = make_config(
+        args.objective,
+        inputs_length=args.inputs_length,
+        targets_length=args.targets_length,
+        noise_density=args.noise_density,
+        mean_noise_span_length=3.0
+        if args.mean_noise_span_length is None
+        else args.mean_noise_span_length,
+        packing=args.packing,
+        doc_separator=args.doc_separator,
+        pack_window=args.pack_window,
+        extra_ids=vocab.extra_ids,
+    )
+    token_dtype = fmt.choose_token_dtype(vocab.embedding_size, args.token_dtype)
+    compression = None if args.compression in (None, "none") else args.compression
+    schema = fmt.column_spec(
+        objective.name,
+        objective.packing,
+        objective.inputs_length,
+        objective.targets_length,
+        token_dtype,
+    )
+
+    clean_files = {s: clean_docs.list_clean_shards(docs, s) for s in fmt.SPLITS}
+    if not clean_files["train"]:
+        raise InputError(
+            f"{docs}: no c4-train.NNNNN-of-NNNNN.json.gz files (a `c4forge clean` output "
+            "or AllenAI C4 folder is expected)"
+        )
+    clean_files = {s: f for s, f in clean_files.items() if f}
+    num_shards = None
+    if args.rows_per_shard is None:
+        num_shards = {s: requested[s] or len(files) for s, files in clean_files.items()}
+    manifest = fmt.make_manifest(
+        objective=objective.descriptor(),
+        schema=schema,
+        seed=args.seed,
+        source=source_block(docs, clean_files),
+        token_dtype=token_dtype,
+        vocabulary=vocab.descriptor(),
+        batch_rows=args.batch_rows,
+        compression=compression,
+        created_by=f"c4forge {__version__}",
+    )
+    return ShardsJob(
+        docs=docs,
+        output=output,
+        vocab_state=vocab.__getstate__(),
+        objective=objective,
+        seed=args.seed,
+        token_dtype=token_dtype,
+        batch_rows=args.batch_rows,
+        compression=compression,
+        schema=schema,
+        manifest=manifest,
+        clean_files=clean_files,
+        num_shards=num_shards,
+        rows_per_shard=args.rows_per_shard,
+        vocab_descriptor=vocab.descriptor(),
+    )
+
+
+# ----------------------------------------------------------------------------- rows of one clean shard
+
+
+@dataclass
+class Block:
+    """Rows of one clean shard bound for one output shard, with their sort keys.
+
+    ``order`` = (clean shard index << 32) | row number in that clean shard: a tie-breaker that
+    keeps the sort total even if two 64-bit keys ever collide.
+    """
+
+    keys: np.ndarray
+    order: np.ndarray
+    columns: dict[str, np.ndarray]
+
+    @property
+    def rows(self) -> int:
+        return len(self.keys)
+
+
+def encoded_documents(path: str, vocab: Any) -> Iterator[list[int]]:
+    """SentencePiece ids of each document of a clean file, in file order (batched encoding)."""
+    batch: list[str] = []
+    for rec in clean_docs.iter_documents(path):
+        batch.append(rec["text"])
+        if len(batch) == ENCODE_BATCH:
+            yield from vocab.encode_batch(batch)
+            batch = []
+    if batch:
+        yield from vocab.encode_batch(batch)
+
+
+def clean_shard_rows(
+    job: ShardsJob, vocab: Any, path: str, stats: dict[str, int]
+) -> Iterator[Block]:
+    """Row blocks of one clean shard, in example order, ``CHUNK_EXAMPLES`` examples at a time.
+
+    Per-document packing windows are counted from the clean shard's first example; chunks hold a
+    whole number of windows, so chunking never changes which examples share a window.
+    """
+    from c4forge.objectives.examples import rows_of, shard_examples
+
+    cfg = job.objective
+    clean_index = clean_docs.shard_index(path)
+    chunk = CHUNK_EXAMPLES
+    if cfg.packing == "per_document":
+        window = cfg.pack_window or 512
+        chunk = max(1, CHUNK_EXAMPLES // window) * window
+    examples = shard_examples(
+        encoded_documents(path, vocab),
+        clean_shard_index=clean_index,
+        seed=job.seed,
+        config=cfg,
+        vocab_size=vocab.vocab_size,
+        stats=stats,
+    )
+    done = 0
+    pending: list[Any] = []
+
+    def flush() -> Block:
+        nonlocal done
+        columns, keys = rows_of(pending, cfg, dtype=job.np_dtype)
+        n = len(keys)
+        order = (np.uint64(clean_index) << np.uint64(32)) + np.arange(
+            done, done + n, dtype=np.uint64
+        )
+        done += n
+        return Block(keys.astype(np.uint64), order, columns)
+
+    for ex in examples:
+        pending.append(ex)
+        if len(pending) == chunk:
+            yield flush()
+            pending = []
+    if pending:
+        yield flush()
+
+
+def split_by_shard(block: Block, num_shards: int) -> Iterator[tuple[int, Block]]:
+    """(shard, sub-block) for every output shard that receives rows: shard = key % num_shards."""
+    shard = block.keys % np.uint64(num_shards)
+    for s in np.unique(shard):
+        sel = shard == s
+        yield (
+            int(s),
+            Block(block.keys[sel], block.order[sel], {k: v[sel] for k, v in block.columns.items()}),
+        )
+
+
+def assemble(blocks: Iterable[Block], schema: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """One shard's columns, rows sorted by (key, order): the same bytes whatever the arrival order."""
+    blocks = list(blocks)
+    if not blocks:
+        return {e["name"]: np.zeros((0, e["length"]), dtype=fmt.numpy_dtype(e)) for e in schema}
+    keys = np.concatenate([b.keys for b in blocks])
+    order = np.concatenate([b.order for b in blocks])
+    perm = np.lexsort((order, keys))
+    return {e["name"]: np.concatenate([b.columns[e["name"]] for b in blocks])[perm] for e in schema}
+
+
+def empty_stats() -> dict[str, int]:
+    from c4forge.objectives.examples import new_stats
+
+    return {**new_stats(), "rows": 0, "input_tokens": 0, "target_tokens": 0}
+
+
+def count_block(stats: dict[str, int], block: Block, schema: list[dict[str, Any]]) -> None:
+    stats["rows"] += block.rows
+    i, t = fmt.token_counts(schema, block.columns)
+    stats["input_tokens"] += i
+    stats["target_tokens"] += t
+
+
+def clean_stats_path(output: str, split: str, clean_index: int) -> str:
+    return os.path.join(
+        output, fmt.PROGRESS_DIR, CLEAN_STATS_DIR, f"{split}-{clean_index:05d}.json"
+    )
+
+
+def shard_progress_record(job: ShardsJob, rec: dict[str, Any]) -> dict[str, Any]:
+    return {**rec, "dataset_fingerprint": job.fingerprint}
+
+
+def write_one_shard(
+    job: ShardsJob, split: str, index: int, count: int, blocks: Iterable[Block]
+) -> dict[str, Any]:
+    """Sort and write one shard unless an intact copy from this build is already there."""
+    name = fmt.shard_file_name(split, index, count)
+    progress = fmt.Progress(job.output)
+    done = progress.finished(name, job.fingerprint)
+    if done is not None:  # never rewrite a finished shard (§3.4 step 3)
+        return done
+    columns = assemble(blocks, job.schema)
+    meta = fmt.shard_metadata(job.fingerprint, job.vocab_descriptor["sha256"], split, index, count)
+    rec = fmt.write_shard(
+        os.path.join(job.output, name),
+        job.schema,
+        columns,
+        meta,
+        batch_rows=job.batch_rows,
+        compression=job.compression,
+    )
+    rec = shard_progress_record(job, rec)
+    progress.save(rec)
+    return rec
+
+
+# ----------------------------------------------------------------------------- Beam transforms
+
+
+class BuildRows(beam.DoFn):
+    """(split, clean file) → (split, Block) per chunk; its counters go to _progress/_clean/."""
+
+    def __init__(self, job: ShardsJob) -> None:
+        self.job = job
+        self.vocab: Any = None
+
+    def setup(self) -> None:
+        # Once per worker: the model bytes came with the job, no shared filesystem needed.
+        from c4forge.tokenizers.vocab import Vocabulary
+
+        vocab = Vocabulary.__new__(Vocabulary)
+        vocab.__setstate__(self.job.vocab_state)
+        self.vocab = vocab
+
+    def process(self, element: tuple[str, str]) -> Iterator[tuple[str, Block]]:
+        split, path = element
+        stats = empty_stats()
+        for block in clean_shard_rows(self.job, self.vocab, path, stats):
+            count_block(stats, block, self.job.schema)
+            yield split, block
+        # Same content on a retried bundle, so rewriting it is harmless.
+        write_json(
+            clean_stats_path(self.job.output, split, clean_docs.shard_index(path)),
+            {"split": split, "file": os.path.basename(path), "stats": stats},
+        )
+
+
+class AssignShards(beam.DoFn):
+    """Split a block by output shard (key % count); drop rows of shards already finished."""
+
+    def __init__(self, skip: frozenset[str]) -> None:
+        self.skip = skip
+
+    def process(self, element: tuple[str, Block], counts: dict[str, int]) -> Iterator[Any]:
+        split, block = element
+        count = counts.get(split, 1)
+        for shard, sub in split_by_shard(block, count):
+            if fmt.shard_file_name(split, shard, count) not in self.skip:
+                yield (split, shard, count), sub
+
+
+class WriteShard(beam.DoFn):
+    def __init__(self, job: ShardsJob) -> None:
+        self.job = job
+
+    def process(self, element: tuple[tuple[str, int, int], Iterable[Block]]) -> Iterator[str]:
+        (split, index, count), blocks = element
+        yield write_one_shard(self.job, split, index, count, blocks)["file"]
+
+
+def build_pipeline(pipeline: Any, job: ShardsJob, skip: frozenset[str]) -> None:
+    """Attach the job to ``pipeline``; ``skip`` = shard names already finished (not reshuffled)."""
+    inputs = [(s, p) for s in job.splits for p in job.clean_files[s]]
+    blocks = (
+        pipeline
+        | "CleanShards" >> beam.Create(inputs)  # reshuffled: clean shards spread over workers
+        | "BuildRows" >> beam.ParDo(BuildRows(job))
+    )
+    if job.rows_per_shard is None:
+        counts: Any = dict(job.num_shards or {})
+    else:
+        # The shard count depends on the row total: a side input (rows are materialised once).
+        rps = job.rows_per_shard
+        counts = beam.pvalue.AsDict(
+            blocks
+            | "RowsPerSplit" >> beam.Map(lambda kv: (kv[0], kv[1].rows))
+            | "SumRows" >> beam.CombinePerKey(sum)
+            | "ShardCount" >> beam.MapTuple(lambda split, n: (split, max(1, math.ceil(n / rps))))
+        )
+    _ = (
+        blocks
+        | "AssignShards" >> beam.ParDo(AssignShards(skip), counts)
+        | "GroupByShard" >> beam.GroupByKey()
+        | "WriteShards" >> beam.ParDo(WriteShard(job))
+    )
+
+
+# ----------------------------------------------------------------------------- the output folder
+
+
+def _our_files(output: str) -> list[str]:
+    if not os.path.isdir(output):
+        return []
+    return sorted(n for n in os.listdir(output) if _SHARD_FILE_RE.match(n) or ".arrow.tmp-" in n)
+
+
+def remove_previous(output: str) -> None:
+    """--overwrite: delete what a shard build writes here, and nothing else in the folder."""
+    for name in _our_files(output):
+        os.remove(os.path.join(output, name))
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(output, fmt.INDEX_NAME))
+    shutil.rmtree(os.path.join(output, fmt.PROGRESS_DIR), ignore_errors=True)
+
+
+def build_record(job: ShardsJob) -> dict[str, Any]:
+    layout: dict[str, Any] = (
+        {"num_shards": job.num_shards}
+        if job.rows_per_shard is None
+        else {"rows_per_shard": job.rows_per_shard}
+    )
+    return {"dataset_fingerprint": job.fingerprint, "arrow": job.manifest["arrow"], **layout}
+
+
+def _index_matches(job: ShardsJob, index: dict[str, Any]) -> bool:
+    if (
+        index.get("dataset_fingerprint") != job.fingerprint
+        or index.get("arrow") != job.manifest["arrow"]
+    ):
+        return False
+    if set(index.get("splits", {})) != set(job.splits):
+        return False
+    for split, block in index["splits"].items():
+        want = (
+            job.num_shards[split]
+            if job.num_shards is not None
+            else max(1, math.ceil(block["rows"] / job.rows_per_shard))
+        )
+        if block["num_shards"] != want:
+            return False
+    return True
+
+
+def prepare_output(job: ShardsJob, overwrite: bool) -> str:
+    """Decide what to do with an existing folder: 'done', 'resume' or 'fresh' (§3.4)."""
+    out = job.output
+    index_path = os.path.join(out, fmt.INDEX_NAME)
+    record_path = os.path.join(out, fmt.PROGRESS_DIR, BUILD_RECORD)
+    want = build_record(job)
+    if os.path.exists(index_path):
+        index = read_json(index_path)
+        if not _index_matches(job, index):
+            if not overwrite:
+                raise OutputExistsError(
+                    f"{index_path} holds a shard set built differently (dataset_fingerprint "
+                    f"{index.get('dataset_fingerprint')}, this run {job.fingerprint}, or other "
+                    "shard counts / Arrow options); pass --overwrite to replace it"
+                )
+            remove_previous(out)
+        else:
+            # Finished before: keep every intact shard, rebuild only damaged or missing ones.
+            progress = fmt.Progress(out)
+            intact = True
+            for block in index["splits"].values():
+                for rec in block["shards"]:
+                    progress.save({**rec, "dataset_fingerprint": job.fingerprint})
+                    if progress.finished(rec["file"], job.fingerprint) is None:
+                        intact = False
+            if intact:
+                shutil.rmtree(os.path.join(out, fmt.PROGRESS_DIR), ignore_errors=True)
+                return "done"
+            os.remove(index_path)
+            write_json(record_path, want)
+            return "resume"
+    elif os.path.exists(record_path):
+        if read_json(record_path) != want:
+            if not overwrite:
+                raise OutputExistsError(
+                    f"{out} holds an unfinished shard build with other settings "
+                    f"({record_path}); pass --overwrite to discard it"
+                )
+            remove_previous(out)
+        else:
+            _remove_tmp(out)
+            return "resume"
+    elif _our_files(out):
+        if not overwrite:
+            raise OutputExistsError(
+                f"{out} already holds .arrow shards without index.json or build record; "
+                "pass --overwrite to replace them"
+            )
+        remove_previous(out)
+    os.makedirs(os.path.join(out, fmt.PROGRESS_DIR), exist_ok=True)
+    write_json(record_path, want)
+    return "fresh"
+
+
+def _remove_tmp(out: str) -> None:
+    for path in glob.glob(os.path.join(out, "*.tmp-*")):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+def finished_shards(job: ShardsJob) -> frozenset[str]:
+    """Names whose progress record and file sha256 agree (only knowable with fixed counts)."""
+    if job.num_shards is None:
+        return frozenset()
+    progress = fmt.Progress(job.output)
+    names = {fmt.shard_file_name(s, i, n) for s, n in job.num_shards.items() for i in range(n)}
+    return frozenset(n for n in names if progress.finished(n, job.fingerprint) is not None)
+
+
+# ----------------------------------------------------------------------------- after the job
+
+
+def gather_stats(job: ShardsJob) -> dict[str, dict[str, int]]:
+    """Sum the per-clean-shard counters per split; every clean shard must have reported."""
+    out: dict[str, dict[str, int]] = {}
+    for split in job.splits:
+        total = empty_stats()
+        for path in job.clean_files[split]:
+            rec_path = clean_stats_path(job.output, split, clean_docs.shard_index(path))
+            if not os.path.exists(rec_path):
+                raise RuntimeError(f"clean shard {path} was not processed ({rec_path} missing)")
+            for k, v in read_json(rec_path)["stats"].items():
+                total[k] = total.get(k, 0) + v
+        out[split] = total
+    return out
+
+
+def finish(job: ShardsJob, stats: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """Write shards that received no rows, check the totals, and write index.json last."""
+    for split, st in stats.items():
+        if split == "train" and st["rows"] == 0:
+            raise InputError(
+                f"{job.docs}: no training rows: {st['documents']} train documents read, "
+                f"{st['documents_empty']} of them empty (no text)"
+            )
+    num_shards = job.num_shards or {
+        s: max(1, math.ceil(stats[s]["rows"] / job.rows_per_shard)) for s in job.splits
+    }
+    progress = fmt.Progress(job.output)
+    splits = {}
+    for split in job.splits:
+        count = num_shards[split]
+        records = []
+        for i in range(count):
+            name = fmt.shard_file_name(split, i, count)
+            rec = progress.load(name)
+            if rec is None or rec.get("dataset_fingerprint") != job.fingerprint:
+                rec = write_one_shard(job, split, i, count, [])  # no row hashed to this shard
+            records.append(rec)
+        block = fmt.split_summary(count, records)
+        if block["rows"] != stats[split]["rows"]:
+            raise RuntimeError(
+                f"{split}: shards hold {block['rows']} rows, the build made {stats[split]['rows']}"
+            )
+        splits[split] = block
+    index = dict(job.manifest)
+    index["splits"] = splits
+    index["stats"] = stats
+    index["versions"] = fmt.library_versions()
+    fmt.write_index(job.output, index)
+    return index
+
+
+def summary_lines(
+    index: dict[str, Any], output: str, seconds: float | None, runner: str
+) -> list[str]:
+    obj = index["objective"]
+    lines = [
+        f"c4forge shards: {obj['name']} {obj['inputs_length']}/{obj['targets_length']} "
+        f"packing={obj['packing']} seed={index['seed']} dtype={index['token_dtype']}",
+    ]
+    for split, block in index["splits"].items():
+        pad_in = fmt.padding_fraction(block, obj["inputs_length"], "input_tokens")
+        pad_tg = fmt.padding_fraction(block, obj["targets_length"], "target_tokens")
+        st = index.get("stats", {}).get(split, {})
+        lines.append(
+            f"  {split:<10} {block['num_shards']:>4} shards {block['rows']:>10,} rows  "
+            f"{block['input_tokens']:>12,} input / {block['target_tokens']:,} target tokens  "
+            f"padding {pad_in:.2%} enc / {pad_tg:.2%} dec  "
+            f"(docs {st.get('documents', 0):,}, empty {st.get('documents_empty', 0):,}, "
+            f"trimmed targets {st.get('targets_truncated', 0):,}, "
+            f"dropped >sentinels {st.get('too_many_spans', 0):,})"
+        )
+    size = sum(r["bytes"] for b in index["splits"].values() for r in b["shards"])
+    lines.append(f"  files      {output}/ ({size / 1e6:,.1f} MB), manifest {output}/index.json")
+    lines.append(
+        f"  fingerprint {index['dataset_fingerprint']}  vocabulary {index['vocabulary']['sha256']}"
+    )
+    if seconds is not None:
+        lines.append(f"  time       {seconds:,.1f} s on {runner}")
+    return lines
+
+
+class _ProgressWatcher:
+    """A tqdm bar fed by the files the workers write (clean shards read, shards written)."""
+
+    def __init__(self, job: ShardsJob, quiet: bool) -> None:
+        self.job = job
+        self.stop = threading.Event()
+        self.thread = None if quiet else threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from tqdm import tqdm
+
+        clean_total = sum(len(f) for f in self.job.clean_files.values())
+        shards_total = sum((self.job.num_shards or {}).values()) or None
+        pdir = os.path.join(self.job.output, fmt.PROGRESS_DIR)
+        with (
+            tqdm(total=clean_total, desc="clean shards read", unit="file", file=sys.stderr) as a,
+            tqdm(total=shards_total, desc="shards written", unit="shard", file=sys.stderr) as b,
+        ):
+            while not self.stop.wait(0.5):
+                with contextlib.suppress(FileNotFoundError):
+                    a.update(len(os.listdir(os.path.join(pdir, CLEAN_STATS_DIR))) - a.n)
+                with contextlib.suppress(FileNotFoundError):
+                    b.update(sum(n.endswith(".arrow.json") for n in os.listdir(pdir)) - b.n)
+
+    def __enter__(self) -> _ProgressWatcher:
+        if self.thread is not None:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+
+
+_WORKER_ERROR = re.compile(r"c4forge\.errors\.(InputError|ConfigError|VerificationError): (.+)")
+
+
+def _reraise_worker_error(err: BaseException) -> None:
+    """A worker's InputError arrives wrapped in the runner's exception: show it as ours."""
+    from c4forge import errors
+
+    m = _WORKER_ERROR.search(str(err)) or re.search(
+        r"\b(InputError|ConfigError|VerificationError): (.+)", str(err)
+    )
+    if m:
+        message = re.sub(r"\s*\[while running '[^']*'\]\s*$", "", m.group(2).strip())
+        raise getattr(errors, m.group(1))(message) from err
+
+
+def run_job(
+    job: ShardsJob,
+    *,
+    runner: str | None = None,
+    workers: int | None = None,
+    extra: list[str] | None = None,
+    overwrite: bool = False,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Build (or finish) the shard set of ``job``; returns index.json's content."""
+    from c4forge.pipeline.beam_options import make_runner
+
+    started = time.time()
+    state = prepare_output(job, overwrite)
+    choice = make_runner(runner, workers, list(extra or []))
+    if state != "done":
+        skip = finished_shards(job)
+        with _ProgressWatcher(job, quiet):
+            try:
+                with beam.Pipeline(runner=choice.runner, options=choice.options) as p:
+                    build_pipeline(p, job, skip)
+            except Exception as err:
+                _reraise_worker_error(err)
+                raise
+        index = finish(job, gather_stats(job))
+    else:
+        index = read_json(os.path.join(job.output, fmt.INDEX_NAME))
+    if not quiet:
+        if state == "done":
+            print(
+                f"c4forge shards: {job.output} is already complete (every shard intact); nothing to do"
+            )
+        elif state == "resume":
+            print(f"c4forge shards: finished an interrupted build in {job.output}")
+        for line in summary_lines(index, job.output, time.time() - started, choice.description):
+            print(line)
+    return index
+
+
+def run_shards_beam(args: argparse.Namespace, extra: list[str]) -> int:
+    job = make_job(args)
+    run_job(
+        job,
+        runner=args.runner,
+        workers=args.workers,
+        extra=extra,
+        overwrite=args.overwrite,
+        quiet=args.quiet,
+    )
+    return 0
+
+
+def verify_command(
+    directory: str, vocab: str | None, *, quiet: bool = False, extra_ids: int | None = None
+) -> int:
+    """`c4forge shards verify DIR [--vocab V]`: every §3.6 check, full checksums included."""
+    run_vocab: Any = vocab
+    if vocab is not None and os.path.isfile(vocab) and vocab.endswith(".model"):
+        run_vocab = load_vocabulary(vocab, extra_ids).descriptor()
+    shards = fmt.ShardSet.open(directory, vocab=run_vocab)
+    result = shards.verify(checksums=True, progress=not quiet)
+    if not quiet:
+        print(
+            f"c4forge shards verify: {directory} OK: {result['files']} files, {result['rows']:,} rows, "
+            f"schemas, metadata, row counts and sha256 checked"
+            + ("" if vocab else " (no --vocab given: vocabulary not compared)")
+        )
+        for line in summary_lines(shards.index, directory, None, ""):
+            print(line)
+    return 0

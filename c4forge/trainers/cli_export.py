@@ -1,0 +1,72 @@
+"""`c4forge export RUN_OR_CHECKPOINT --output DIR`: an HF T5ForConditionalGeneration folder."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "export",
+        help="export a training run or checkpoint to a HF T5ForConditionalGeneration folder",
+        description=(
+            "Write config.json, model.safetensors, generation_config.json, spiece.model and the "
+            "T5Tokenizer files. RUN_OR_CHECKPOINT is a run directory (its checkpoints/latest is "
+            "used) or one step-XXXXXXXX checkpoint directory."
+        ),
+    )
+    p.add_argument("checkpoint", metavar="RUN_OR_CHECKPOINT")
+    p.add_argument("output_pos", nargs="?", metavar="OUT", help="same as --output")
+    p.add_argument("--output", "-o", help="HF folder to write")
+    p.add_argument(
+        "--vocab",
+        help="vocabulary directory (c4forge vocab) or plain SentencePiece .model; default: the "
+        "one recorded in the checkpoint",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    p.add_argument(
+        "--dropout-rate",
+        type=float,
+        default=None,
+        help="dropout_rate written to config.json (default: the model's, 0.0; 0.1 for fine-tuning)",
+    )
+    p.add_argument(
+        "--model-max-length",
+        type=int,
+        default=None,
+        help="tokenizer model_max_length (default: the run's inputs_length, else 512)",
+    )
+    p.add_argument(
+        "--embed-token-copies",
+        action="store_true",
+        help="also store encoder/decoder.embed_tokens.weight (for transformers releases that "
+        "report them missing)",
+    )
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from c4forge.errors import ConfigError
+    from c4forge.trainers.export import export
+
+    output = args.output or args.output_pos
+    if not output:
+        raise ConfigError("export: give the output folder (--output DIR)")
+    if args.output and args.output_pos and args.output != args.output_pos:
+        raise ConfigError("export: two different output folders given")
+    summary = export(
+        args.checkpoint,
+        output,
+        vocab_path=args.vocab,
+        overwrite=args.overwrite,
+        embed_token_copies=args.embed_token_copies,
+        dropout_rate=args.dropout_rate,
+        model_max_length=args.model_max_length,
+    )
+    print(
+        f"exported {summary['checkpoint']} (step {summary['step']}, ffn {summary['ffn']}, "
+        f"{summary['parameters'] / 1e6:.1f}M parameters, vocab {summary['vocab_size']} / "
+        f"embedding {summary['embedding_size']})\n"
+        f"  -> {summary['output']}: {', '.join(summary['files'])}\n"
+        f"  load with: transformers.T5ForConditionalGeneration.from_pretrained({output!r})"
+    )
+    return 0

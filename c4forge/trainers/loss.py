@@ -1,0 +1,68 @@
+"""Token-weighted cross-entropy (model.md §1.5) and decoder inputs (objectives.md §5.3).
+
+The loss returns a *sum* and a weight count, not a mean: the trainer divides by the weight count of
+the global batch (all micro-batches, all ranks), so accumulation and DDP give the same update as one
+big batch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def weighted_cross_entropy(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    z_loss: float = 0.0,
+    chunk_size: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(Σ w·CE [+ z_loss·Σ w·logsumexp²], Σ w)`` in fp32 with ``w = targets != 0``.
+
+    EOS (1) counts, padding (0) does not. ``z_loss`` is t5x's auxiliary term (1e-4 there; off by
+    default for comparability with nanoT5 and HF). ``chunk_size`` bounds the fp32 temporaries to
+    ``chunk_size`` tokens at a time (same result up to summation order).
+    """
+    e = logits.shape[-1]
+    flat_logits = logits.reshape(-1, e)
+    flat_targets = targets.reshape(-1).long()
+    weights = (flat_targets != 0).float()
+    n = flat_targets.shape[0]
+    step = n if not chunk_size else int(chunk_size)
+    total = torch.zeros((), dtype=torch.float32, device=logits.device)
+    for start in range(0, n, step):
+        lg = flat_logits[start : start + step].float()
+        tg = flat_targets[start : start + step]
+        w = weights[start : start + step]
+        lse = torch.logsumexp(lg, dim=-1)
+        # CE = logsumexp − logit[target]; written out so z-loss reuses the same logsumexp
+        ce = lse - lg.gather(-1, tg[:, None]).squeeze(-1)
+        term = ce * w
+        if z_loss:
+            term = term + z_loss * lse.square() * w
+        total = total + term.sum()
+    return total, weights.sum()
+
+
+def cross_entropy_reference(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """HF's convention (labels −100 where w = 0, mean over the rest) for tests and comparisons."""
+    labels = targets.long().masked_fill(targets == 0, -100)
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+def decoder_inputs(
+    targets: torch.Tensor, targets_segment_ids: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Targets shifted right by one within each segment, 0 (the start id) at segment starts.
+
+    Without segments (``concat``) a plain shift with 0 first, as HF's ``_shift_right``. With
+    segments, position i gets ``targets[i−1]`` only if it continues the segment of i−1; padding
+    (segment 0) gets 0. ``[3, 9, 1, 4, 1, 0, 0]`` / ``[1, 1, 1, 2, 2, 0, 0]`` → ``[0, 3, 9, 0, 4, 0, 0]``.
+    """
+    shifted = F.pad(targets[..., :-1], (1, 0), value=0)
+    if targets_segment_ids is None:
+        return shifted
+    seg = targets_segment_ids
+    prev = F.pad(seg[..., :-1], (1, 0), value=0)
+    keep = (seg == prev) & (seg != 0)
+    return torch.where(keep, shifted, torch.zeros_like(shifted))

@@ -1,0 +1,101 @@
+"""Run metrics: ``metrics.jsonl`` (one JSON object per log or eval step), TensorBoard when the
+``tensorboard`` package is installed, and the loss-curve PNG drawn at the end.
+
+On resume the file is cut back to the checkpoint's step first, so an interrupted-and-resumed
+run ends with the same records as an uninterrupted one (timings aside).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+from typing import Any
+
+from c4forge.fsutil import atomic_write_text
+
+METRICS = "metrics.jsonl"
+CURVE = "loss_curve.png"
+
+
+def read_metrics(path: str) -> list[dict[str, Any]]:
+    """Records of a metrics.jsonl; a torn last line (a crash mid-write) is ignored."""
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+class MetricsLog:
+    """Append-only JSONL (flushed per record) plus an optional TensorBoard writer."""
+
+    def __init__(self, run_dir: str, resume_step: int | None = None, tensorboard: bool = True):
+        self.path = os.path.join(run_dir, METRICS)
+        if resume_step is not None:
+            kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= resume_step]
+            atomic_write_text(
+                self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept)
+            )
+        elif os.path.exists(self.path):
+            os.remove(self.path)
+        self._file = open(self.path, "a", encoding="utf-8")
+        self._tb = None
+        if tensorboard and importlib.util.find_spec("tensorboard") is not None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(os.path.join(run_dir, "tensorboard"))
+
+    @property
+    def tensorboard_dir(self) -> str | None:
+        return self._tb.log_dir if self._tb is not None else None
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._file.write(json.dumps(record, sort_keys=True) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            step = int(record["step"])
+            for key, value in record.items():
+                if key != "step" and isinstance(value, int | float) and math.isfinite(value):
+                    self._tb.add_scalar(key.replace("_", "/", 1), value, step)
+
+    def close(self) -> None:
+        self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def plot_loss_curve(metrics_path: str, png_path: str, title: str = "") -> str | None:
+    """Training loss (and held-out NLL) against step; None when there is nothing to draw."""
+    records = read_metrics(metrics_path)
+    train = [(r["step"], r["loss"]) for r in records if "loss" in r]
+    evals = [(r["step"], r["eval_nll"]) for r in records if "eval_nll" in r]
+    if not train and not evals:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    if train:
+        ax.plot(*zip(*train), label="train loss", color="tab:blue", linewidth=1.4)
+    if evals:
+        ax.plot(*zip(*evals), "o-", label="held-out NLL", color="tab:orange", markersize=4)
+    ax.set_xlabel("step")
+    ax.set_ylabel("nats per target token")
+    ax.set_title(title or "c4forge train")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    tmp = png_path + f".tmp-{os.getpid()}.png"
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, png_path)
+    return png_path

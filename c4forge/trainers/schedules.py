@@ -1,0 +1,65 @@
+"""Learning-rate schedules (model.md §2.3); ``n`` is the 1-based optimizer step, ``N`` the total.
+
+For AdamWScale the value is the learning rate; for Adafactor it is the relative step ρ_t, which
+torch caps at 1/√n (optim.py). ``isr``/``isr_decay`` are absolute (T5's formula): ``lr`` does not
+scale them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from c4forge.errors import ConfigError
+
+SCHEDULES = ("isr", "isr_decay", "cosine", "constant")
+COSINE_MIN_LR = 1e-5  # nanoT5's eta_min
+
+
+def isr(n: int, warmup: int = 10_000) -> float:
+    """T5's inverse square root: 1/√max(n, warmup) (constant 0.01 for the first 10⁴ steps)."""
+    return 1.0 / math.sqrt(max(n, warmup))
+
+
+def schedule_fn(
+    name: str, total_steps: int, warmup: int = 10_000, lr: float | None = None
+) -> Callable[[int], float]:
+    """The schedule ``r(n)`` as a function of the 1-based step."""
+    if name not in SCHEDULES:
+        raise ConfigError(f"unknown schedule {name!r}; valid: {', '.join(SCHEDULES)}")
+    if total_steps < 1:
+        raise ConfigError(f"total steps must be >= 1, got {total_steps}")
+    if warmup < 0:
+        raise ConfigError(f"warm-up steps must be >= 0, got {warmup}")
+    big_n = int(total_steps)
+
+    if name == "isr":
+        return lambda n: isr(n, warmup)
+
+    if name == "isr_decay":
+        # GLU paper: ISR, then linear to 0 over the final 10 % (n0 = floor(0.9 N)).
+        n0 = int(math.floor(0.9 * big_n))
+
+        def isr_decay(n: int) -> float:
+            if n <= n0:
+                return isr(n, warmup)
+            return isr(n0, warmup) * max(big_n - n, 0) / (big_n - n0)
+
+        return isr_decay
+
+    if lr is None:
+        raise ConfigError(f"schedule {name!r} needs a learning rate")
+    peak = float(lr)
+    if name == "constant":
+        return lambda n: peak
+
+    def cosine(n: int) -> float:
+        # nanoT5: LinearLR(0.5 → 1) over W steps, then cosine to eta_min at N.
+        if n <= warmup:
+            return peak * (0.5 + 0.5 * n / warmup) if warmup else peak
+        if big_n <= warmup:  # stepped past a run that never left warm-up
+            return COSINE_MIN_LR
+        progress = min(n - warmup, big_n - warmup) / (big_n - warmup)
+        return COSINE_MIN_LR + (peak - COSINE_MIN_LR) * (1 + math.cos(math.pi * progress)) / 2
+
+    return cosine

@@ -1,0 +1,182 @@
+"""The T5 document pipeline (objectives.md §2): drop empty, chunk, concat 128, pieces, corrupt, EOS."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from c4forge.objectives import (
+    OBJECTIVES,
+    example_key,
+    make_config,
+    new_stats,
+    rows_of,
+    shard_examples,
+)
+
+V = 32100
+
+
+def docs_of(seed: int, n: int = 300, max_len: int = 200, empty_every: int = 0) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    docs = [rng.integers(3, V - 100, int(k)).tolist() for k in rng.integers(1, max_len, n)]
+    if empty_every:
+        for i in range(0, n, empty_every):
+            docs[i] = []
+    return docs
+
+
+def restore(inputs: np.ndarray, targets: np.ndarray) -> list[int]:
+    spans: dict[int, list[int]] = {}
+    for t in targets[:-1].tolist():
+        if t >= V - 100:
+            cur = t
+            spans[cur] = []
+        else:
+            spans[cur].append(t)
+    return [x for t in inputs[:-1].tolist() for x in (spans[t] if t >= V - 100 else [t])]
+
+
+def test_concat_groups_pieces_and_counters():
+    docs = docs_of(0, n=300, empty_every=7)
+    cfg = make_config(inputs_length=64)  # pieces of 70 → 64 / 14
+    stats = new_stats()
+    ex = list(
+        shard_examples(docs, clean_shard_index=2, seed=9, config=cfg, vocab_size=V, stats=stats)
+    )
+    nonempty = [d for d in docs if d]
+    assert stats["documents"] == 300 and stats["documents_empty"] == 300 - len(nonempty)
+    assert stats["groups"] == -(-len(nonempty) // 128) == 3
+    assert stats["examples"] == stats["pieces"] == len(ex)
+    assert stats["tokens"] == sum(map(len, nonempty))
+    for g in range(3):
+        group_docs = nonempty[128 * g : 128 * (g + 1)]
+        stream = [t for d in group_docs for t in d]  # no separator between documents
+        pieces = [e for e in ex if e.group == g]
+        assert [e.piece for e in pieces] == list(range(len(pieces)))
+        assert [t for e in pieces for t in restore(e.inputs, e.targets)] == stream
+        for e in pieces[:-1]:  # only the group's last piece is short
+            assert len(e.inputs) == 64 and len(e.targets) == 14
+        assert len(pieces[-1].inputs) <= 64
+    assert [e.key for e in ex] == [example_key(9, 2, e.group, e.piece) for e in ex]
+    assert len({e.key for e in ex}) == len(ex)
+
+
+def test_deterministic_and_seeded_per_shard():
+    docs = docs_of(1)
+    cfg = make_config(inputs_length=128)
+
+    def run(seed, shard):
+        return [
+            (e.key, e.inputs.tobytes(), e.targets.tobytes())
+            for e in shard_examples(
+                docs, clean_shard_index=shard, seed=seed, config=cfg, vocab_size=V
+            )
+        ]
+
+    a = run(0, 0)
+    assert a == run(0, 0)
+    assert [x[1] for x in a] != [x[1] for x in run(1, 0)]
+    assert [x[1] for x in a] != [x[1] for x in run(0, 1)]
+    # lists, tuples or arrays of ids give the same examples
+    arrays = [np.array(d, dtype=np.int64) for d in docs]
+    assert a == [
+        (e.key, e.inputs.tobytes(), e.targets.tobytes())
+        for e in shard_examples(arrays, clean_shard_index=0, seed=0, config=cfg, vocab_size=V)
+    ]
+
+
+def test_per_document_pieces_never_mix_documents():
+    docs = docs_of(2, n=60, max_len=400, empty_every=5)
+    cfg = make_config(inputs_length=64, packing="per_document")
+    ex = list(shard_examples(docs, clean_shard_index=0, seed=0, config=cfg, vocab_size=V))
+    for doc_index, doc in enumerate(docs):
+        mine = [e for e in ex if e.group == doc_index]
+        assert [t for e in mine for t in restore(e.inputs, e.targets)] == doc
+    cols, keys = rows_of(ex, cfg)
+    assert cols["inputs"].shape[1] == 64 and len(keys) == len(cols["inputs"])
+
+
+def test_document_longer_than_the_chunk():
+    cfg = make_config(inputs_length=64, select_random_chunk_max=100, packing="per_document")
+    doc = list(range(3, 353))  # 350 tokens → windows [0,100) [100,200) [200,300) [300,350)
+    stats = new_stats()
+    seen = set()
+    for seed in range(40):
+        ex = list(
+            shard_examples(
+                [doc], clean_shard_index=0, seed=seed, config=cfg, vocab_size=V, stats=stats
+            )
+        )
+        kept = [t for e in ex for t in restore(e.inputs, e.targets)]
+        start = kept[0] - 3
+        assert start % 100 == 0 and kept == doc[start : start + 100]
+        seen.add(start)
+    assert seen == {0, 100, 200, 300}
+    assert stats["documents_chunked"] == 40
+    # the default 65,536 chunk: a 70,000-token document keeps one aligned window
+    big = np.arange(70_000, dtype=np.int32) % 30000 + 3
+    stats = new_stats()
+    ex = list(
+        shard_examples(
+            [big], clean_shard_index=0, seed=0, config=make_config(), vocab_size=V, stats=stats
+        )
+    )
+    assert stats["documents_chunked"] == 1 and stats["tokens"] in (65536, 70_000 - 65536)
+    assert stats["chunk_tokens_dropped"] == 70_000 - stats["tokens"]
+
+
+def test_doc_separator_eos():
+    docs = [[5, 6, 7], [8, 9], [10]]
+    cfg = make_config(inputs_length=64, doc_separator="eos")
+    ex = list(shard_examples(docs, clean_shard_index=0, seed=0, config=cfg, vocab_size=V))
+    assert len(ex) == 1
+    assert restore(ex[0].inputs, ex[0].targets) == [5, 6, 7, 1, 8, 9, 1, 10, 1]
+
+
+def test_truncation_and_too_many_spans_are_counted():
+    docs = docs_of(3, n=50, max_len=600)
+    stats = new_stats()
+    cfg = make_config("iid_drop", inputs_length=128, targets_length=8)
+    ex = list(
+        shard_examples(docs, clean_shard_index=0, seed=0, config=cfg, vocab_size=V, stats=stats)
+    )
+    assert stats["targets_truncated"] > 0
+    assert all(len(e.targets) <= 8 and e.targets[-1] == 1 for e in ex)
+    stats = new_stats()
+    cfg = make_config("iid_replace_spans", inputs_length=128, extra_ids=5)
+    ex = list(
+        shard_examples(docs, clean_shard_index=0, seed=0, config=cfg, vocab_size=V, stats=stats)
+    )
+    assert stats["too_many_spans"] > 0 and stats["examples"] == len(ex)
+    assert stats["too_many_spans"] + stats["examples"] == stats["pieces"]
+
+
+@pytest.mark.parametrize("name", [n for n, s in OBJECTIVES.items() if s.fn is not None])
+@pytest.mark.parametrize("packing", ["concat", "per_document"])
+def test_every_objective_makes_rows(name, packing):
+    docs = docs_of(4, n=80, max_len=300)
+    cfg = make_config(name, inputs_length=64, packing=packing)
+    stats = new_stats()
+    ex = list(
+        shard_examples(docs, clean_shard_index=0, seed=0, config=cfg, vocab_size=V, stats=stats)
+    )
+    assert ex and all(e.inputs[-1] == 1 and e.targets[-1] == 1 for e in ex)
+    cols, keys = rows_of(ex, cfg)
+    assert tuple(cols) == cfg.columns
+    assert cols["inputs"].shape[1] == 64 and cols["targets"].shape[1] == cfg.targets_length
+    assert len(keys) == cols["inputs"].shape[0]
+    if packing == "concat":
+        assert len(keys) == len(ex)
+
+
+def test_regular_mask_pipeline_counts_trims():
+    cfg = make_config(inputs_length=64, mask="regular")
+    stats = new_stats()
+    ex = list(
+        shard_examples(
+            docs_of(5), clean_shard_index=0, seed=0, config=cfg, vocab_size=V, stats=stats
+        )
+    )
+    assert all(len(e.inputs) <= 64 and len(e.targets) <= cfg.targets_length for e in ex)
+    assert stats["examples"] == len(ex)
