@@ -21,12 +21,18 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--output", "-o", default="c4forge-demo", help="work folder (default ./c4forge-demo)")
+    p.add_argument(
+        "--output", "-o", default="c4forge-demo", help="work folder (default ./c4forge-demo)"
+    )
     p.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
-    p.add_argument("--vocab-size", type=int, default=2000, help="SentencePiece pieces (default 2000)")
+    p.add_argument(
+        "--vocab-size", type=int, default=2000, help="SentencePiece pieces (default 2000)"
+    )
     p.add_argument("--inputs-length", type=int, default=128, help="encoder length (default 128)")
     p.add_argument("--batch-size", type=int, default=32, help="training batch size (default 32)")
-    p.add_argument("--workers", type=int, default=None, help="Beam worker processes (default: cores)")
+    p.add_argument(
+        "--workers", type=int, default=None, help="Beam worker processes (default: cores)"
+    )
     p.add_argument("--overwrite", action="store_true", help="redo every stage from scratch")
     return p
 
@@ -49,21 +55,57 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     work = os.path.abspath(args.output)
     os.makedirs(work, exist_ok=True)
     inputs = demo_inputs(os.path.join(work, "input"))
-    clean, vocab, shards, runs = (os.path.join(work, d) for d in ("clean", "vocab", "shards", "run"))
+    clean, vocab, shards, runs = (
+        os.path.join(work, d) for d in ("clean", "vocab", "shards", "run")
+    )
     workers = ["--workers", str(args.workers)] if args.workers else []
     over = ["--overwrite"] if args.overwrite else []
 
     _stage("clean", ["clean", *inputs, "--output", clean, "--report", *workers, *over])
-    _stage("vocab", ["vocab", clean, "--output", vocab, "--vocab-size", str(args.vocab_size), *over])
+    _stage(
+        "vocab", ["vocab", clean, "--output", vocab, "--vocab-size", str(args.vocab_size), *over]
+    )
     _stage(
         "shards",
-        ["shards", clean, "--vocab", vocab, "--output", shards,
-         "--inputs-length", str(args.inputs_length), *workers, *over],
+        [
+            "shards",
+            clean,
+            "--vocab",
+            vocab,
+            "--output",
+            shards,
+            "--inputs-length",
+            str(args.inputs_length),
+            *workers,
+            *over,
+        ],
     )
-    train = ["train", shards, "--preset", "tiny", "--steps", str(args.steps), "--output", runs,
-             "--batch-size", str(args.batch_size), "--device", "cpu", "--vocab", vocab,
-             "--eval-every", str(max(1, args.steps // 4)), "--save-every", str(max(1, args.steps // 2)),
-             "--optimizer", "adamwscale", "--lr", "3e-3", "--warmup", str(max(1, args.steps // 10))]
+    train = [
+        "train",
+        shards,
+        "--preset",
+        "tiny",
+        "--steps",
+        str(args.steps),
+        "--output",
+        runs,
+        "--batch-size",
+        str(args.batch_size),
+        "--device",
+        "cpu",
+        "--vocab",
+        vocab,
+        "--eval-every",
+        str(max(1, args.steps // 4)),
+        "--save-every",
+        str(max(1, args.steps // 2)),
+        "--optimizer",
+        "adamwscale",
+        "--lr",
+        "3e-3",
+        "--warmup",
+        str(max(1, args.steps // 10)),
+    ]
     if args.overwrite:
         train.append("--overwrite")
     _stage("train", train)
@@ -76,5 +118,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         ("training run (checkpoints, metrics.jsonl, loss_curve.png)", runs),
     ]:
         print(f"  {label:58s} {path}")
-    print(f"\nExport to HF transformers:  c4forge export {runs} --output {os.path.join(work, 'hf')}")
+    print(
+        f"\nExport to HF transformers:  c4forge export {runs} --output {os.path.join(work, 'hf')}"
+    )
     return 0

@@ -431,6 +431,7 @@ def test_registry_defaults(name, lengths, piece, concat):
     assert cfg.concatenates == concat and OBJECTIVES[name].concat == concat
     assert set(cfg.columns) == set(OBJECTIVES[name].columns) or cfg.packing == "per_document"
     assert cfg.descriptor()["name"] == name
+    assert OBJECTIVES[name].default_lengths(lengths[0]) == lengths
 
 
 def test_registry_refusals():

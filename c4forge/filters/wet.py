@@ -87,10 +87,9 @@ def _skip_blank_lines(decoded: DecodedStream) -> int:
 
 
 def _looks_like_warc(head: bytes) -> bool:
-    """Cheap guard before warcio: a (decoded) WARC starts with ``WARC/`` after blank lines.
+    """Cheap guard before warcio: a (decoded) WARC starts with ``WARC/`` (blank lines skipped).
     Anything else (an ARC, JSON, HTML, random bytes) would make warcio read header "lines"
     of unbounded length."""
-    head = head.lstrip(b"\r\n")
     # A head shorter than "WARC/" (blank or cut file) is left to warcio and the counters.
     return head.startswith(b"WARC/") or b"WARC/".startswith(head)
 
@@ -124,12 +123,11 @@ def read_wet(
     incomplete = False
     seen_conversion = False
 
+    # warcio would read leading blank lines as a header-less record that swallows the file.
+    skipped = _skip_blank_lines(decoded)
     if not _looks_like_warc(decoded.peek(64)):
         _finish(count, records=0, malformed=True, truncated=decoded.truncated)
         return
-
-    # warcio would read leading blank lines as a header-less record that swallows the file.
-    skipped = _skip_blank_lines(decoded)
     it = _archive_iterator(decoded)
     records_iter = iter(it)
     held: _Held | None = None
@@ -258,10 +256,10 @@ def sniff_record_types(stream: BinaryIO, limit: int = 20) -> list[str]:
     end of a truncated file: detection must not fail on damage that ``read_wet`` will count.
     """
     decoded = open_decoded(stream)
+    _skip_blank_lines(decoded)
     if not _looks_like_warc(decoded.peek(64)):
         return []
     types: list[str] = []
-    _skip_blank_lines(decoded)
     it = _archive_iterator(decoded)
     try:
         for rec in it:

@@ -55,6 +55,16 @@ class ObjectiveSpec:
     uses_sentinels: int = 1  # minimum extra ids the objective needs
     encoder_only: bool = False
 
+    def default_lengths(
+        self,
+        inputs_length: int,
+        noise_density: float | None = None,
+        mean_noise_span_length: float = 3.0,
+    ) -> tuple[int, int]:
+        """(inputs_length, targets_length) this objective uses by default (§4's table at 512)."""
+        d = self.default_noise_density if noise_density is None else noise_density
+        return inputs_length, self.default_targets_length(inputs_length, d, mean_noise_span_length)
+
 
 def _span_piece(i: int, d: float, m: float) -> int:
     return span_corruption_lengths(i, d, m)[0]

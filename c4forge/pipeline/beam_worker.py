@@ -24,11 +24,15 @@ class _DropUserErrorTracebacks:
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
+        self._swallowed = False
 
     def write(self, text: str) -> int:
-        if USER_ERROR_MARK in text and "Traceback" in text:
-            return len(text)
-        return self._stream.write(text)
+        # print() writes the text, then "\n" on its own: drop that newline too.
+        dropped = (USER_ERROR_MARK in text and "Traceback" in text) or (
+            self._swallowed and text == "\n"
+        )
+        self._swallowed = dropped and text != "\n"
+        return len(text) if dropped else self._stream.write(text)
 
     def __getattr__(self, name: str):  # noqa: ANN204 - delegate flush, fileno, encoding…
         return getattr(self._stream, name)

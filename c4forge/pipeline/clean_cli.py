@@ -23,39 +23,83 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         ),
     )
     p.add_argument(
-        "inputs", nargs="+", metavar="INPUT",
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
         help="WET files, globs, directories, gs:// or s3:// paths, or @paths.txt (one path per line)",
     )
     p.add_argument("--output", "-o", required=True, help="output folder (local, gs://, s3://)")
-    p.add_argument("--dedup", choices=["spans", "lines", "none"], default="spans",
-                   help="corpus-wide dedup: paper's 3-sentence spans (default), TFDS lines, none")
-    p.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl",
-                   help="jsonl = c4-*.json.gz as the C4 release (default); parquet = c4-*.parquet")
+    p.add_argument(
+        "--dedup",
+        choices=["spans", "lines", "none"],
+        default="spans",
+        help="corpus-wide dedup: paper's 3-sentence spans (default), TFDS lines, none",
+    )
+    p.add_argument(
+        "--format",
+        choices=["jsonl", "parquet"],
+        default="jsonl",
+        help="jsonl = c4-*.json.gz as the C4 release (default); parquet = c4-*.parquet",
+    )
     p.add_argument("--language", default="en", help="target language (only 'en' today)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="DirectRunner worker processes (default: all cores)")
-    p.add_argument("--runner", default=None,
-                   help="Beam runner (DirectRunner default; DataflowRunner, FlinkRunner, SparkRunner)")
-    p.add_argument("--engine", choices=["beam", "spark"], default="beam",
-                   help="beam (default) or a native PySpark driver (no Beam job server needed)")
-    p.add_argument("--master", default=None, help="Spark master URL for --engine spark (default local[*])")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="DirectRunner worker processes (default: all cores)",
+    )
+    p.add_argument(
+        "--runner",
+        default=None,
+        help="Beam runner (DirectRunner default; DataflowRunner, FlinkRunner, SparkRunner)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=["beam", "spark"],
+        default="beam",
+        help="beam (default) or a native PySpark driver (no Beam job server needed)",
+    )
+    p.add_argument(
+        "--master", default=None, help="Spark master URL for --engine spark (default local[*])"
+    )
     p.add_argument("--train-shards", default="auto", help="train shard count or 'auto'")
     p.add_argument("--validation-shards", default="auto", help="validation shard count or 'auto'")
-    p.add_argument("--max-record-bytes", type=int, default=64 << 20,
-                   help="skip (and count) WARC payloads larger than this (default 64 MiB)")
-    p.add_argument("--input-format", choices=["auto", "wet", "warc"], default="auto",
-                   help="wet (conversion records) or warc (HTML responses → text); auto detects")
-    p.add_argument("--near-dedup", choices=["none", "minhash"], default="none",
-                   help="MinHash-LSH near-duplicate removal after exact dedup (off by default)")
+    p.add_argument(
+        "--max-record-bytes",
+        type=int,
+        default=64 << 20,
+        help="skip (and count) WARC payloads larger than this (default 64 MiB)",
+    )
+    p.add_argument(
+        "--input-format",
+        choices=["auto", "wet", "warc"],
+        default="auto",
+        help="wet (conversion records) or warc (HTML responses → text); auto detects",
+    )
+    p.add_argument(
+        "--near-dedup",
+        choices=["none", "minhash"],
+        default="none",
+        help="MinHash-LSH near-duplicate removal after exact dedup (off by default)",
+    )
     p.add_argument("--ngram", type=int, default=5, help="near-dedup word n-gram size")
     p.add_argument("--num-perm", type=int, default=128, help="near-dedup MinHash permutations")
     p.add_argument("--threshold", type=float, default=0.8, help="near-dedup Jaccard threshold")
-    p.add_argument("--badwords-fraction", type=float, default=1.0,
-                   help="fraction of bad-word pages dropped (1.0 = C4; mC4 used 0.999)")
-    p.add_argument("--resume", action="store_true",
-                   help="skip inputs already fully processed by an interrupted run in --output")
+    p.add_argument(
+        "--badwords-fraction",
+        type=float,
+        default=1.0,
+        help="fraction of bad-word pages dropped (1.0 = C4; mC4 used 0.999)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="skip inputs already fully processed by an interrupted run in --output",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace a finished run in --output")
-    p.add_argument("--report", action="store_true", help="also write the filter funnel as funnel.png")
+    p.add_argument(
+        "--report", action="store_true", help="also write the filter funnel as funnel.png"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     return p
 

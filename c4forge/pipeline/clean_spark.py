@@ -210,9 +210,15 @@ def is_hadoop_path(path: str) -> bool:
     return "://" in path
 
 
-def hadoop_list(sc: Any, specs: list[str]) -> list[InputFile]:
+def hadoop_list(sc: Any, specs: list[str], input_format: str = "auto") -> list[InputFile]:
     """Expand Hadoop paths/globs/folders with the cluster's FileSystem (driver side, metadata
-    only). A spec that matches nothing is an InputError, as for local paths (C3)."""
+    only). A folder contributes the files the Beam resolver would take (``*.wet.gz`` …); a
+    spec that matches nothing is an InputError, as for local paths (C3)."""
+    import fnmatch
+
+    from c4forge.pipeline.inputs import _dir_patterns
+
+    patterns = _dir_patterns(input_format)
     jvm = sc._jvm
     conf = sc._jsc.hadoopConfiguration()
     out: dict[str, InputFile] = {}
@@ -230,7 +236,9 @@ def hadoop_list(sc: Any, specs: list[str]) -> list[InputFile]:
                 while it.hasNext():
                     f = it.next()
                     name = f.getPath().getName()
-                    if not name.startswith((".", "_")):
+                    if not name.startswith((".", "_")) and any(
+                        fnmatch.fnmatch(name, p) for p in patterns
+                    ):
                         found.append(InputFile(f.getPath().toString(), int(f.getLen())))
             else:
                 found.append(InputFile(st.getPath().toString(), int(st.getLen())))
@@ -256,7 +264,7 @@ def resolve_all(sc: Any, specs: list[str], input_format: str) -> list[InputFile]
         for f in resolve_inputs(local, input_format):
             files.setdefault(f.path, f)
     if remote:
-        for f in hadoop_list(sc, remote):
+        for f in hadoop_list(sc, remote, input_format):
             files.setdefault(f.path, f)
     return sorted(files.values())
 

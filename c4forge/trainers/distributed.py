@@ -73,15 +73,6 @@ def all_reduce_sum(tensor: torch.Tensor, info: DistInfo) -> torch.Tensor:
     return tensor
 
 
-def broadcast_object(obj, info: DistInfo):
-    """Rank 0's Python object on every rank (used for the resume decision)."""
-    if not (info.enabled and dist.is_initialized()):
-        return obj
-    box = [obj]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
 def wrap_ddp(model: torch.nn.Module, info: DistInfo, device: torch.device) -> torch.nn.Module:
     if not info.enabled:
         return model

@@ -309,9 +309,12 @@ class Trainer:
                     self.cfg.embedding_size,
                     ffn=o.ffn or self.cfg.ffn,
                     d_ff=o.d_ff,
-                    tie_embeddings=o.tie_embeddings,
+                    tie_embeddings=self.cfg.tie_embeddings
+                    if o.tie_embeddings is None
+                    else o.tie_embeddings,
                     attn=o.attn,
                 )
+                # attention implementation may change on resume (same maths); the shape may not
                 diff = [
                     k
                     for k, v in wanted.to_dict().items()
@@ -324,7 +327,8 @@ class Trainer:
                         f"model options differ from the checkpoint's ({', '.join(diff)}); "
                         f"{self.ckpt_path}/config.json has {self.cfg.to_dict()}"
                     )
-                self.cfg.attn = wanted.attn
+                if o.attn:
+                    self.cfg.attn = o.attn
             self.preset = st["config"]["preset"]
         else:
             if o.preset is None:

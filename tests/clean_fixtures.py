@@ -1,0 +1,165 @@
+"""Inputs and an independent in-memory driver for the `c4forge clean` tests.
+
+WET files are written with warcio's own ``WARCWriter`` from real text: pages of the bundled
+real C4 sample (c4forge/data/sample, 1,000 C4 documents) under their real URLs. Only the
+defects under test are constructed (a cut gzip, bytes that are not UTF-8, a 50 MB line).
+
+``reference_clean`` runs the same filter functions as the Beam job in a plain loop (dicts
+instead of shuffles); the tests compare the Beam job's counters and documents with it, so a
+page lost or duplicated by the pipeline wiring (a join, a group, a shard) shows up.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+from collections.abc import Iterable
+
+from warcio.warcwriter import WARCWriter
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+C4_SAMPLE = os.path.join(REPO, "c4forge", "data", "sample", "c4-sample.00000-of-00001.json.gz")
+DERIVED_WET = os.path.join(
+    REPO, "c4forge", "data", "sample", "real-warc-html-to-wet.resiliparse.warc.wet.gz"
+)
+GENUINE_WET_DIR = os.path.join(REPO, "tests", "data", "wet")
+VALIDATION_URL = "https://news.example.com/story-151"  # c4_rules.md §11: lands in validation
+
+
+def md5(s: str) -> str:
+    return hashlib.md5(s.encode("utf-8")).hexdigest()
+
+
+def c4_docs(start: int, count: int) -> list[dict]:
+    """Real C4 documents (text, url, date) from the bundled sample, in file order."""
+    with gzip.open(C4_SAMPLE, "rt", encoding="utf-8") as f:
+        docs = [json.loads(line) for line in f]
+    return docs[start : start + count]
+
+
+def wet_members(records: Iterable[tuple[str, str, bytes]], *, compress: bool = True) -> list[bytes]:
+    """A WET file as its records' bytes (warcinfo first, then one conversion record per
+    (url, date, payload)); with ``compress`` each record is its own gzip member, as in CC."""
+    buf = io.BytesIO()
+    writer = WARCWriter(buf, gzip=compress)
+    members = []
+
+    def flush() -> None:
+        members.append(buf.getvalue())
+        buf.seek(0)
+        buf.truncate()
+
+    writer.write_record(
+        writer.create_warcinfo_record("test.warc.wet.gz", {"software": "c4forge tests"})
+    )
+    flush()
+    for url, date, payload in records:
+        rec = writer.create_warc_record(
+            url,
+            "conversion",
+            payload=io.BytesIO(payload),
+            length=len(payload),
+            warc_content_type="text/plain",
+            warc_headers_dict={"WARC-Date": date},
+        )
+        writer.write_record(rec)
+        flush()
+    return members
+
+
+def wet_bytes(records: Iterable[tuple[str, str, bytes]], *, compress: bool = True) -> bytes:
+    return b"".join(wet_members(records, compress=compress))
+
+
+def doc_records(docs: Iterable[dict]) -> list[tuple[str, str, bytes]]:
+    return [(d["url"], d["date"], d["text"].encode("utf-8")) for d in docs]
+
+
+def write(path: str, data: bytes) -> str:
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+# --- dedup scenario with a known kept copy ------------------------------------------------------
+
+
+# Three real C4 pages each get the same real paragraph (a line of >= 3 sentences taken from a
+# fourth C4 page). The page whose URL has the smallest md5 keeps it; the others lose it.
+def span_scenario(docs: list[dict], donor: dict) -> tuple[list[dict], str, str]:
+    """Returns (pages, shared line, owner url)."""
+    from c4forge.filters.sentences import split_sentences
+
+    shared = next(
+        line
+        for line in donor["text"].split("\n")
+        if len(split_sentences(line)) >= 3 and len(line.split()) >= 30
+    )
+    pages = [dict(d, text=d["text"] + "\n" + shared) for d in docs]
+    owner = min((p["url"] for p in pages), key=lambda u: (md5(u), u))
+    return pages, shared, owner
+
+
+# --- independent driver -------------------------------------------------------------------------
+
+
+def reference_clean(paths: list[str], dedup: str = "spans") -> tuple[dict, list[dict]]:
+    """(counters, documents) by running the c4forge.filters functions in a loop."""
+    from c4forge.filters import dedup as dd
+    from c4forge.filters.badwords import badwords_filter
+    from c4forge.filters.clean import clean_page, length_filter
+    from c4forge.filters.counting import CounterBag
+    from c4forge.filters.langid import langid_filter
+    from c4forge.filters.sentences import split_sentences
+    from c4forge.filters.split import split_of
+    from c4forge.filters.urls import choose_url_copy
+    from c4forge.filters.wet import open_binary, read_wet
+
+    bag = CounterBag()
+    by_url: dict[str, list] = {}
+    for path in sorted(paths):
+        with open_binary(path) as stream:
+            for page in read_wet(stream, os.path.basename(path), bag):
+                if length_filter(page.text, bag):
+                    by_url.setdefault(page.normalized_url, []).append(page)
+    kept = []
+    for group in by_url.values():
+        page, tie = choose_url_copy(group)
+        if len(group) > 1:
+            bag("url_dedup", "duplicate_url", len(group) - 1)
+        if tie:
+            bag("url_dedup", "tie_text_md5")
+        bag("url_dedup", "passed")
+        kept.append(page)
+    cleaned = {}
+    for page in kept:
+        c = clean_page(page.text, bag)
+        if c is not None:
+            cleaned[page.url] = (page, c)
+    if dedup == "spans":
+        texts = dd.dedup_spans_local([(u, c.sentences) for u, (_, c) in cleaned.items()], bag)
+    elif dedup == "lines":
+        texts = dd.dedup_lines_local(
+            [(u, c.text) for u, (_, c) in cleaned.items()], bag, split_sentences
+        )
+    else:
+        texts = {u: c.text for u, (_, c) in cleaned.items()}
+    out = []
+    for url, text in texts.items():
+        page = cleaned[url][0]
+        if text is None or not langid_filter(text, bag, "en"):
+            continue
+        if not badwords_filter(text, "en", page.normalized_url, bag, 1.0):
+            continue
+        split = split_of(page.normalized_url)
+        bag("split", split)
+        out.append({"split": split, "text": text, "timestamp": page.timestamp, "url": url})
+    return bag.as_dict(dedup if dedup != "none" else None), out
+
+
+def read_shard(path: str) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]

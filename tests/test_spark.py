@@ -1,0 +1,209 @@
+"""`clean --engine spark` on local[2]: byte-identical to the Beam job, WARC input, near-dedup,
+Hadoop paths, bad masters. One Spark JVM for the module."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+from c4forge.errors import ConfigError, InputError  # noqa: E402
+from c4forge.filters.counting import CounterBag  # noqa: E402
+from c4forge.filters.minhash import make_params, near_dedup_local  # noqa: E402
+from c4forge.pipeline import clean_cli  # noqa: E402
+from c4forge.pipeline.clean_spark import (  # noqa: E402
+    CountersParam,
+    SDoc,
+    check_master,
+    hadoop_list,
+    make_context,
+    near_dedup_rdd,
+    run_clean_spark,
+    spark_conf_pairs,
+)
+
+ROOT = Path(__file__).parent.parent
+SAMPLE = ROOT / "c4forge/data/sample/real-warc-html-to-wet.resiliparse.warc.wet.gz"
+WET_DIR = ROOT / "tests/data/wet"
+WARC_DIR = ROOT / "tests/data/warc"
+C4_SAMPLE = ROOT / "c4forge/data/sample/c4-sample.00000-of-00001.json.gz"
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    clean_cli.register(parser.add_subparsers())
+    return parser.parse_args(["clean", *argv])
+
+
+@pytest.fixture(scope="module")
+def sc():
+    context = make_context("local[2]", None, [])
+    yield context
+    context.stop()
+
+
+def _stats(out: Path) -> dict:
+    return json.loads((out / "stats.json").read_text())
+
+
+def test_spark_output_is_byte_identical_to_beam(sc, tmp_path: Path) -> None:
+    from c4forge.pipeline.clean_beam import run_clean_beam
+
+    inputs = [str(SAMPLE), str(WET_DIR)]
+    beam_out, spark_out = tmp_path / "beam", tmp_path / "spark"
+    assert (
+        run_clean_beam(parse([*inputs, "-o", str(beam_out), "--workers", "1", "--quiet"]), []) == 0
+    )
+    args = parse([*inputs, "-o", str(spark_out), "--engine", "spark", "--quiet"])
+    assert run_clean_spark(args, [], spark_context=sc) == 0
+
+    beam, spark = _stats(beam_out), _stats(spark_out)
+    assert spark["conservation_errors"] == []
+    assert spark["counters"] == beam["counters"]
+    assert spark["outputs"] == beam["outputs"]  # per shard: sha256 and content_sha256
+    assert beam["outputs"]["train"]["documents"] > 20
+    assert (spark_out / "stats.json").read_bytes() == (beam_out / "stats.json").read_bytes()
+    for f in beam["outputs"]["train"]["files"] + beam["outputs"]["validation"]["files"]:
+        assert (spark_out / f["file"]).read_bytes() == (beam_out / f["file"]).read_bytes()
+    assert not (spark_out / "_work").exists()
+
+
+def test_warc_input_near_dedup_and_hadoop_paths(sc, tmp_path: Path) -> None:
+    """WARC files given as file:// URIs (Hadoop FileSystem + sc.binaryFiles), auto-detected,
+    next to the derived WET as a plain path, with near-dedup on: counters add up."""
+    out = tmp_path / "out"
+    warc_uri = WARC_DIR.resolve().as_uri() + "/*.warc.gz"
+    args = parse(
+        [
+            str(SAMPLE),
+            warc_uri,
+            "-o",
+            str(out),
+            "--engine",
+            "spark",
+            "--quiet",
+            "--near-dedup",
+            "minhash",
+        ]
+    )
+    assert run_clean_spark(args, [], spark_context=sc) == 0
+    stats = _stats(out)
+    assert stats["conservation_errors"] == []
+    wet = stats["counters"]["wet"]
+    assert wet["files"] == 1 + len(list(WARC_DIR.glob("*.warc.gz")))
+    assert wet["non_response"] > 0 and wet["non_conversion"] > 0
+    nd = stats["counters"]["near_dedup"]
+    assert nd["removed"] + nd["passed"] == stats["counters"]["dedup"]["passed"]
+    # The WARC pages duplicate the derived WET's URLs: URL dedup sees both copies.
+    assert stats["counters"]["url_dedup"]["duplicate_url"] >= 30
+
+
+def test_hadoop_listing_expands_globs_and_folders(sc) -> None:
+    uri = WET_DIR.resolve().as_uri()
+    files = hadoop_list(sc, [uri, uri + "/*.wet*"])  # the same two files twice: listed once
+    names = [f.path.rsplit("/", 1)[-1] for f in files]
+    assert names == sorted(p.name for p in WET_DIR.iterdir() if ".wet" in p.name)
+    assert all(f.path.startswith("file:") and f.size > 0 for f in files)
+    with pytest.raises(InputError, match="matches no file"):
+        hadoop_list(sc, [uri + "/nothing-*.wet"])
+
+
+def test_warc_given_as_wet_is_a_clear_error(sc, tmp_path: Path) -> None:
+    args = parse(
+        [
+            str(WARC_DIR / "whirlwind.warc.gz"),
+            "-o",
+            str(tmp_path / "o"),
+            "--engine",
+            "spark",
+            "--input-format",
+            "wet",
+            "--quiet",
+        ]
+    )
+    with pytest.raises(InputError, match="whirlwind.warc.gz.*crawl WARC"):
+        run_clean_spark(args, [], spark_context=sc)
+
+
+def test_near_dedup_rdd_equals_in_memory_driver(sc) -> None:
+    import gzip
+
+    with gzip.open(C4_SAMPLE, "rt", encoding="utf-8") as f:
+        docs = [json.loads(line) for line in f][:60]
+    rng = random.Random(5)
+    pages = [(d["url"], d["text"]) for d in docs]
+    for i, (_, text) in enumerate(pages[:15]):
+        words = text.split(" ")
+        words[rng.randrange(len(words))] = "CHANGED"
+        pages.append((f"https://copy.example/{i}", " ".join(words)))
+    params = make_params()
+    bag = CounterBag()
+    expected = near_dedup_local(pages, params, bag)
+    acc = sc.accumulator({}, CountersParam())
+    rdd = sc.parallelize([SDoc(u, "t", u, t) for u, t in pages], 3)
+    kept = {d.url for d in near_dedup_rdd(rdd, params, acc, 2).collect()}
+    assert kept == {u for u, _ in pages} - expected
+    assert acc.value["near_dedup"] == bag.counts["near_dedup"]
+
+
+def test_masters() -> None:
+    assert check_master(None) == "local[*]"
+    assert check_master("local[2]") == "local[2]"
+    for bad in ("local[two]", "mesos://x:5050", "spark://nohost", "http://x:7077"):
+        with pytest.raises(ConfigError):
+            check_master(bad)
+    with pytest.raises(ConfigError, match="cannot reach the Spark master"):
+        check_master("spark://127.0.0.1:1")  # refused at once
+    with pytest.raises(ConfigError, match="cannot reach the Spark master"):
+        check_master("spark://192.0.2.1:7077", timeout=0.5)  # TEST-NET-1: never answers
+
+
+def test_unreachable_master_from_the_cli_exits_2(tmp_path: Path, capsys) -> None:
+    from c4forge.cli import main
+
+    code = main(
+        [
+            "clean",
+            str(SAMPLE),
+            "-o",
+            str(tmp_path / "o"),
+            "--engine",
+            "spark",
+            "--master",
+            "spark://127.0.0.1:1",
+        ]
+    )
+    assert code == 2
+    assert "cannot reach the Spark master" in capsys.readouterr().err
+
+
+def test_conf_pass_through() -> None:
+    assert spark_conf_pairs(["--conf", "spark.executor.memory=4g", "--conf=a.b=c"]) == [
+        ("spark.executor.memory", "4g"),
+        ("a.b", "c"),
+    ]
+    with pytest.raises(ConfigError, match="unknown option for the Spark engine"):
+        spark_conf_pairs(["--project", "p"])
+
+
+def test_bad_near_dedup_parameters_fail_before_spark(tmp_path: Path) -> None:
+    args = parse(
+        [
+            str(SAMPLE),
+            "-o",
+            str(tmp_path),
+            "--engine",
+            "spark",
+            "--near-dedup",
+            "minhash",
+            "--threshold",
+            "1.5",
+        ]
+    )
+    with pytest.raises(ConfigError, match="threshold"):
+        run_clean_spark(args, [])
