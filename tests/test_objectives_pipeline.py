@@ -180,3 +180,28 @@ def test_regular_mask_pipeline_counts_trims():
     )
     assert all(len(e.inputs) <= 64 and len(e.targets) <= cfg.targets_length for e in ex)
     assert stats["examples"] == len(ex)
+
+
+@pytest.mark.parametrize("packing", ["concat", "per_document"])
+def test_pipeline_examples_equal_the_per_piece_definition(packing):
+    """Batched/ragged corruption inside the pipeline = span_corruption(piece, rng of (seed, 0, shard,
+    group, piece)) for every example (§2: per-example randomness)."""
+    from c4forge.objectives import span_corruption
+    from c4forge.objectives.seeding import piece_rng
+
+    docs = docs_of(6, n=300, max_len=900, empty_every=11)
+    cfg = make_config(inputs_length=128, packing=packing)
+    ex = list(shard_examples(docs, clean_shard_index=4, seed=2, config=cfg, vocab_size=V))
+    nonempty = [np.array(d, dtype=np.int32) for d in docs if d]
+    if packing == "concat":
+        streams = {
+            g: np.concatenate(nonempty[128 * g : 128 * (g + 1)])
+            for g in range(-(-len(nonempty) // 128))
+        }
+    else:
+        streams = {i: np.array(d, dtype=np.int32) for i, d in enumerate(docs) if d}
+    assert len(ex) == sum(-(-len(s) // cfg.tokens_length) for s in streams.values())
+    for e in ex:
+        piece = streams[e.group][e.piece * cfg.tokens_length : (e.piece + 1) * cfg.tokens_length]
+        inputs, targets = span_corruption(piece, piece_rng(2, 0, 4, e.group, e.piece), vocab_size=V)
+        assert np.array_equal(e.inputs, inputs) and np.array_equal(e.targets, targets)

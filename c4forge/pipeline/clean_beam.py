@@ -26,6 +26,7 @@ from c4forge.pipeline import clean_stats as cs
 from c4forge.pipeline.inputs import InputFile, inputs_block, resolve_inputs
 
 MANIFEST_NAME = "_c4forge_shards.json"
+FUNNEL_NAME = "funnel.png"
 SUPPORTED_LANGUAGES = ("en",)  # D5: the language is a parameter; only English has resources
 
 
@@ -169,6 +170,7 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
         return 0
     if existing is not None:  # --overwrite: the old run stops being "finished" right now
         co.remove_files(args.output, [cs.STATS_NAME])
+    co.remove_files(args.output, [FUNNEL_NAME])  # a chart of an older run would mislead
     if "://" not in args.output:
         os.makedirs(args.output, exist_ok=True)
 
@@ -218,7 +220,7 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     if args.report:
         from c4forge.pipeline.funnel_chart import write_funnel_png
 
-        png = write_funnel_png(stats, co.join_path(args.output, "funnel.png"))
+        png = write_funnel_png(stats, co.join_path(args.output, FUNNEL_NAME))
     else:
         png = None
     if not args.quiet:

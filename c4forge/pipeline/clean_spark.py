@@ -52,6 +52,7 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     AccumulatorParam = object  # type: ignore[assignment,misc]
 
 MASTER_TIMEOUT_S = 5.0
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # 2+ letters: not a Windows drive
 LOCAL_MASTER = re.compile(r"^local(\[(\*|\d+)(,\d+)?\])?$|^local-cluster\[\d+,\d+,\d+\]$")
 
 
@@ -206,8 +207,9 @@ def make_context(master: str | None, workers: int | None, extra: list[str], app:
 
 def is_hadoop_path(path: str) -> bool:
     """A URI (``hdfs://``, ``s3a://``, ``gs://``, also ``file://``) goes through the cluster's
-    Hadoop FileSystem; a plain path is opened directly by the executors."""
-    return "://" in path
+    Hadoop FileSystem; a plain path is opened directly by the executors. Hadoop itself lists
+    ``file:/x`` with one slash, hence a scheme test rather than ``://``."""
+    return bool(_SCHEME.match(path))
 
 
 def hadoop_list(sc: Any, specs: list[str], input_format: str = "auto") -> list[InputFile]:

@@ -133,9 +133,19 @@ def _train_files(source: Source) -> list[str]:
         return [path]
     files = clean_docs.list_clean_shards(path, "train")
     if not files:
+        others = (
+            sorted(n for n in os.listdir(path) if n.startswith("c4-"))
+            if os.path.isdir(path)
+            else []
+        )
+        hint = (
+            f"; found {', '.join(others[:3])}: pass one such file itself to train on it"
+            if others
+            else ""
+        )
         raise InputError(
             f"{path}: no train documents (expected c4-train.NNNNN-of-NNNNN.json.gz or .parquet files, "
-            f"as written by `c4forge clean` or the AllenAI C4 release)"
+            f"as written by `c4forge clean` or the AllenAI C4 release){hint}"
         )
     return files
 

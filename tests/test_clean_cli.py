@@ -1,0 +1,185 @@
+"""`c4forge clean` through ``c4forge.cli.main``: user errors, lines dedup, Parquet, --report,
+and a finished output folder (kept, refused or replaced).
+
+User errors must come out as one line on stderr and exit status 2, before any pipeline starts
+where the error is knowable from the arguments (missing path, empty glob, bad option).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+
+import pytest
+from clean_fixtures import GENUINE_WET_DIR, c4_docs, doc_records, md5, wet_bytes, write
+
+from c4forge import cli
+from c4forge.fsutil import read_json
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WARC = os.path.join(REPO, "tests", "data", "warc", "whirlwind.warc.gz")
+
+
+def clean(*argv: str) -> int:
+    return cli.main(["clean", *argv])
+
+
+# --- errors before the pipeline ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        (["/nonexistent/file.warc.wet.gz"], "does not exist"),
+        (["/nonexistent/dir/*.warc.wet.gz"], "matches no file"),
+        ([os.path.join(REPO, "tests", "data", "warc")], "holds no input file"),
+    ],
+)
+def test_input_errors_before_the_pipeline(tmp_path, capsys, inputs, message):
+    out = tmp_path / "out"
+    assert clean(*inputs, GENUINE_WET_DIR, "--output", str(out), "--input-format", "wet") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("c4forge clean: error: ") and message in err
+    assert "Traceback" not in err
+    assert not out.exists()  # nothing started, nothing written
+
+
+def test_path_list_with_a_missing_entry(tmp_path, capsys):
+    paths = tmp_path / "paths.txt"
+    wet = sorted(os.listdir(GENUINE_WET_DIR))[0]
+    paths.write_text(f"{os.path.join(GENUINE_WET_DIR, wet)}\nmissing.warc.wet.gz\n")
+    assert clean(f"@{paths}", "--output", str(tmp_path / "out")) == 2
+    assert "missing.warc.wet.gz" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--train-shards", "zero"], "--train-shards"),
+        (["--validation-shards", "0"], "--validation-shards"),
+        (["--language", "xx"], "--language"),
+        (["--workers", "0"], "--workers"),
+    ],
+)
+def test_option_errors(tmp_path, capsys, option, message):
+    assert clean(GENUINE_WET_DIR, "--output", str(tmp_path / "out"), *option) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_warc_of_responses_is_refused_with_a_clear_message(tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = clean(WARC, "--output", str(out), "--workers", "1", "--input-format", "wet")
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "whirlwind.warc.gz" in err and "WET" in err and "Traceback" not in err
+    assert not (out / "stats.json").exists()
+
+
+# --- lines dedup, Parquet, report, finished output ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lines_case(tmp_path_factory):
+    """Four real C4 pages; a real line from a fifth is added to three of them (twice to one)."""
+    root = tmp_path_factory.mktemp("lines")
+    docs = c4_docs(100, 5)
+    shared = max(docs[4]["text"].split("\n"), key=len)
+    pages = [dict(d) for d in docs[:4]]
+    for i in (0, 1, 2):
+        pages[i]["text"] += "\n" + shared
+    pages[0]["text"] += "\n" + shared.upper()  # a local duplicate (keys are lowercased)
+    owner = min((p["url"] for p in pages[:3]), key=md5)
+    wet = write(str(root / "lines.warc.wet.gz"), wet_bytes(doc_records(pages)))
+    out = str(root / "out")
+    argv = [
+        wet,
+        "--output",
+        out,
+        "--dedup",
+        "lines",
+        "--format",
+        "parquet",
+        "--report",
+        "--workers",
+        "1",
+    ]
+    assert clean(*argv) == 0
+    return {"out": out, "argv": argv, "shared": shared, "owner": owner, "pages": pages}
+
+
+def parquet_rows(out: str, split: str = "validation") -> list[dict]:
+    """Rows of a split's only shard. The bundled C4 sample is C4 *validation* data: every URL
+    satisfies §11, so its pages land in validation here too (the train shard is empty)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(os.path.join(out, f"c4-{split}.00000-of-00001.parquet"))
+    assert table.column_names == ["text", "timestamp", "url"]
+    return table.to_pylist()
+
+
+def test_lines_dedup_owner_and_local_duplicates(lines_case):
+    rows = parquet_rows(lines_case["out"])
+    texts = {r["url"]: r["text"] for r in rows}
+    shared = lines_case["shared"].strip().lower()
+    holders = {u for u, t in texts.items() if shared in t.lower()}
+    assert holders == {lines_case["owner"]}
+    owner_lines = [x for x in texts[lines_case["owner"]].lower().split("\n") if x == shared]
+    assert len(owner_lines) == 1
+    stats = read_json(os.path.join(lines_case["out"], "stats.json"))
+    assert stats["counters"]["dedup"]["global_duplicate"] >= 2
+    assert stats["counters"]["dedup"]["local_duplicate"] >= (
+        1 if lines_case["owner"] == lines_case["pages"][0]["url"] else 0
+    )
+
+
+def test_parquet_order_and_checksums(lines_case):
+    out = lines_case["out"]
+    rows = parquet_rows(out)
+    assert [md5(r["url"]) for r in rows] == sorted(md5(r["url"]) for r in rows)
+    stats = read_json(os.path.join(out, "stats.json"))
+    assert parquet_rows(out, "train") == []
+    (entry,) = stats["outputs"]["validation"]["files"]
+    raw = open(os.path.join(out, entry["file"]), "rb").read()
+    assert entry["sha256"] == hashlib.sha256(raw).hexdigest() and raw[:4] == b"PAR1"
+    jsonl = "".join(
+        json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows
+    ).encode()
+    assert entry["content_sha256"] == hashlib.sha256(jsonl).hexdigest()
+
+
+def test_report_png(lines_case):
+    png = os.path.join(lines_case["out"], "funnel.png")
+    with open(png, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    assert width > 600 and height > 300
+
+
+def test_finished_output_is_kept_refused_or_replaced(lines_case, tmp_path, capsys):
+    out = os.path.join(tmp_path, "copy")
+    shutil.copytree(lines_case["out"], out)
+    argv = [out if a == lines_case["out"] else a for a in lines_case["argv"]]
+    before = {n: open(os.path.join(out, n), "rb").read() for n in os.listdir(out)}
+
+    # Same inputs and configuration: not recomputed.
+    capsys.readouterr()
+    assert clean(*argv) == 0
+    assert "already" in capsys.readouterr().out
+    assert {n: open(os.path.join(out, n), "rb").read() for n in os.listdir(out)} == before
+
+    # Another configuration: refused without --overwrite, nothing touched.
+    spans = [a for a in argv if a not in ("lines", "parquet", "--report")]
+    spans = [a for a in spans if a not in ("--dedup", "--format")]
+    assert clean(*spans) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert sorted(os.listdir(out)) == sorted(before)
+
+    # With --overwrite: recomputed; the old Parquet shards are gone.
+    assert clean(*spans, "--overwrite", "--quiet") == 0
+    names = sorted(os.listdir(out))
+    assert not [n for n in names if n.endswith(".parquet")]
+    assert "c4-validation.00000-of-00001.json.gz" in names and "funnel.png" not in names
+    assert read_json(os.path.join(out, "stats.json"))["config"]["dedup"] == "spans"
