@@ -3,7 +3,9 @@
 Two page sets, both real text:
 
 * ``real``: every page of the real data in the repo (1,000 C4 documents, the derived WET's
-  191 records, the genuine WET excerpts, the multilingual Common Crawl excerpt) plus, when
+  191 records, the genuine WET excerpts, the multilingual Common Crawl excerpt, the synthetic
+  cc_net WET fixtures, the datatrove peer outputs, the text of the WARC HTML responses via
+  ``c4forge.filters.warc_html``) plus, when
   present, the full multilingual dolma CC file under ``../shared`` and any ``--extra``
   ``.jsonl[.gz]`` file: raw page text, many languages.
 * ``corpus``: the first ``--pages`` pages of the benchmark corpus (``benchmarks/corpus.py``)
@@ -80,6 +82,28 @@ def real_pages(extra: list[Path]) -> dict[str, list[str]]:
             corpus_mod.TESTS_DATA / "langdetect" / "dolma-cc-multilingual.jsonl.gz"
         )
     ]
+    from c4forge.filters.counting import CounterBag
+    from c4forge.filters.wet import read_wet
+
+    synthetic = []
+    for path in sorted(corpus_mod.TESTS_DATA.glob("synthetic/*.wet")):
+        with open(path, "rb") as f:  # lengths do not match: c4forge's reader copes
+            synthetic += [page.text for page in read_wet(f, str(path), CounterBag())]
+    sets["tests/data synthetic WET + datatrove peer outputs"] = synthetic + [
+        t
+        for path in sorted(corpus_mod.TESTS_DATA.glob("peer/**/*.jsonl.gz"))
+        for _, t in corpus_mod._read_jsonl(path)
+    ]
+    try:
+        from c4forge.filters.warc_html import read_warc
+
+        html = []
+        for path in sorted(corpus_mod.TESTS_DATA.glob("warc/*.warc.gz")):
+            with open(path, "rb") as f:
+                html += [page.text for page in read_warc(f, str(path), CounterBag())]
+        sets["tests/data WARC HTML -> text (c4forge.filters.warc_html)"] = html
+    except ImportError:  # the HTML reader is optional for this benchmark
+        pass
     if corpus_mod.DOLMA.exists():
         with gzip.open(corpus_mod.DOLMA, "rt", encoding="utf-8") as f:
             sets["dolma CC-MAIN-2019-30 file (697, incl. empty)"] = [

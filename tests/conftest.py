@@ -13,6 +13,8 @@ SAMPLE = os.path.join(REPO, "c4forge", "data", "sample")
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tests run two per core under pytest-xdist: one intra-op thread each avoids oversubscription.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")

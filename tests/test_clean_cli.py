@@ -13,7 +13,15 @@ import os
 import shutil
 
 import pytest
-from clean_fixtures import GENUINE_WET_DIR, c4_docs, doc_records, md5, wet_bytes, write
+from clean_fixtures import (
+    GENUINE_WET_DIR,
+    c4_docs,
+    doc_records,
+    md5,
+    reference_clean,
+    wet_bytes,
+    write,
+)
 
 from c4forge import cli
 from c4forge.fsutil import read_json
@@ -106,7 +114,7 @@ def lines_case(tmp_path_factory):
         "1",
     ]
     assert clean(*argv) == 0
-    return {"out": out, "argv": argv, "shared": shared, "owner": owner, "pages": pages}
+    return {"out": out, "argv": argv, "shared": shared, "owner": owner, "pages": pages, "wet": wet}
 
 
 def parquet_rows(out: str, split: str = "validation") -> list[dict]:
@@ -131,6 +139,16 @@ def test_lines_dedup_owner_and_local_duplicates(lines_case):
     assert stats["counters"]["dedup"]["global_duplicate"] >= 2
     assert stats["counters"]["dedup"]["local_duplicate"] >= (
         1 if lines_case["owner"] == lines_case["pages"][0]["url"] else 0
+    )
+
+
+def test_lines_run_matches_the_in_memory_driver(lines_case):
+    counters, docs = reference_clean([lines_case["wet"]], "lines")
+    stats = read_json(os.path.join(lines_case["out"], "stats.json"))
+    assert stats["counters"] == counters
+    got = sorted(parquet_rows(lines_case["out"]), key=lambda r: r["url"])
+    assert got == sorted(
+        ({k: d[k] for k in ("text", "timestamp", "url")} for d in docs), key=lambda r: r["url"]
     )
 
 
@@ -183,3 +201,43 @@ def test_finished_output_is_kept_refused_or_replaced(lines_case, tmp_path, capsy
     assert not [n for n in names if n.endswith(".parquet")]
     assert "c4-validation.00000-of-00001.json.gz" in names and "funnel.png" not in names
     assert read_json(os.path.join(out, "stats.json"))["config"]["dedup"] == "spans"
+
+
+# --- pieces of the driver, without a pipeline ----------------------------------------------------
+
+
+def test_resolve_inputs_sorts_dedups_and_reads_path_lists(tmp_path):
+    from c4forge.pipeline.inputs import inputs_block, resolve_inputs
+
+    wet = sorted(
+        os.path.join(GENUINE_WET_DIR, n) for n in os.listdir(GENUINE_WET_DIR) if ".wet" in n
+    )
+    listing = tmp_path / "wet.paths"
+    rel = os.path.relpath(wet[1], tmp_path)
+    listing.write_text(f"# comment\n\n{rel}\n{wet[0]}\n")
+    files = resolve_inputs([wet[1], f"@{listing}", GENUINE_WET_DIR, wet[0] + "*"], "wet")
+    assert [f.path for f in files] == wet  # each once, sorted, LICENSE not taken from the folder
+    block = inputs_block(files)
+    assert block["count"] == 2 and block["bytes"] == sum(os.path.getsize(p) for p in wet)
+    assert block["names"] == sorted(os.path.basename(p) for p in wet)
+
+
+def test_auto_shard_count_and_names():
+    from c4forge.pipeline import clean_output as co
+
+    assert [co.auto_shards(n) for n in (0, 1, 356_000, 356_001)] == [1, 1, 1, 2]
+    assert co.shard_name("train", 3, 1024) == "c4-train.00003-of-01024.json.gz"
+    assert co.shard_name("validation", 0, 8, "parquet") == "c4-validation.00000-of-00008.parquet"
+
+
+def test_user_error_is_recovered_from_a_worker_traceback():
+    from c4forge.errors import InputError
+    from c4forge.pipeline.clean_beam import user_error_from
+
+    remote = RuntimeError(
+        "Traceback (most recent call last):\n  File ...\nc4forge.errors.InputError: x.warc.gz: "
+        "not WET [while running 'wet']\n"
+    )
+    err = user_error_from(remote)
+    assert isinstance(err, InputError) and str(err) == "x.warc.gz: not WET"
+    assert user_error_from(RuntimeError("KeyError: 'boom'")) is None

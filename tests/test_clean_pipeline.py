@@ -258,6 +258,12 @@ def test_stats_has_no_wall_clock_and_records_resources(stats1):
     assert stats1["format"] == "c4forge.clean.stats" and stats1["format_version"] == 1
     text = json.dumps(stats1)
     assert "seconds" not in text and "wall" not in text
+    const = stats1["config"]["constants"]  # §2, as the filters use them
+    assert (const["max_page_chars"], const["min_words_per_line"], const["span_window"]) == (
+        190_000,
+        5,
+        3,
+    )
     res = stats1["config"]["resources"]
     assert res["badwords"]["files"][0]["sha256"].startswith("a506cbcf")
     assert res["punkt"]["ortho_context"] == 20366

@@ -227,3 +227,19 @@ def test_bad_checkpoints_are_refused(tmp_path, spm_model):
         export(good, out)
     export(good, out, overwrite=True)
     assert "keep.txt" not in os.listdir(out)
+
+
+@pytest.mark.parametrize("ffn, tied", [("gelu", False), ("bilinear", True)])
+def test_hf_reference_model_is_the_same_function(ffn, tied):
+    """benchmarks/train.py compares speed against this HF model: it must compute the same thing."""
+    from c4forge.trainers.hf_reference import build_hf_model
+
+    torch.manual_seed(0)
+    model = GLUTransformer(make_config("tiny", E, ffn=ffn, tie_embeddings=tied)).eval()
+    hf = build_hf_model(model.config, model).eval()
+    assert (hf.lm_head.weight is hf.shared.weight) == tied
+    inputs, targets = batch()
+    dec_in = decoder_inputs(targets)
+    with torch.no_grad():
+        theirs = hf(input_ids=inputs, attention_mask=(inputs != 0).long(), decoder_input_ids=dec_in)
+        torch.testing.assert_close(theirs.logits, model(inputs, dec_in), atol=1e-5, rtol=0)

@@ -278,3 +278,31 @@ def test_threads_need_no_lock():
     for t in threads:
         t.join()
     assert all(results[k] == expected for k in range(4))
+
+
+def _neumaier_sum(values: list[float]) -> float:
+    """CPython >= 3.12's float ``sum()`` (Neumaier compensation), written out."""
+    s = c = 0.0
+    for x in values:
+        t = s + x
+        c += (s - t) + x if abs(s) >= abs(x) else (x - t) + s
+        s = t
+    return s + c if c and np.isfinite(c) else s
+
+
+def test_kernel_sum_matches_both_interpreter_generations():
+    """Sequential (<= 3.11) and Neumaier (>= 3.12) modes; the running one equals ``sum()``."""
+    import sys
+
+    from c4forge.filters import _langdetect_kernels as kernels
+
+    rng = np.random.default_rng(7)
+    for _ in range(2000):
+        v = rng.random(55) * 10.0 ** rng.integers(-30, 5, 55)
+        seq = 0.0
+        for x in v.tolist():
+            seq += x
+        assert kernels.python_sum(v, False) == seq
+        assert kernels.python_sum(v, True) == _neumaier_sum(v.tolist())
+        mode = sys.version_info >= (3, 12)
+        assert kernels.python_sum(v, mode) == sum(v.tolist())

@@ -103,13 +103,15 @@ def make_runner(runner: str | None, workers: int | None, extra: list[str]) -> Ru
         options = PipelineOptions(argv)
         return RunnerChoice(None, options, runner or "", local=False)
 
-    num_workers = workers or os.cpu_count() or 1
+    options = PipelineOptions(argv)
+    direct = options.view_as(DirectOptions)
+    # --workers wins; else a --direct_num_workers passed through; else every core.
+    passed = direct.direct_num_workers if "--direct_num_workers" in " ".join(argv) else None
+    num_workers = workers or passed or os.cpu_count() or 1
     if num_workers < 1:
         from c4forge.errors import ConfigError
 
         raise ConfigError(f"--workers must be >= 1, got {workers}")
-    options = PipelineOptions(argv)
-    direct = options.view_as(DirectOptions)
     direct.direct_num_workers = num_workers
     # One process per worker: Punkt and langdetect are pure Python, threads would share the GIL.
     # With a single worker, in-process execution avoids starting a gRPC subprocess (same

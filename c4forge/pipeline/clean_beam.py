@@ -24,6 +24,7 @@ from c4forge.errors import C4ForgeError, ConfigError, VerificationError
 from c4forge.pipeline import clean_output as co
 from c4forge.pipeline import clean_stats as cs
 from c4forge.pipeline.inputs import InputFile, inputs_block, resolve_inputs
+from c4forge.pipeline.progress_bar import FileProgress
 
 MANIFEST_NAME = "_c4forge_shards.json"
 FUNNEL_NAME = "funnel.png"
@@ -51,13 +52,24 @@ def validate_args(args: argparse.Namespace) -> dict[str, Any]:
             raise ConfigError(f"{flag} {value} is not available on the Beam engine in this build")
     if args.resume:
         raise ConfigError("--resume is not available on the Beam engine in this build")
+    if args.runner == "DataflowRunner" and "://" not in args.output:
+        raise ConfigError(
+            f"--output {args.output!r} is a local path, but Dataflow workers cannot write to "
+            "this machine; use a gs:// folder"
+        )
     return {
         "train": co.parse_shards_option(args.train_shards, "--train-shards"),
         "validation": co.parse_shards_option(args.validation_shards, "--validation-shards"),
     }
 
 
-def build_pipeline(p: Any, files: list[InputFile], args: argparse.Namespace, shard_options: dict):
+def build_pipeline(
+    p: Any,
+    files: list[InputFile],
+    args: argparse.Namespace,
+    shard_options: dict,
+    progress_dir: str | None = None,
+):
     """Wire the stages of c4_rules.md §1 into ``p``; returns the per-shard stats PCollection."""
     import apache_beam as beam
 
@@ -68,7 +80,7 @@ def build_pipeline(p: Any, files: list[InputFile], args: argparse.Namespace, sha
         p
         | "Inputs" >> beam.Create(paths)
         | "SpreadFiles" >> beam.Reshuffle()
-        | "wet" >> beam.ParDo(ct.ReadWetFn(args.max_record_bytes))
+        | "wet" >> beam.ParDo(ct.ReadWetFn(args.max_record_bytes, progress_dir))
         | "length" >> beam.ParDo(ct.LengthFn())
         | "url_dedup" >> ct.UrlDedup()
     )
@@ -152,7 +164,6 @@ def _write_text(path: str, text: str) -> None:
 
 def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     from c4forge.pipeline import summary
-
     from c4forge.pipeline.beam_options import make_runner, quiet_beam_logging
 
     quiet_beam_logging()
@@ -172,6 +183,8 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
         co.remove_files(args.output, [cs.STATS_NAME])
     co.remove_files(args.output, [FUNNEL_NAME])  # a chart of an older run would mislead
     if "://" not in args.output:
+        if os.path.exists(args.output) and not os.path.isdir(args.output):
+            raise ConfigError(f"--output {args.output!r} exists and is not a folder")
         os.makedirs(args.output, exist_ok=True)
 
     choice = make_runner(args.runner, args.workers, extra)
@@ -185,15 +198,16 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     import apache_beam as beam
 
     pipeline = beam.Pipeline(runner=choice.runner, options=choice.options)
-    build_pipeline(pipeline, files, args, shard_options)
-    try:
-        result = pipeline.run()
-        result.wait_until_finish()
-    except Exception as err:
-        user_error = user_error_from(err)
-        if user_error is not None:
-            raise user_error from None
-        raise
+    with FileProgress(len(files), enabled=choice.local and not args.quiet) as progress:
+        build_pipeline(pipeline, files, args, shard_options, progress.directory)
+        try:
+            result = pipeline.run()
+            result.wait_until_finish()
+        except Exception as err:
+            user_error = user_error_from(err)
+            if user_error is not None:
+                raise user_error from None
+            raise
     state = str(getattr(result, "state", "DONE"))
     if "DONE" not in state:
         raise VerificationError(f"the pipeline ended in state {state}")

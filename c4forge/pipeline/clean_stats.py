@@ -20,30 +20,33 @@ FORMAT = "c4forge.clean.stats"
 FORMAT_VERSION = 1
 STATS_NAME = "stats.json"
 
-# c4_rules.md §2, as written into config.constants. The filters own the values; these are the
-# spec's numbers, recorded so a reader of stats.json knows the rules a corpus was built with.
-CONSTANTS: dict[str, Any] = {
-    "min_words_per_line": 5,
-    "min_sentences_per_page": 3,
-    "max_word_length": 1000,
-    "end_marks": [".", "?", "!", '"'],
-    "ellipsis": "...",
-    "citation_pattern": r"\[\d*\]|\[edit\]|\[citation needed\]",
-    "policy_substrings": [
-        "terms of use",
-        "privacy policy",
-        "cookie policy",
-        "uses cookies",
-        "use of cookies",
-        "use cookies",
-    ],
-    "max_page_chars": 190_000,
-    "langdetect_min_prob": 0.99,
-    "langdetect_seed": 0,
-    "validation_modulus": 1000,
-    "span_window": 3,
-    "docs_per_shard_auto": 356_000,
-}
+
+def constants() -> dict[str, Any]:
+    """c4_rules.md §2 as the filters actually use them (read from their modules, so stats.json
+    records the rules a corpus was built with, not a copy that could drift)."""
+    from c4forge.filters import clean, langid, split
+    from c4forge.filters import dedup as dd
+    from c4forge.pipeline.clean_output import DOCS_PER_SHARD
+
+    return {
+        "min_words_per_line": clean.MIN_WORDS_PER_LINE,
+        "min_sentences_per_page": clean.MIN_NUM_SENTENCES,
+        "max_word_length": clean.MAX_WORD_LENGTH,
+        "end_marks": list(clean.END_MARKS),
+        "ellipsis": clean.ELLIPSIS,
+        "citation_pattern": clean.CITATION_PATTERN,
+        "policy_substrings": list(clean.POLICY_SUBSTRINGS),
+        "javascript": clean.JAVASCRIPT,
+        "lorem_ipsum": clean.LOREM_IPSUM,
+        "curly_bracket": clean.CURLY_BRACKET,
+        "max_page_chars": clean.MAX_PAGE_CHARS,
+        "langdetect_min_prob": langid.MIN_PROBABILITY,
+        "langdetect_seed": langid.LANGDETECT_SEED,
+        "validation_modulus": split.VALIDATION_MODULUS,
+        "span_window": dd.SPAN_WINDOW,
+        "dedup_min_sentences": dd.MIN_SENTENCES,
+        "docs_per_shard_auto": DOCS_PER_SHARD,
+    }
 
 
 def _optional_fingerprint(module: str, func: str, *args: Any) -> Any:
@@ -91,7 +94,7 @@ def make_config(args: Any) -> dict[str, Any]:
         "badwords_fraction": args.badwords_fraction,
         "near_dedup": args.near_dedup,
         "shards": {"train": args.train_shards, "validation": args.validation_shards},
-        "constants": CONSTANTS,
+        "constants": constants(),
         "resources": resource_fingerprints(args.language),
     }
     if args.near_dedup != "none":

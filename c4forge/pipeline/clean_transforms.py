@@ -52,10 +52,15 @@ class CountingDoFn(beam.DoFn):
 
 
 class ReadWetFn(CountingDoFn):
-    """One input path → its pages (c4_rules.md §3). The reader counts every ``wet.*`` reason."""
+    """One input path → its pages (c4_rules.md §3). The reader counts every ``wet.*`` reason.
 
-    def __init__(self, max_record_bytes: int) -> None:
+    ``progress_dir`` (local runners only): an empty marker file is created there per finished
+    input, so the driver can show a progress bar across worker processes.
+    """
+
+    def __init__(self, max_record_bytes: int, progress_dir: str | None = None) -> None:
         self.max_record_bytes = max_record_bytes
+        self.progress_dir = progress_dir
 
     def process(self, path: str) -> Iterator[Any]:
         from c4forge.filters.wet import open_binary, read_wet
@@ -63,6 +68,13 @@ class ReadWetFn(CountingDoFn):
         name = path.rsplit("/", 1)[-1]
         with open_binary(path) as stream:
             yield from read_wet(stream, name, self.count, max_record_bytes=self.max_record_bytes)
+        if self.progress_dir:
+            import hashlib
+            import os
+
+            marker = hashlib.md5(path.encode("utf-8")).hexdigest()
+            with open(os.path.join(self.progress_dir, marker), "wb"):
+                pass
 
 
 # --- 2. length --------------------------------------------------------------------------------
@@ -123,8 +135,12 @@ class CleanFn(CountingDoFn):
         cleaned = clean_page(page.text, self.count)
         if cleaned is None:
             return
-        sentences = cleaned.sentences if self.keep_sentences else None
-        yield Doc(page.url, page.timestamp, page.normalized_url, cleaned.text, sentences)
+        if self.keep_sentences:
+            # Span dedup rebuilds every line from its sentences, so the text itself would only
+            # double what the dedup shuffle carries.
+            yield Doc(page.url, page.timestamp, page.normalized_url, "", cleaned.sentences)
+        else:
+            yield Doc(page.url, page.timestamp, page.normalized_url, cleaned.text)
 
 
 # --- 5. dedup ---------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def render_funnel_png(stats: Mapping) -> bytes:
     fig, ax = plt.subplots(figsize=(11, 0.55 * len(labels) + 1.6), dpi=110)
     ys = list(range(len(labels)))[::-1]
     colors = plt.cm.viridis([0.15 + 0.7 * i / max(1, len(labels) - 1) for i in range(len(labels))])
-    for y, v, color in zip(ys, values, colors):
+    for i, (y, v, color) in enumerate(zip(ys, values, colors)):
         ax.barh(y, v, left=(top - v) / 2, height=0.7, color=color)
         ax.text(
             top / 2,
@@ -40,7 +40,7 @@ def render_funnel_png(stats: Mapping) -> bytes:
             f"{v:,}",
             ha="center",
             va="center",
-            color="white",
+            color="white" if i < len(values) * 0.6 else "black",
             fontsize=9,
             fontweight="bold",
         )

@@ -148,6 +148,39 @@ def source_block(docs: str, clean_files: dict[str, list[str]]) -> dict[str, Any]
     return {"clean_stats_sha256": digest, "documents": documents}
 
 
+BERT_ONLY = ("max_predictions_per_seq", "short_seq_prob", "dupe_factor")
+
+
+def bert_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The bert_mlm_nsp-only options given, refusing options that objective would ignore.
+
+    bert_mlm_nsp masks 15 % of positions with BERT's 80/10/10 rule and stores predictions in
+    --max-predictions-per-seq slots: span options, --targets-length and per-document packing
+    have no meaning there, so giving one is an error rather than a silently ignored flag.
+    """
+    given = {k: getattr(args, k, None) for k in BERT_ONLY}
+    given = {k: v for k, v in given.items() if v is not None}
+    if args.objective != "bert_mlm_nsp":
+        if given:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given)
+            raise ConfigError(f"{flags}: only for --objective bert_mlm_nsp")
+        return {}
+    ignored = {
+        "--targets-length": args.targets_length is not None,
+        "--noise-density": args.noise_density is not None,
+        "--mean-noise-span-length": args.mean_noise_span_length is not None,
+        "--packing per_document": args.packing != "concat",
+        "--doc-separator eos": args.doc_separator != "none",
+    }
+    bad = [flag for flag, on in ignored.items() if on]
+    if bad:
+        raise ConfigError(
+            f"bert_mlm_nsp does not use {', '.join(bad)} (its rows hold one sentence pair "
+            "each; use --inputs-length for max_seq_length and --max-predictions-per-seq)"
+        )
+    return given
+
+
 def make_job(args: argparse.Namespace) -> ShardsJob:
     """Validate every option and the inputs; no shard work happens before this returns."""
     from c4forge.objectives.registry import make_config
@@ -166,11 +199,7 @@ def make_job(args: argparse.Namespace) -> ShardsJob:
             raise ConfigError(f"--rows-per-shard must be >= 1, got {args.rows_per_shard}")
         if any(v is not None for v in requested.values()):
             raise ConfigError("give either --num-shards or --rows-per-shard, not both")
-    if args.objective == "bert_mlm_nsp":
-        raise ConfigError(
-            "bert_mlm_nsp rows (sentence pairs for encoder-only trainers) are not built by "
-            "`c4forge shards` yet; choose an encoder-decoder objective"
-        )
+    bert = bert_options(args)
     vocab = load_vocabulary(args.vocab, args.extra_ids)
     objective = make_config(
         args.objective,
@@ -184,6 +213,7 @@ def make_job(args: argparse.Namespace) -> ShardsJob:
         doc_separator=args.doc_separator,
         pack_window=args.pack_window,
         extra_ids=vocab.extra_ids,
+        **bert,
     )
     token_dtype = fmt.choose_token_dtype(vocab.embedding_size, args.token_dtype)
     compression = None if args.compression in (None, "none") else args.compression
@@ -193,6 +223,7 @@ def make_job(args: argparse.Namespace) -> ShardsJob:
         objective.inputs_length,
         objective.targets_length,
         token_dtype,
+        max_predictions=objective.max_predictions_per_seq or 20,
     )
 
     clean_files = {s: clean_docs.list_clean_shards(docs, s) for s in fmt.SPLITS}
@@ -254,16 +285,57 @@ class Block:
         return len(self.keys)
 
 
-def encoded_documents(path: str, vocab: Any) -> Iterator[list[int]]:
-    """SentencePiece ids of each document of a clean file, in file order (batched encoding)."""
+def encoded_documents(path: str, vocab: Any) -> Iterator[np.ndarray]:
+    """SentencePiece ids (int32 arrays) of each document of a clean file, in file order."""
     batch: list[str] = []
     for rec in clean_docs.iter_documents(path):
         batch.append(rec["text"])
         if len(batch) == ENCODE_BATCH:
-            yield from vocab.encode_batch(batch)
+            yield from vocab.encode_arrays(batch)
             batch = []
     if batch:
-        yield from vocab.encode_batch(batch)
+        yield from vocab.encode_arrays(batch)
+
+
+def sentence_documents(path: str, vocab: Any) -> Iterator[list[np.ndarray]]:
+    """bert_mlm_nsp input: each document as the ids of its Punkt sentences (objectives.md §4.1).
+
+    Sentences of ``ENCODE_BATCH`` documents go to SentencePiece in one batch call; each
+    sentence is encoded on its own (so each starts with the dummy-prefix ``▁``, as BERT's
+    per-line tokenization does).
+    """
+    from c4forge.objectives.bert import split_document
+
+    sentences: list[str] = []
+    counts: list[int] = []
+
+    def flush() -> Iterator[list[np.ndarray]]:
+        ids = vocab.encode_arrays(sentences)
+        at = 0
+        for n in counts:
+            yield ids[at : at + n]
+            at += n
+
+    for rec in clean_docs.iter_documents(path):
+        sents = split_document(rec["text"])
+        sentences.extend(sents)
+        counts.append(len(sents))
+        if len(counts) == ENCODE_BATCH:
+            yield from flush()
+            sentences, counts = [], []
+    if counts:
+        yield from flush()
+
+
+def _chunked(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    pending: list[Any] = []
+    for item in items:
+        pending.append(item)
+        if len(pending) == size:
+            yield pending
+            pending = []
+    if pending:
+        yield pending
 
 
 def clean_shard_rows(
@@ -274,10 +346,39 @@ def clean_shard_rows(
     Per-document packing windows are counted from the clean shard's first example; chunks hold a
     whole number of windows, so chunking never changes which examples share a window.
     """
-    from c4forge.objectives.examples import rows_of, shard_examples
-
     cfg = job.objective
     clean_index = clean_docs.shard_index(path)
+    done = 0
+
+    def block(columns: dict[str, np.ndarray], keys: np.ndarray) -> Block:
+        nonlocal done
+        n = len(keys)
+        order = (np.uint64(clean_index) << np.uint64(32)) + np.arange(
+            done, done + n, dtype=np.uint64
+        )
+        done += n
+        return Block(keys.astype(np.uint64), order, columns)
+
+    if cfg.spec.encoder_only:
+        from c4forge.objectives.bert import bert_mlm_nsp, bert_rows
+
+        # Random "next" sentences come from any document of the clean shard: all of its
+        # documents are held (as token arrays) while its instances are made.
+        docs = list(sentence_documents(path, vocab))
+        instances = bert_mlm_nsp(
+            docs,
+            clean_shard_index=clean_index,
+            seed=job.seed,
+            config=cfg,
+            vocab_size=vocab.vocab_size,
+            stats=stats,
+        )
+        for pending in _chunked(instances, CHUNK_EXAMPLES):
+            yield block(*bert_rows(pending, cfg, dtype=job.np_dtype))
+        return
+
+    from c4forge.objectives.examples import rows_of, shard_examples
+
     chunk = CHUNK_EXAMPLES
     if cfg.packing == "per_document":
         window = cfg.pack_window or 512
@@ -290,26 +391,8 @@ def clean_shard_rows(
         vocab_size=vocab.vocab_size,
         stats=stats,
     )
-    done = 0
-    pending: list[Any] = []
-
-    def flush() -> Block:
-        nonlocal done
-        columns, keys = rows_of(pending, cfg, dtype=job.np_dtype)
-        n = len(keys)
-        order = (np.uint64(clean_index) << np.uint64(32)) + np.arange(
-            done, done + n, dtype=np.uint64
-        )
-        done += n
-        return Block(keys.astype(np.uint64), order, columns)
-
-    for ex in examples:
-        pending.append(ex)
-        if len(pending) == chunk:
-            yield flush()
-            pending = []
-    if pending:
-        yield flush()
+    for pending in _chunked(examples, chunk):
+        yield block(*rows_of(pending, cfg, dtype=job.np_dtype))
 
 
 def split_by_shard(block: Block, num_shards: int) -> Iterator[tuple[int, Block]]:
@@ -334,10 +417,17 @@ def assemble(blocks: Iterable[Block], schema: list[dict[str, Any]]) -> dict[str,
     return {e["name"]: np.concatenate([b.columns[e["name"]] for b in blocks])[perm] for e in schema}
 
 
-def empty_stats() -> dict[str, int]:
-    from c4forge.objectives.examples import new_stats
+def empty_stats(objective: Any = None) -> dict[str, int]:
+    """Counters of one clean shard: the objective's own, plus rows and token totals."""
+    if objective is not None and objective.spec.encoder_only:
+        from c4forge.objectives.bert import BERT_STAT_KEYS
 
-    return {**new_stats(), "rows": 0, "input_tokens": 0, "target_tokens": 0}
+        base = dict.fromkeys(BERT_STAT_KEYS, 0)
+    else:
+        from c4forge.objectives.examples import new_stats
+
+        base = new_stats()
+    return {**base, "rows": 0, "input_tokens": 0, "target_tokens": 0}
 
 
 def count_block(stats: dict[str, int], block: Block, schema: list[dict[str, Any]]) -> None:
@@ -401,7 +491,7 @@ class BuildRows(beam.DoFn):
 
     def process(self, element: tuple[str, str]) -> Iterator[tuple[str, Block]]:
         split, path = element
-        stats = empty_stats()
+        stats = empty_stats(self.job.objective)
         for block in clean_shard_rows(self.job, self.vocab, path, stats):
             count_block(stats, block, self.job.schema)
             yield split, block
@@ -584,7 +674,7 @@ def gather_stats(job: ShardsJob) -> dict[str, dict[str, int]]:
     """Sum the per-clean-shard counters per split; every clean shard must have reported."""
     out: dict[str, dict[str, int]] = {}
     for split in job.splits:
-        total = empty_stats()
+        total = empty_stats(job.objective)
         for path in job.clean_files[split]:
             rec_path = clean_stats_path(job.output, split, clean_docs.shard_index(path))
             if not os.path.exists(rec_path):
@@ -643,13 +733,24 @@ def summary_lines(
         pad_in = fmt.padding_fraction(block, obj["inputs_length"], "input_tokens")
         pad_tg = fmt.padding_fraction(block, obj["targets_length"], "target_tokens")
         st = index.get("stats", {}).get(split, {})
+        if obj["name"] == "bert_mlm_nsp":
+            counts = (
+                f"sentences {st.get('sentences', 0):,}, random next "
+                f"{st.get('random_next', 0):,}, truncated tokens {st.get('truncated_tokens', 0):,}"
+            )
+            sides = "tokens / masked predictions"
+        else:
+            counts = (
+                f"trimmed targets {st.get('targets_truncated', 0):,}, "
+                f"dropped >sentinels {st.get('too_many_spans', 0):,}"
+            )
+            sides = "input / target tokens"
         lines.append(
             f"  {split:<10} {block['num_shards']:>4} shards {block['rows']:>10,} rows  "
-            f"{block['input_tokens']:>12,} input / {block['target_tokens']:,} target tokens  "
-            f"padding {pad_in:.2%} enc / {pad_tg:.2%} dec  "
+            f"{block['input_tokens']:>12,} / {block['target_tokens']:,} {sides}  "
+            f"padding {pad_in:.2%} / {pad_tg:.2%}  "
             f"(docs {st.get('documents', 0):,}, empty {st.get('documents_empty', 0):,}, "
-            f"trimmed targets {st.get('targets_truncated', 0):,}, "
-            f"dropped >sentinels {st.get('too_many_spans', 0):,})"
+            f"{counts})"
         )
     size = sum(r["bytes"] for b in index["splits"].values() for r in b["shards"])
     lines.append(f"  files      {output}/ ({size / 1e6:,.1f} MB), manifest {output}/index.json")

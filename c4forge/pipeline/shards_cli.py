@@ -57,7 +57,10 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", help="output shard folder")
     p.add_argument("--objective", choices=OBJECTIVE_NAMES, default="span_corruption")
     p.add_argument(
-        "--inputs-length", type=int, default=None, help="encoder row length (default: objective's)"
+        "--inputs-length",
+        type=int,
+        default=None,
+        help="encoder row length (default: objective's; bert_mlm_nsp: max_seq_length, 128)",
     )
     p.add_argument(
         "--targets-length", type=int, default=None, help="decoder row length (default: objective's)"
@@ -79,6 +82,25 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         choices=["none", "eos"],
         default="none",
         help="none = T5 (no separator between concatenated documents); eos = HF/nanoT5",
+    )
+    bert = p.add_argument_group("bert_mlm_nsp (BERT's own MLM + NSP rows, objectives.md §4.1)")
+    bert.add_argument(
+        "--max-predictions-per-seq",
+        type=int,
+        default=None,
+        help="masked positions stored per row (default 20; BERT uses 20 at 128, 80 at 512)",
+    )
+    bert.add_argument(
+        "--short-seq-prob",
+        type=float,
+        default=None,
+        help="probability of a shorter target length for a pair (default 0.1)",
+    )
+    bert.add_argument(
+        "--dupe-factor",
+        type=int,
+        default=None,
+        help="passes over the documents with different masks (default 1; BERT used 10)",
     )
     p.add_argument(
         "--num-shards",

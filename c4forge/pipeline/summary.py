@@ -40,6 +40,13 @@ DETAIL: dict[str, tuple[str, ...]] = {
     "url_dedup": ("tie_text_md5",),
     "badwords": ("soft_passed", "no_list"),
 }
+DETAIL_LABEL = {
+    "clean": "lines",
+    "dedup": "lines/sentences",
+    "url_dedup": "groups",
+    "langid": "by language",
+    "badwords": "kept",
+}
 TITLES = {
     "wet": "wet (records → pages)",
     "length": "length ≤ 190,000 chars",
@@ -88,15 +95,15 @@ def funnel(counters: Mapping[str, Mapping[str, int]]) -> list[Step]:
         if stage not in counters:
             continue
         drops = {r: g(stage, r) for r in reasons if g(stage, r)}
-        if stage == "langid":
-            drops.update(
+        detail = {r: g(stage, r) for r in DETAIL.get(stage, ()) if g(stage, r)}
+        if stage == "langid":  # the ignored_language:<code> breakdown is detail, not drops
+            detail.update(
                 {
-                    r: n
+                    r.split(":", 1)[1]: n
                     for r, n in counters["langid"].items()
                     if r.startswith("ignored_language:") and n
                 }
             )
-        detail = {r: g(stage, r) for r in DETAIL.get(stage, ()) if g(stage, r)}
         steps.append(Step(stage, TITLES[stage], current, outs[stage], drops, detail))
         current = outs[stage]
     return steps
@@ -156,7 +163,8 @@ def render(
             f"{_pct(step.pages_out, step.pages_in):>8}  {_reasons(step.drops) or '–'}"
         )
         if step.detail:
-            lines.append(f"  {'':<26}{'':>28}  ({_reasons(step.detail)})")
+            label = DETAIL_LABEL.get(step.stage, "")
+            lines.append(f"  {'':<26}{'':>28}  ({label}: {_reasons(step.detail)})")
     split = c.get("split", {})
     docs = totals["documents_out"]
     lines.append(

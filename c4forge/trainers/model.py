@@ -108,9 +108,7 @@ def additive_mask(allowed: torch.Tensor, bias: torch.Tensor | None, dtype: torch
         keep = torch.zeros((), dtype=dtype, device=allowed.device)
     else:
         keep = bias.to(dtype)
-    return torch.where(
-        allowed[:, None], keep, torch.tensor(lowest, dtype=dtype, device=allowed.device)
-    )
+    return torch.where(allowed[:, None], keep, lowest)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -190,8 +188,9 @@ class Attention(nn.Module):
 
     def position_bias(self, lq: int, lk: int, bidirectional: bool) -> torch.Tensor:
         """``[1, H, Lq, Lk]`` learned bias gathered from the ``[buckets, H]`` table."""
-        table = self.relative_attention_bias.weight
-        return table[self.buckets(lq, lk, bidirectional, table.device)].permute(2, 0, 1)[None]
+        device = self.relative_attention_bias.weight.device
+        values = self.relative_attention_bias(self.buckets(lq, lk, bidirectional, device))
+        return values.permute(2, 0, 1)[None]
 
     def forward(self, x: torch.Tensor, kv: torch.Tensor, mask) -> torch.Tensor:
         b, lq, _ = x.shape

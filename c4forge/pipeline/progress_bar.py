@@ -1,0 +1,65 @@
+"""A tqdm bar of input files read, for Beam jobs whose workers run on this machine.
+
+Beam gives the driver no live metrics on the local FnApiRunner (counters arrive when the
+pipeline ends), and the workers are other processes. So the reading DoFn drops an empty marker
+file per finished input into a temporary folder, and a driver thread counts them. Reading,
+parsing and the length cap run fused in that stage; the corpus-wide steps (URL dedup, dedup,
+langdetect, writing) follow, which the bar says once every file is read. On remote runners
+(Dataflow, Flink, Spark) the runner's own UI shows progress and the bar is off.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from types import TracebackType
+
+
+class FileProgress:
+    def __init__(self, total: int, *, enabled: bool, interval: float = 0.5) -> None:
+        self.total = total
+        self.enabled = enabled
+        self.interval = interval
+        self.directory: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._bar = None
+
+    def __enter__(self) -> FileProgress:
+        if not self.enabled:
+            return self
+        from tqdm import tqdm
+
+        self.directory = tempfile.mkdtemp(prefix="c4forge-progress-")
+        # disable=None: no bar when stderr is not a terminal (CI logs, pipes).
+        self._bar = tqdm(total=self.total, unit="file", desc="reading WET", disable=None)
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def _poll(self) -> None:
+        done_reading = False
+        while not self._stop.wait(self.interval):
+            n = len(os.listdir(self.directory)) if self.directory else 0
+            self._bar.update(n - self._bar.n)
+            if n >= self.total and not done_reading:
+                done_reading = True
+                self._bar.set_description("read; now URL dedup → clean → dedup → langid → write")
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self.enabled:
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._bar is not None:
+            self._bar.close()
+        if self.directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
