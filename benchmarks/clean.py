@@ -15,10 +15,9 @@ Two measurements:
    write (JSON + gzip level of the shards).  Stock langdetect is timed on every 10th page that
    reaches langid and scaled, to show what the fast backend saves.
 
-``--langdetect fast|stock|as-is`` chooses the backend of the end-to-end job: ``as-is`` runs
-``c4forge.filters.langid`` unchanged; ``fast``/``stock`` replace its ``_detect_langs`` in
-every process of the job (workers included) through a ``sitecustomize`` module on
-``PYTHONPATH`` in a temporary folder (benchmark only; the package is not modified).
+``--langdetect fast|stock|as-is`` chooses the backend of the end-to-end job through the
+``C4FORGE_LANGDETECT`` environment variable, which ``c4forge.filters.langid`` reads in every
+process (workers included); ``as-is`` leaves the environment alone (fast by default).
 
 Usage: ``python benchmarks/clean.py [--workers 1 2] [--langdetect fast] [--skip-e2e]``
 """
@@ -51,24 +50,6 @@ _spec.loader.exec_module(corpus_mod)
 
 GOAL_PAGES_PER_CORE_S = 450
 
-_SITECUSTOMIZE = """
-import os
-_mode = os.environ.get("C4FORGE_BENCH_LANGDETECT")
-if _mode in ("fast", "stock"):
-    import c4forge.filters.langid as _langid
-    if _mode == "fast":
-        from c4forge.filters.langdetect_fast import detect_langs_fast as _fast
-        _langid._detect_langs = _fast
-    else:
-        import threading as _threading
-        _lock = _threading.Lock()
-        def _stock(text):
-            from langdetect import DetectorFactory, detect_langs
-            with _lock:
-                DetectorFactory.seed = 0
-                return [(p.lang, p.prob) for p in detect_langs(text)]
-        _langid._detect_langs = _stock
-"""
 
 
 # ------------------------------------------------------------------------------------------
@@ -106,11 +87,9 @@ def run_job(files_dir: Path, workers: int, langdetect: str, extra: list[str]) ->
     out = Path(tempfile.mkdtemp(prefix="c4forge-bench-clean-"))
     shutil.rmtree(out)
     env = dict(os.environ)
-    site = Path(tempfile.mkdtemp(prefix="c4forge-bench-site-"))
     if langdetect != "as-is":
-        (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
-        env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT), env.get("PYTHONPATH", "")])
-        env["C4FORGE_BENCH_LANGDETECT"] = langdetect
+        # c4forge.filters.langid reads it in every worker process: "fast" (default) or "stock".
+        env["C4FORGE_LANGDETECT"] = langdetect
     cmd = [sys.executable, "-m", "c4forge", "clean", str(files_dir), "--output", str(out)]
     cmd += ["--workers", str(workers), "--quiet", *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -137,7 +116,6 @@ def run_job(files_dir: Path, workers: int, langdetect: str, extra: list[str]) ->
         raise SystemExit(f"clean job failed (exit {rc}): {' '.join(cmd)}")
     stats = json.loads((out / "stats.json").read_text())
     shutil.rmtree(out, ignore_errors=True)
-    shutil.rmtree(site, ignore_errors=True)
     totals = stats["totals"]
     return {
         "workers": workers,
@@ -151,6 +129,13 @@ def run_job(files_dir: Path, workers: int, langdetect: str, extra: list[str]) ->
             f["content_sha256"] for split in stats["outputs"].values() for f in split["files"]
         ),
     }
+
+
+def _digest(content_hashes: list[str]) -> str:
+    """Short digest of every shard's content sha256, to compare runs (backends, workers)."""
+    import hashlib
+
+    return hashlib.sha256("".join(content_hashes).encode()).hexdigest()[:16]
 
 
 # ------------------------------------------------------------------------------------------
@@ -233,7 +218,7 @@ def stage_profile(files: list[Path], stock_every: int) -> None:
     sample = [txt for _, txt in deduped[::stock_every]]
     a = clock()
     for txt in sample:
-        langid.langid_filter(txt, CounterBag())  # as-is langid.py: stock langdetect today
+        langid.langid_filter(txt, CounterBag())  # as-is langid.py (fast backend by default)
     stock_langid = (clock() - a) * len(deduped) / max(len(sample), 1)
 
     a = clock()
@@ -306,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['pages'] / r['wall'] / workers:,.0f} pages/s, "
                 f"{mb / r['wall'] / workers:.2f} MB/s; CPU {r['cpu']:.1f} s -> "
                 f"{r['pages'] / r['cpu']:,.0f} pages and {mb / r['cpu']:.2f} MB per CPU-second "
-                f"(goal {GOAL_PAGES_PER_CORE_S} pages); peak RSS {r['peak_rss'] / 2**20:,.0f} MiB"
+                f"(goal {GOAL_PAGES_PER_CORE_S} pages); peak RSS {r['peak_rss'] / 2**20:,.0f} MiB; "
+                f"shard contents {_digest(r['shard_sha256'])}"
             )
         if len(args.workers) > 1:
             print(f"  shard contents identical across worker counts: {len(digests) == 1}")

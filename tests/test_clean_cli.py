@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 
 import pytest
 from clean_fixtures import (
@@ -113,8 +114,30 @@ def lines_case(tmp_path_factory):
         "--workers",
         "1",
     ]
-    assert clean(*argv) == 0
-    return {"out": out, "argv": argv, "shared": shared, "owner": owner, "pages": pages, "wet": wet}
+    # Record every host name the job looks up: Beam 2.77's stock DirectRunner would first try
+    # to download the Prism runner binary from GitHub; c4forge's runner must not touch the net.
+    lookups: list[str] = []
+    real_getaddrinfo = socket.getaddrinfo
+
+    def recording_getaddrinfo(host, *args, **kwargs):
+        if host not in ("localhost", "127.0.0.1", "::1", None):
+            lookups.append(str(host))
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    socket.getaddrinfo = recording_getaddrinfo
+    try:
+        assert clean(*argv) == 0
+    finally:
+        socket.getaddrinfo = real_getaddrinfo
+    return {
+        "lookups": lookups,
+        "out": out,
+        "argv": argv,
+        "shared": shared,
+        "owner": owner,
+        "pages": pages,
+        "wet": wet,
+    }
 
 
 def parquet_rows(out: str, split: str = "validation") -> list[dict]:
@@ -150,6 +173,10 @@ def test_lines_run_matches_the_in_memory_driver(lines_case):
     assert got == sorted(
         ({k: d[k] for k in ("text", "timestamp", "url")} for d in docs), key=lambda r: r["url"]
     )
+
+
+def test_no_network_lookup_during_a_local_run(lines_case):
+    assert lines_case["lookups"] == []
 
 
 def test_parquet_order_and_checksums(lines_case):
@@ -241,3 +268,16 @@ def test_user_error_is_recovered_from_a_worker_traceback():
     err = user_error_from(remote)
     assert isinstance(err, InputError) and str(err) == "x.warc.gz: not WET"
     assert user_error_from(RuntimeError("KeyError: 'boom'")) is None
+
+
+def test_runner_option_passes_through_and_output_is_identical(lines_case, tmp_path):
+    """`--runner` and unknown options go to Beam unchanged; another runner (Beam's legacy
+    bundle-based DirectRunner) writes the same documents and the same stats.json."""
+    out = str(tmp_path / "other-runner")
+    argv = [out if a == lines_case["out"] else a for a in lines_case["argv"]]
+    argv = [a for a in argv if a not in ("--workers", "1")]
+    rc = clean(*argv, "--runner", "BundleBasedDirectRunner", "--direct_runner_bundle_repeat=0")
+    assert rc == 0
+    with open(os.path.join(out, "stats.json"), "rb") as a:
+        with open(os.path.join(lines_case["out"], "stats.json"), "rb") as b:
+            assert a.read() == b.read()

@@ -482,3 +482,65 @@ def test_ragged_batch_equals_one_by_one():
             assert np.array_equal(got[i][0], want[0]) and np.array_equal(got[i][1], want[1])
             assert np.array_equal(reconstruct(*got[i]), piece)
     assert any(g is None for g in got)
+
+
+def _smallest_reference(values: list[float], count: int) -> set[int]:
+    """The definition: the `count` smallest draws, ties to the lower index (a stable sort)."""
+    return set(sorted(range(len(values)), key=lambda j: (values[j], j))[:count])
+
+
+def test_smallest_draw_selection_matches_a_stable_sort():
+    from c4forge.objectives.functions import smallest_per_segment
+
+    rng = np.random.default_rng(3)
+    seg_len = np.array([0, 1, 5, 84, 482, 40, 3, 100, 7], dtype=np.int64)
+    count = np.array([0, 1, 2, 27, 27, 40, 0, 5, 3], dtype=np.int64)
+    cases = {
+        "uniform": rng.random(int(seg_len.sum())),
+        # many exact ties (values on a coarse grid): exercises the stable tie-breaking path
+        "ties": rng.integers(0, 6, int(seg_len.sum())) / 8,
+        # every draw above the candidate bound: exercises the per-segment fallback
+        "no candidates": 0.9 + rng.random(int(seg_len.sum())) * 0.09,
+    }
+    for name, u in cases.items():
+        got = smallest_per_segment(u, seg_len, count)
+        at = 0
+        for n, c in zip(seg_len.tolist(), count.tolist()):
+            want = _smallest_reference(u[at : at + n].tolist(), c)
+            assert set(np.flatnonzero(got[at : at + n]).tolist()) == want, name
+            at += n
+    u2 = rng.integers(0, 4, (50, 30)) / 4  # heavy ties, 2-D rows (the equal-length batch path)
+    for count2 in (1, 7, 29):
+        gaps = nz.smallest_gaps(u2, count2)
+        for row, g in zip(u2, gaps):
+            assert set(g.tolist()) == _smallest_reference(row.tolist(), count2)
+            assert list(g) == sorted(g)
+
+
+def test_span_runs_follow_the_definition_draw_for_draw():
+    """§3.1 from scratch: the noise split cuts at the s−1 smallest of the first n−1 draws, the
+    kept split at the s−1 smallest of the next k−1; batch and ragged paths agree with it."""
+    from c4forge.objectives.functions import span_corruption_ragged
+
+    for length in (2, 7, 31, 200, 568, 900):
+        n, s, k = nz.span_shape(length, 0.15, 3.0)
+        for seed in range(3):
+            u = np.random.Generator(np.random.Philox(key=piece_key128(seed, 0, 0, 0, length)))
+            u = u.random(n - 1 + k - 1).tolist()
+
+            def runs(draws: list[float], total: int) -> list[int]:
+                cuts = sorted(j + 1 for j in _smallest_reference(draws, s - 1))
+                bounds = [0, *cuts, total]
+                return [b - a for a, b in zip(bounds, bounds[1:])]
+
+            keep, noise = nz.span_runs(length, piece_rng(seed, 0, 0, 0, length))
+            assert noise.tolist() == runs(u[: n - 1], n) and keep.tolist() == runs(u[n - 1 :], k)
+            tokens = np.arange(3, 3 + length, dtype=np.int32)
+            mask = np.repeat(np.tile([False, True], s), np.ravel(np.c_[keep, noise]))
+            ins, tgs = span_corruption(tokens, piece_rng(seed, 0, 0, 0, length), vocab_size=V)
+            assert np.array_equal(ins[:-1][ins[:-1] < V - 100], tokens[~mask])
+            assert np.array_equal(tgs[:-1][tgs[:-1] < V - 100], tokens[mask])
+            (rag,) = span_corruption_ragged(
+                [tokens], [piece_rng(seed, 0, 0, 0, length)], vocab_size=V
+            )
+            assert np.array_equal(rag[0], ins) and np.array_equal(rag[1], tgs)

@@ -512,7 +512,8 @@ def test_config_errors_come_before_any_work(work, docs, vocab_dir, capsys):
     assert "100 sentinels" in capsys.readouterr().err
     assert main([*argv, "--num-shards", "0"]) == 2
     assert main([*argv, "--num-shards", "4", "--rows-per-shard", "10"]) == 2
-    assert main([*argv, "--objective", "bert_mlm_nsp"]) == 2
+    assert main([*argv, "--dupe-factor", "3"]) == 2  # a bert_mlm_nsp option
+    assert main([*argv, "--objective", "bert_mlm_nsp", "--targets-length", "20"]) == 2
     assert not out.exists()
     with pytest.raises(ConfigError):
         from c4forge.pipeline import shards_beam

@@ -105,6 +105,20 @@ def test_hadoop_listing_expands_globs_and_folders(sc) -> None:
         hadoop_list(sc, [uri + "/nothing-*.wet"])
 
 
+def test_input_list_with_duplicates_lists_each_file_once(sc, tmp_path: Path) -> None:
+    from c4forge.pipeline.clean_spark import resolve_all
+
+    whirlwind = WET_DIR / "whirlwind.warc.wet.gz"
+    listing = tmp_path / "paths.txt"
+    listing.write_text(f"{whirlwind}\n{whirlwind}\n")
+    files = resolve_all(
+        sc, [str(WET_DIR), str(whirlwind), whirlwind.resolve().as_uri(), f"@{listing}"], "auto"
+    )
+    assert sorted(f.path.rsplit("/", 1)[-1] for f in files) == sorted(
+        p.name for p in WET_DIR.iterdir() if ".wet" in p.name
+    )
+
+
 def test_warc_given_as_wet_is_a_clear_error(sc, tmp_path: Path) -> None:
     args = parse(
         [

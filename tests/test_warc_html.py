@@ -226,3 +226,34 @@ def test_uncompressed_warc_reads_the_same() -> None:
     a = list(read_warc(io.BytesIO(_warc(records, gz=True)), "a", CounterBag()))
     b = list(read_warc(io.BytesIO(_warc(records, gz=False)), "b", CounterBag()))
     assert a == b and len(a) == 1
+
+
+# ---- cloud-style paths without a cloud -------------------------------------------------------
+
+
+def test_beam_filesystem_and_fsspec_memory_paths_read_the_same() -> None:
+    """Beam's FileSystems (local backend, the code path gs:// and s3:// take) and an fsspec
+    memory:// URL give exactly the pages of a plain local read."""
+    import fsspec
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    from c4forge.filters.warc_html import open_input
+
+    path = WARCS[0]
+    local = list(read_path(str(path), CounterBag()))
+    with FileSystems.open(str(path), compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        via_beam = list(read_warc(f, path.name, CounterBag()))
+    url = f"memory://c4forge-test/{path.name}"
+    with fsspec.open(url, "wb") as f:
+        f.write(path.read_bytes())
+    try:
+        assert detect_input_format(url) == "warc"
+        via_memory = list(read_path(url, CounterBag()))
+        with open_input(url) as f:
+            assert f.read(2) == b"\x1f\x8b"
+    finally:
+        fsspec.filesystem("memory").rm(url)
+    assert local and via_beam == local and via_memory == local
+    with pytest.raises(InputError, match="memory://c4forge-test/missing"):
+        open_input("memory://c4forge-test/missing.warc.gz")

@@ -1,9 +1,9 @@
 """Small real inputs for the trainer tests: a SentencePiece vocabulary trained on the bundled C4
 sample and span-corruption shards written with ``c4forge.formats.shards``.
 
-Built once per test process (cached on disk under pytest's tmp dir by the callers). The span
-corruption here is a compact version of objectives.md §3 (uniform random compositions, sentinels
-from the top of the vocabulary); the trainer only needs realistic rows, not bit-exact T5 rows.
+Rows come from the project's own span corruption (``c4forge.objectives``, objectives.md §3) over
+consecutive pieces of the tokenised sample; grouping, keys and shard assignment are simplified
+(round robin), which the trainer does not depend on.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import numpy as np
 
 from c4forge.formats import shards as fmt
 from c4forge.fsutil import sha256_file, write_json
+from c4forge.objectives.functions import span_corruption
+from c4forge.objectives.lengths import span_corruption_lengths
 
 SAMPLE = os.path.join(
     os.path.dirname(__file__), "..", "c4forge", "data", "sample", "c4-sample.00000-of-00001.json.gz"
@@ -67,27 +69,6 @@ def build_vocab(out: str, pieces: int = 1000, docs: int = 300) -> dict:
     return desc
 
 
-def _composition(rng: np.random.Generator, n: int, parts: int) -> np.ndarray:
-    cuts = np.sort(rng.choice(np.arange(1, n), parts - 1, replace=False)) if parts > 1 else []
-    return np.diff(np.concatenate([[0], cuts, [n]])).astype(np.int64)
-
-
-def span_corrupt(piece: np.ndarray, vocab_size: int, rng: np.random.Generator):
-    n_tok = max(len(piece), 2)
-    noise = min(max(int(round(n_tok * 0.15)), 1), n_tok - 1)
-    spans = max(1, int(round(noise / 3.0)))
-    keep = _composition(rng, n_tok - noise, spans)
-    drop = _composition(rng, noise, spans)
-    inputs, targets, pos = [], [], 0
-    for j in range(spans):
-        sentinel = vocab_size - 1 - j
-        inputs += list(piece[pos : pos + keep[j]]) + [sentinel]
-        pos += keep[j]
-        targets += [sentinel] + list(piece[pos : pos + drop[j]])
-        pos += drop[j]
-    return np.array(inputs + [1]), np.array(targets + [1])
-
-
 def _rows(
     vocab_dir: str, desc: dict, texts: list[str], inputs_length: int, packing: str, seed: int
 ):
@@ -96,14 +77,13 @@ def _rows(
     sp = spm.SentencePieceProcessor(model_file=os.path.join(vocab_dir, "sentencepiece.model"))
     stream = np.array([t for ids in sp.encode(texts) for t in ids], dtype=np.int64)
     rng = np.random.default_rng(seed)
-    tokens_length = int((inputs_length - 1) / (1 - 0.15 + 0.05))
-    targets_length = int(round(tokens_length * 0.15)) + int(round(tokens_length * 0.05)) + 2
+    tokens_length, targets_length = span_corruption_lengths(inputs_length)
     if packing == "concat":
         piece_len = tokens_length
     else:  # two or three short examples per row
         piece_len = tokens_length // 3
     examples = [
-        span_corrupt(stream[i : i + piece_len], desc["vocab_size"], rng)
+        span_corruption(stream[i : i + piece_len], rng, vocab_size=desc["vocab_size"])
         for i in range(0, len(stream) - piece_len, piece_len)
     ]
     names = ["inputs", "targets"]

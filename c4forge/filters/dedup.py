@@ -86,18 +86,26 @@ def span_occurrences(
             yield span_key(window), SpanOccurrence(url_md5, url, line_index, j, len(window))
 
 
-def span_removals(occurrences: Iterable[SpanOccurrence]) -> list[tuple[str, SpanRemoval]]:
+def iter_span_removals(occurrences: Iterable[tuple]) -> Iterator[tuple[str, SpanRemoval]]:
     """Step 3, for one key: every occurrence except the owner's, as ``(url, removal)``.
 
     The owner is the minimum ``(md5(url), url, line_index, j)``: one copy survives corpus-wide,
-    also when all copies are on one page. An empty list means the window is unique. The caller
-    counts ``repeated_windows`` when the list is non-empty (``count_span_key`` does both).
+    also when all copies are on one page. Nothing for a unique window. ``occurrences`` must be
+    re-iterable (a list, or Beam's grouped values): two passes, no copy, so a window repeated
+    on millions of pages (boilerplate) does not have to fit in a list on one worker.
     """
-    occ = list(occurrences)
-    if len(occ) < 2:
-        return []
-    owner = min(occ)
-    return [(o.url, SpanRemoval(o.line_index, o.j, o.length)) for o in occ if o is not owner]
+    it = iter(occurrences)
+    if next(it, None) is None or next(it, None) is None:
+        return
+    owner = min(occurrences)
+    for o in occurrences:
+        if o != owner:  # (url, line_index, j) is unique, so only the owner compares equal
+            yield o[1], SpanRemoval(o[2], o[3], o[4])
+
+
+def span_removals(occurrences: Iterable[SpanOccurrence]) -> list[tuple[str, SpanRemoval]]:
+    """``iter_span_removals`` as a list (empty: the window is unique)."""
+    return list(iter_span_removals(list(occurrences)))
 
 
 def count_span_key(

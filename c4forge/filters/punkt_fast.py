@@ -2,36 +2,42 @@
 
 ``FastPunkt(reference).tokenize(text)`` returns exactly ``reference.tokenize(text)`` (NLTK's
 ``PunktSentenceTokenizer``, default ``realign_boundaries=True``). It is not a new algorithm:
-it is NLTK's own ``span_tokenize`` restated without generators, with three exact shortcuts.
+it is NLTK's own ``span_tokenize`` restated without generators, plus exact shortcuts.
 
 1. **No candidate, no work.** NLTK only considers a break where its period-context regex
    matches. Without a match ``_slices_from_text`` yields the single slice
    ``[0, len(text.rstrip()))`` and ``_realign_boundaries`` keeps it iff it is non-empty, so the
-   answer is ``[text.rstrip()]`` or ``[]``. Most lines that reach Punkt end with their only
-   end mark, which the regex cannot match (nothing follows it).
+   answer is ``[text.rstrip()]`` or ``[]``. The regex starts with one end mark and needs
+   something after it, so a text whose only end mark is its last character cannot match; that
+   is checked with ``str.count`` before running the regex at all.
 2. **Memoised decisions.** ``text_contains_sentbreak(context)`` is a pure function of the
    context string (the word before a candidate, the candidate, what follows), so it is
    cached per context. Below that, Punkt's decision for a token depends only on the token and
    its successor: the first pass looks at one token, the second pass at ``(token, next)``
    where ``next`` carries only its first-pass annotation, and line/paragraph-start flags are
-   never read when tokenizing. So annotated tokens are cached per token string and the
-   second-pass verdict per ``(token, next)`` pair; the annotation itself is NLTK's code.
+   never read when tokenizing. So annotated tokens are cached per token string, with a
+   verdict where the second pass cannot depend on ``next`` (``FastPunkt._verdict``), and the
+   remaining second-pass verdicts per ``(token, next)`` pair. The annotation is NLTK's code.
+   The commonest context shape, ``word. Next`` in ASCII letters and digits, is split into
+   words without the word regex (traced by hand, and covered by the tests).
 3. **No regex timeouts.** NLTK >= 3.10 wraps every regex in ``nltk.redos.TimedPattern``, which
    passes a wall-clock ``timeout`` to the ``regex`` engine on every call (≈ 7 µs each). We
    call the same compiled ``regex`` patterns directly; a timeout can only raise, never change
    a result, and these fixed patterns are linear in the input.
 
-Safety net: the fast path is used only when the NLTK code it restates is byte-for-byte the
-version it was checked against (``VERIFIED_NLTK_SOURCES``, a sha256 of the sources of the
-methods listed in ``_RESTATED``) and a built-in set of tricky lines splits identically;
-otherwise ``FastPunkt.create`` returns ``None`` with a warning and callers use NLTK itself
-(same output, NLTK's speed). ``tests/test_punkt_fast.py`` compares both on all real data.
+Safety net: the fast path is used only when the NLTK code it restates or relies on is
+byte-for-byte the version it was checked against (``VERIFIED_NLTK_SOURCES``: a sha256 of the
+sources in ``_restated_sources`` and of what builds the regexes) and a built-in set of tricky
+lines splits identically; otherwise ``FastPunkt.create`` returns ``None`` with a warning and
+callers use NLTK itself (same output, NLTK's speed). ``tests/test_punkt_fast.py`` compares
+both on all the real data in the repo and on generated adversarial text.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+import re
 import threading
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -39,8 +45,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nltk.tokenize.punkt import PunktSentenceTokenizer
 
-# ``string.whitespace``, which NLTK's ``_get_last_whitespace_index`` scans for (ASCII only).
-_ASCII_WS = (" ", "\t", "\n", "\r", "\x0b", "\x0c")
+# NLTK's sent_end_chars (part of the verified source hash).
+_END_CHARS = (".", "?", "!")
+# The commonest context, "word. Next": ASCII letters/digits, an end mark, spaces, ASCII
+# letters/digits. Its word tokens are known without running the word regex (see use).
+_SIMPLE_CONTEXT = re.compile(r"([A-Za-z0-9]+)([.?!]) +([A-Za-z0-9]+)")
 
 _TOKEN_REGEXES = ("_RE_ELLIPSIS", "_RE_NUMERIC", "_RE_INITIAL", "_RE_ALPHA")
 
@@ -222,6 +231,11 @@ class FastPunkt:
         """``reference.tokenize(text)``: NLTK's ``span_tokenize`` → ``_slices_from_text`` →
         ``_realign_boundaries``, each step restated in order (NLTK's names in comments)."""
         self.calls += 1
+        if text.endswith(_END_CHARS) and sum(map(text.count, _END_CHARS)) == 1:
+            # Shortcut 1a: the period-context regex starts with one end mark and looks at
+            # what follows it; the only end mark is the last character, so no match.
+            self.no_candidate += 1
+            return [text]
         matches = self._finditer(text)
         match = next(matches, None)
         if match is None:
@@ -313,13 +327,15 @@ class FastPunkt:
         """``reference.text_contains_sentbreak(context)``: some token other than the last is
         a sentence break after both annotation passes."""
         # _tokenize_words: word_tokenize each line of the context that is not blank.
-        if "\n" in context:
-            words: list[str] = []
-            for line in context.split("\n"):
-                if line.strip():
-                    words.extend(self._findall(line))
-        else:
-            words = self._findall(context) if context.strip() else []
+        words = simple_context_words(context)
+        if words is None:
+            if "\n" in context:
+                words = []
+                for line in context.split("\n"):
+                    if line.strip():
+                        words.extend(self._findall(line))
+            else:
+                words = self._findall(context) if context.strip() else []
         tokens = self._tokens
         found = False
         for i in range(len(words) - 1):
@@ -389,6 +405,21 @@ class FastPunkt:
                 self._pairs.clear()
             self._pairs[pair] = brk
         return brk
+
+
+def simple_context_words(context: str) -> list[str] | None:
+    """NLTK's ``word_tokenize(context)`` for the shape ``word<end mark><spaces>word`` in ASCII
+    letters and digits, without the regex; ``None`` for any other shape.
+
+    Traced through ``_word_tokenize_fmt``: a letter/digit run continues through "." (not a
+    non-word char; "." + space + letter is not multi-char punctuation) and stops at the
+    space, so "word." is one token; "?" and "!" are non-word chars, so the run stops before
+    them and they form their own token; spaces start no token; the last run ends at $."""
+    simple = _SIMPLE_CONTEXT.fullmatch(context)
+    if simple is None:
+        return None
+    word, mark, following = simple.groups()
+    return [word + mark, following] if mark == "." else [word, mark, following]
 
 
 def _raw(pattern: Any) -> Any:

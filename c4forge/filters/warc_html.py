@@ -296,10 +296,36 @@ def _settle(held: _Held, it: ArchiveIterator, decoded: DecodedStream, count: Cou
     return response_page(held.headers, held.payload, count)
 
 
+def open_input(path: str) -> BinaryIO:
+    """Open an input as raw bytes: local paths and Beam filesystems (``gs://``, ``s3://`` …)
+    through ``wet.open_binary``; a scheme Beam does not know but fsspec does (``memory://``,
+    ``http(s)://``, ``gcs://``, ``abfs://`` with their fsspec packages) through fsspec.
+
+    Why fsspec as a fallback: Beam's registry depends on installed extras, fsspec's on its own
+    plugins; either one reading the path is enough, and errors still name the path.
+    """
+    scheme, sep, _ = path.partition("://")
+    if sep and scheme != "file" and len(scheme) > 1:
+        from apache_beam.io.filesystems import FileSystems
+
+        try:
+            FileSystems.get_filesystem(path)
+        except Exception:  # noqa: BLE001 - unknown scheme or missing Beam extra
+            try:
+                import fsspec
+
+                return fsspec.open(path, "rb").open()
+            except ImportError:
+                pass
+            except (OSError, ValueError) as err:
+                raise InputError(f"cannot open {path}: {err}") from err
+    return wet.open_binary(path)
+
+
 def detect_input_format(path: str, limit: int = 20) -> str:
     """``"warc"`` when the file's first records are HTTP records before any ``conversion``
     record, else ``"wet"`` (also for empty or damaged files: the WET reader counts those)."""
-    with wet.open_binary(path) as f:
+    with open_input(path) as f:
         types = wet.sniff_record_types(f, limit)
     return "warc" if wet.is_crawl_warc(types) else "wet"
 
@@ -329,7 +355,7 @@ def read_path(
 ) -> Iterator[Page]:
     """Open ``path`` (local or any Beam filesystem), resolve ``auto`` per file, yield pages."""
     fmt = detect_input_format(path) if input_format == "auto" else input_format
-    with wet.open_binary(path) as f:
+    with open_input(path) as f:
         yield from read_pages(f, path, count, input_format=fmt, max_record_bytes=max_record_bytes)
 
 

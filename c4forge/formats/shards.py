@@ -19,14 +19,13 @@ import numpy as np
 import pyarrow as pa
 
 from c4forge.errors import ConfigError, VerificationError
+from c4forge.formats import storage
 from c4forge.fsutil import (
-    atomic_open,
     check_format,
     dumps_canonical,
     read_json,
     sha256_bytes,
     sha256_file,
-    write_json,
 )
 
 FORMAT = "c4forge.shards"
@@ -232,14 +231,14 @@ def write_shard(
     rows = check_columns(spec, columns)
     schema = arrow_schema(spec, metadata)
     options = pa.ipc.IpcWriteOptions(compression=compression)
-    with atomic_open(path, "wb") as f:
+    with storage.atomic_writer(path) as f:
         sink = _HashingSink(f)
         with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema, options=options) as writer:
             for lo in range(0, max(rows, 1), batch_rows):
                 writer.write_batch(_batch(schema, spec, columns, lo, min(rows, lo + batch_rows)))
     inputs, targets = token_counts(spec, columns)
     return {
-        "file": os.path.basename(path),
+        "file": storage.basename(path),
         "rows": rows,
         "input_tokens": inputs,
         "target_tokens": targets,
@@ -281,40 +280,40 @@ class Progress:
 
     A record is trusted only while the file beside it still has the recorded sha256, so a shard
     that was truncated or replaced after its record was written is rebuilt on the next run.
+    Local or remote (`storage`): a Dataflow build keeps its records in the bucket.
     """
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
-        self.path = os.path.join(directory, PROGRESS_DIR)
+        self.path = storage.join(directory, PROGRESS_DIR)
 
     def record_path(self, name: str) -> str:
-        return os.path.join(self.path, f"{name}.json")
+        return storage.join(self.path, f"{name}.json")
 
     def save(self, record: Mapping[str, Any]) -> None:
-        write_json(self.record_path(record["file"]), dict(record))
+        storage.write_json(self.record_path(record["file"]), dict(record))
 
     def load(self, name: str) -> dict[str, Any] | None:
+        path = self.record_path(name)
         try:
-            return read_json(self.record_path(name))
+            if storage.is_remote(path) and not storage.exists(path):
+                return None
+            return storage.read_json(path)
         except (FileNotFoundError, json.JSONDecodeError):
             return None
 
     def finished(self, name: str, fingerprint: str) -> dict[str, Any] | None:
         """The record of a shard that is complete and intact, else None (it must be rebuilt)."""
         rec = self.load(name)
-        path = os.path.join(self.directory, name)
-        if rec is None or rec.get("dataset_fingerprint") != fingerprint or not os.path.exists(path):
+        path = storage.join(self.directory, name)
+        if rec is None or rec.get("dataset_fingerprint") != fingerprint or not storage.exists(path):
             return None
-        if os.path.getsize(path) != rec.get("bytes") or sha256_file(path) != rec.get("sha256"):
+        if storage.size(path) != rec.get("bytes") or storage.sha256(path) != rec.get("sha256"):
             return None
         return rec
 
     def names(self) -> list[str]:
-        if not os.path.isdir(self.path):
-            return []
-        return sorted(
-            n[: -len(".json")] for n in os.listdir(self.path) if n.endswith(".arrow.json")
-        )
+        return [n[: -len(".json")] for n in storage.listdir(self.path) if n.endswith(".arrow.json")]
 
 
 def split_summary(num_shards: int, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -377,11 +376,9 @@ def make_manifest(
 
 def write_index(directory: str, manifest: Mapping[str, Any]) -> str:
     """Write index.json (the completion marker, last) and drop ``_progress/`` (§3.4 step 4)."""
-    import shutil
-
-    path = os.path.join(directory, INDEX_NAME)
-    write_json(path, dict(manifest))
-    shutil.rmtree(os.path.join(directory, PROGRESS_DIR), ignore_errors=True)
+    path = storage.join(directory, INDEX_NAME)
+    storage.write_json(path, dict(manifest))
+    storage.rmtree(storage.join(directory, PROGRESS_DIR))
     return path
 
 

@@ -30,6 +30,27 @@ def span_shape(
     return n, min(s, n, k), k  # min(): only bites with m < 1 or d near 1; configs reject those
 
 
+def smallest_gaps(u: np.ndarray, count: int) -> np.ndarray:
+    """Sorted indices of the `count` smallest draws on the last axis of `u` (any batch shape).
+
+    Ties go to the lower index (as a stable sort would; equal doubles from `random()` have
+    probability ~ N²·2⁻⁵⁴). Why not argpartition + sort: one `partition` finds each row's
+    `count`-th smallest value, and a comparison marks the set in index order, which costs about
+    a third of argpartition's index shuffling on 500-wide rows.
+    """
+    batch, width = u.shape[:-1], u.shape[-1]
+    if count <= 0:
+        return np.empty(batch + (0,), dtype=np.int64)
+    rows = u if u.ndim == 2 else u.reshape(-1, width)  # a 2-D column slice is not copied
+    kth = np.partition(rows, count - 1, axis=-1)[:, count - 1 : count]
+    below = rows <= kth
+    if np.count_nonzero(below) == rows.shape[0] * count:
+        return np.nonzero(below)[1].reshape(batch + (count,))
+    # A tie at some row's threshold: take the lowest indices among equal draws.
+    order = np.argsort(rows, axis=-1, kind="stable")[:, :count]
+    return np.sort(order, axis=-1).reshape(batch + (count,))
+
+
 def composition_from_uniforms(u: np.ndarray, total: int, parts: int) -> np.ndarray:
     """Uniform random composition(s) of `total` into `parts` positive runs, from `total − 1`
     i.i.d. U(0,1) draws on the last axis (any leading batch shape).
@@ -43,7 +64,7 @@ def composition_from_uniforms(u: np.ndarray, total: int, parts: int) -> np.ndarr
         return np.full(batch + (1,), total, dtype=np.int64)
     if parts > total:
         raise ValueError(f"cannot split {total} tokens into {parts} non-empty runs")
-    cuts = np.sort(np.argpartition(u, parts - 2, axis=-1)[..., : parts - 1], axis=-1) + 1
+    cuts = smallest_gaps(u, parts - 1) + 1
     bounds = np.empty(batch + (parts + 1,), dtype=np.int64)
     bounds[..., 0] = 0
     bounds[..., -1] = total

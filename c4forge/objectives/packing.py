@@ -95,17 +95,19 @@ def first_fit_rows(
     off_tg = np.empty(n, dtype=np.int64)
     rem_in = np.empty(max(1, min(window, n)), dtype=np.int64)
     rem_tg = np.empty_like(rem_in)
+    ins, tgs = np.asarray(in_lens).tolist(), np.asarray(tg_lens).tolist()  # Python ints: fast
     base = 0  # global index of the window's first row
     for w0 in range(0, n, window):
         open_rows = 0
         for i in range(w0, min(w0 + window, n)):
-            li, lt = int(in_lens[i]), int(tg_lens[i])
+            li, lt = ins[i], tgs[i]
             r = -1
             # A row is never empty once opened, so a full-width example always opens a new row.
             if open_rows and li < inputs_length and lt < targets_length:
-                hits = np.flatnonzero((rem_in[:open_rows] >= li) & (rem_tg[:open_rows] >= lt))
-                if len(hits):
-                    r = int(hits[0])
+                fits = (rem_in[:open_rows] >= li) & (rem_tg[:open_rows] >= lt)
+                first = int(fits.argmax())  # the first True (bool argmax stops there)
+                if fits[first]:
+                    r = first
             if r < 0:
                 r = open_rows
                 open_rows += 1
@@ -123,23 +125,32 @@ def _place(
     arrays: list[np.ndarray],
     lens: np.ndarray,
     order: np.ndarray,
-    seg: np.ndarray,
+    row_of: np.ndarray,
+    offset: np.ndarray,
     row_fill: np.ndarray,
     width: int,
     dtype: Any,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows whose prefix is their examples in placement order: with the examples sorted by
-    (row, placement), one boolean row-prefix mask places every token (no int64 index array)."""
+    """(tokens, segment ids, positions) of the packed rows of one side.
+
+    Tokens: with the examples sorted by (row, placement), one boolean row-prefix mask places
+    every token. Segment ids and positions need no per-token index arrays: a row's segment id
+    at a column is the number of example starts at or before it (a cumulative sum of start
+    marks), and its position is the column minus the start column of its segment (a running
+    maximum of start columns); both are zeroed on the trailing padding.
+    """
     fill = np.arange(width)[None, :] < row_fill[:, None]
     rows = len(row_fill)
     tokens = np.zeros((rows, width), dtype=dtype)
-    segs = np.zeros((rows, width), dtype=dtype)
-    pos = np.zeros((rows, width), dtype=dtype)
-    ordered_lens = lens[order]
-    starts = np.cumsum(ordered_lens) - ordered_lens
     tokens[fill] = np.concatenate([arrays[i] for i in order.tolist()])
-    segs[fill] = np.repeat(seg[order], ordered_lens)
-    pos[fill] = np.arange(int(ordered_lens.sum())) - np.repeat(starts, ordered_lens)
+    marks = np.zeros((rows, width), dtype=dtype)
+    marks[row_of, offset] = 1
+    segs = np.cumsum(marks, axis=1, dtype=dtype)
+    segs *= fill
+    marks[row_of, offset] = offset.astype(dtype)
+    np.maximum.accumulate(marks, axis=1, out=marks)
+    pos = np.arange(width, dtype=dtype)[None, :] - marks
+    pos *= fill
     return tokens, segs, pos
 
 
@@ -162,24 +173,22 @@ def first_fit_pack(
     tg_lens = _lengths(tgs, targets_length, "targets")
     row_of, off_in, off_tg = first_fit_rows(in_lens, tg_lens, inputs_length, targets_length, window)
     rows = int(row_of.max()) + 1 if len(row_of) else 0
-    # Segment id = 1 + number of earlier examples in the same row (placement order = index order).
+    # Examples in (row, placement) order; placement order within a row = index order.
     order = np.argsort(row_of, kind="stable")
     sorted_rows = row_of[order]
     group_start = (
         np.r_[0, np.flatnonzero(np.diff(sorted_rows)) + 1] if len(order) else np.array([], np.int64)
     )
     per_row = np.diff(np.r_[group_start, len(order)])
-    seg = np.empty(len(order), dtype=np.int64)
-    seg[order] = np.arange(len(order)) - np.repeat(group_start, per_row) + 1
     first = order[group_start] if len(order) else np.array([], np.int64)
     cols: dict[str, np.ndarray] = {}
     in_fill = np.bincount(row_of, weights=in_lens, minlength=rows).astype(np.int64)
     tg_fill = np.bincount(row_of, weights=tg_lens, minlength=rows).astype(np.int64)
     cols["inputs"], cols["inputs_segment_ids"], cols["inputs_positions"] = _place(
-        ins, in_lens, order, seg, in_fill, inputs_length, dtype
+        ins, in_lens, order, row_of, off_in, in_fill, inputs_length, dtype
     )
     cols["targets"], cols["targets_segment_ids"], cols["targets_positions"] = _place(
-        tgs, tg_lens, order, seg, tg_fill, targets_length, dtype
+        tgs, tg_lens, order, row_of, off_tg, tg_fill, targets_length, dtype
     )
     return PackedRows({k: cols[k] for k in PACKED_COLUMNS}, first, per_row)
 

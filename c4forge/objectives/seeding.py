@@ -22,46 +22,64 @@ _ZERO4.flags.writeable = False
 _MASK64 = (1 << 64) - 1
 
 
+_PIECE = struct.Struct("<5q")
+_ROW = struct.Struct("<4q")
+_PERSON = b"c4forge.rng"
+
+
 def piece_key128(
     seed: int, objective_id: int, clean_shard_index: int, group: int, piece: int
 ) -> int:
     """128-bit blake2b of the five seeding integers (all must be in [0, 2^63))."""
-    data = struct.pack("<5q", seed, objective_id, clean_shard_index, group, piece)
-    return int.from_bytes(
-        hashlib.blake2b(data, digest_size=16, person=b"c4forge.rng").digest(), "little"
-    )
+    data = _PIECE.pack(seed, objective_id, clean_shard_index, group, piece)
+    return int.from_bytes(hashlib.blake2b(data, digest_size=16, person=_PERSON).digest(), "little")
+
+
+def _generator() -> tuple[np.random.Philox, np.random.Generator, dict]:
+    cached = getattr(_local, "philox", None)
+    if cached is None:
+        bitgen = np.random.Philox(key=0)
+        # One state dict per thread, reused: only its "key" entry changes between examples
+        # (the setter copies what it reads, so the shared zero arrays are never written).
+        template = {
+            "bit_generator": "Philox",
+            "state": {"counter": _ZERO4, "key": None},
+            "buffer": _ZERO4,
+            "buffer_pos": 4,
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        cached = (bitgen, np.random.Generator(bitgen), template)
+        _local.philox = cached
+    return cached
+
+
+def _keyed(key_words: np.ndarray) -> np.random.Generator:
+    bitgen, gen, template = _generator()
+    template["state"]["key"] = key_words
+    bitgen.state = template
+    return gen
 
 
 def keyed_rng(key128: int) -> np.random.Generator:
     """Generator(Philox(key=key128)) without re-constructing the bit generator each time."""
-    cached = getattr(_local, "philox", None)
-    if cached is None:
-        bitgen = np.random.Philox(key=0)
-        cached = (bitgen, np.random.Generator(bitgen))
-        _local.philox = cached
-    bitgen, gen = cached
-    bitgen.state = {
-        "bit_generator": "Philox",
-        "state": {
-            "counter": _ZERO4,  # the setter copies, so one read-only array serves every call
-            "key": np.array([key128 & _MASK64, key128 >> 64], dtype=np.uint64),
-        },
-        "buffer": _ZERO4,
-        "buffer_pos": 4,
-        "has_uint32": 0,
-        "uinteger": 0,
-    }
-    return gen
+    return _keyed(np.array([key128 & _MASK64, key128 >> 64], dtype=np.uint64))
 
 
 def piece_rng(
     seed: int, objective_id: int, clean_shard_index: int, group: int, piece: int
 ) -> np.random.Generator:
-    """The generator of one example. Valid until the next call in the same thread."""
-    return keyed_rng(piece_key128(seed, objective_id, clean_shard_index, group, piece))
+    """The generator of one example. Valid until the next call in the same thread.
+
+    Same stream as ``keyed_rng(piece_key128(...))``: the digest's two little-endian 64-bit
+    words are Philox's key words, read straight from the bytes (no Python int in between).
+    """
+    data = _PIECE.pack(seed, objective_id, clean_shard_index, group, piece)
+    digest = hashlib.blake2b(data, digest_size=16, person=_PERSON).digest()
+    return _keyed(np.frombuffer(digest, dtype="<u8"))
 
 
 def example_key(seed: int, clean_shard_index: int, group: int, piece: int) -> int:
     """Row key: unsigned 64-bit blake2b of (seed, clean shard index, group/document index, piece)."""
-    data = struct.pack("<4q", seed, clean_shard_index, group, piece)
+    data = _ROW.pack(seed, clean_shard_index, group, piece)
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")

@@ -179,8 +179,11 @@ def make_context(master: str | None, workers: int | None, extra: list[str], app:
         from pyspark import SparkConf, SparkContext
     except ImportError as err:
         raise ConfigError("--engine spark needs pyspark: pip install 'c4forge[spark]'") from err
-    url = check_master(master)
-    if url == "local[*]" and workers:
+    # Under spark-submit, SparkConf() already holds --master (spark.master): keep it unless
+    # --master was given to c4forge explicitly.
+    submitted = SparkConf().get("spark.master", None)
+    url = check_master(master or submitted)
+    if url == "local[*]" and workers and not submitted:
         url = f"local[{workers}]"
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -190,10 +193,11 @@ def make_context(master: str | None, workers: int | None, extra: list[str], app:
         SparkConf()
         .setMaster(url)
         .setAppName(app)
-        .set("spark.ui.enabled", "false")
         .set("spark.ui.showConsoleProgress", "false")
         .set("spark.python.worker.reuse", "true")
     )
+    if url.startswith("local"):
+        conf.set("spark.ui.enabled", "false")
     for key, val in spark_conf_pairs(extra):
         conf.set(key, val)
     sc = SparkContext(conf=conf)
@@ -261,14 +265,23 @@ def resolve_all(sc: Any, specs: list[str], input_format: str) -> list[InputFile]
         expanded += _read_path_list(spec) if spec.startswith("@") else [spec]
     local = [s for s in expanded if not is_hadoop_path(s)]
     remote = [s for s in expanded if is_hadoop_path(s)]
-    files: dict[str, InputFile] = {}
+    found: list[InputFile] = []
     if local:
-        for f in resolve_inputs(local, input_format):
-            files.setdefault(f.path, f)
+        found += resolve_inputs(local, input_format)
     if remote:
-        for f in hadoop_list(sc, remote, input_format):
-            files.setdefault(f.path, f)
+        found += hadoop_list(sc, remote, input_format)
+    files: dict[str, InputFile] = {}
+    for f in found:  # each file once, also when named both as a path and as a file: URI
+        files.setdefault(_identity(f.path), f)
     return sorted(files.values())
+
+
+def _identity(path: str) -> str:
+    if path.startswith("file:"):
+        from urllib.parse import unquote, urlparse
+
+        return os.path.abspath(unquote(urlparse(path).path))
+    return path
 
 
 def _format_of_bytes(data: bytes, input_format: str) -> str:
@@ -483,7 +496,6 @@ def _unconverged(items, bag: CounterBag):
 
 def star_components_rdd(edges: Any, parts: int, max_rounds: int, acc: Any) -> Any:
     """Large-star/small-star rounds until the edge set stops changing (or ``max_rounds``)."""
-
     from c4forge.filters import minhash as mh
 
     def step(rdd: Any, prep: Callable, star: Callable) -> Any:
@@ -502,9 +514,8 @@ def star_components_rdd(edges: Any, parts: int, max_rounds: int, acc: Any) -> An
             step(current, mh.large_star_input, mh.large_star), mh.small_star_input, mh.small_star
         )
         materialize(nxt)
-        changed = (
-            not nxt.subtract(current, parts).isEmpty() or not current.subtract(nxt, parts).isEmpty()
-        )
+        diff = nxt.subtract(current, parts).union(current.subtract(nxt, parts))
+        changed = not diff.isEmpty()
         current.unpersist()
         current = nxt
         if not changed:
@@ -595,7 +606,7 @@ def run_clean_spark(
 
     started = time.monotonic()
     shard_options, params = validate_spark_args(args)
-    master = check_master(args.master)  # before anything slow: an unreachable master fails now
+    master = check_master(args.master) if args.master else None  # fail fast, before the JVM
     own = spark_context is None
     sc = spark_context or make_context(master, args.workers, extra)
     try:
@@ -632,7 +643,7 @@ def _run(sc: Any, args, shard_options, params, started: float, summary) -> int:
     if "://" not in args.output:
         os.makedirs(args.output, exist_ok=True)
 
-    parts = max(2, sc.defaultParallelism)
+    parts = max(2, sc.defaultParallelism, len(files))  # ≥ one shuffle partition per input
     description = f"Spark {sc.master} ({sc.defaultParallelism} cores)"
     _log(
         args,

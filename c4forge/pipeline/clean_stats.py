@@ -124,8 +124,15 @@ def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
     return bag.counts, source
 
 
-def full_counters(raw: Mapping[str, Mapping[str, int]], dedup: str) -> dict[str, dict[str, int]]:
-    """Every reason of §13 present, zeros included; the ``dedup`` stage only when dedup runs."""
+def full_counters(
+    raw: Mapping[str, Mapping[str, int]], dedup: str, near_dedup: bool = False
+) -> dict[str, dict[str, int]]:
+    """Every reason of §13 present, zeros included; the ``dedup`` stage only when dedup runs.
+
+    Issue-5 extensions, zeros included too: the ``near_dedup`` stage when MinHash ran, and the
+    WARC skip reasons (``warc_html.REASONS``) when any WARC record was read. Without those the
+    result is exactly §13's (the Spark driver builds the same dict).
+    """
     bag = CounterBag()
     bag.merge(raw)
     out = bag.as_dict(None if dedup == "none" else dedup)
@@ -136,7 +143,33 @@ def full_counters(raw: Mapping[str, Mapping[str, int]], dedup: str) -> dict[str,
         for stage, reasons in out.items():
             full.setdefault(stage, {}).update(reasons)
         out = {s: dict(sorted(r.items())) for s, r in sorted(full.items())}
-    return out
+    from c4forge.filters import warc_html
+
+    wet_counts = out.setdefault("wet", {})
+    if any(wet_counts.get(r, 0) for r in warc_html.REASONS):
+        for r in warc_html.REASONS:
+            wet_counts.setdefault(r, 0)
+    if near_dedup:
+        from c4forge.filters import minhash
+
+        nd = out.setdefault(minhash.STAGE, {})
+        for r in minhash.REASONS:
+            nd.setdefault(r, 0)
+    return {s: dict(sorted(r.items())) for s, r in sorted(out.items())}
+
+
+def conservation(counters: Mapping, dedup: str, near_dedup: bool = False) -> list[str]:
+    """§13's identities, with WARC skips folded into ``non_conversion`` and, after MinHash,
+    the dedup → near_dedup → langid identities of ``minhash.conservation_errors``."""
+    from c4forge.filters import warc_html
+
+    errors = conservation_errors(warc_html.fold_warc_reasons(dict(counters)), dedup)
+    if near_dedup:
+        from c4forge.filters import minhash
+
+        errors = [e for e in errors if not e.startswith("langid total")]
+        errors += minhash.conservation_errors(dict(counters), dedup)
+    return errors
 
 
 def outputs_block(shards: list[dict], counts: Mapping[str, int]) -> dict[str, Any]:
@@ -185,9 +218,9 @@ def totals_block(
 
 
 def make_stats(
-    config: dict, inputs: dict, counters: dict, outputs: dict, dedup: str
+    config: dict, inputs: dict, counters: dict, outputs: dict, dedup: str, near_dedup: bool = False
 ) -> dict[str, Any]:
-    errors = conservation_errors(counters, dedup)
+    errors = conservation(counters, dedup, near_dedup)
     written = sum(o["documents"] for o in outputs.values())
     split_total = sum(counters.get("split", {}).values())
     if written != split_total:

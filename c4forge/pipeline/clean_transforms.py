@@ -58,16 +58,31 @@ class ReadWetFn(CountingDoFn):
     input, so the driver can show a progress bar across worker processes.
     """
 
-    def __init__(self, max_record_bytes: int, progress_dir: str | None = None) -> None:
+    def __init__(
+        self, max_record_bytes: int, progress_dir: str | None = None, input_format: str = "wet"
+    ) -> None:
         self.max_record_bytes = max_record_bytes
         self.progress_dir = progress_dir
+        self.input_format = input_format
 
     def process(self, path: str) -> Iterator[Any]:
-        from c4forge.filters.wet import open_binary, read_wet
-
         name = path.rsplit("/", 1)[-1]
-        with open_binary(path) as stream:
-            yield from read_wet(stream, name, self.count, max_record_bytes=self.max_record_bytes)
+        if self.input_format == "wet":
+            from c4forge.filters.wet import open_binary, read_wet
+
+            with open_binary(path) as stream:
+                yield from read_wet(
+                    stream, name, self.count, max_record_bytes=self.max_record_bytes
+                )
+        else:  # "warc" or "auto" (decided per file by sniffing its first records)
+            from c4forge.filters.warc_html import read_path
+
+            yield from read_path(
+                path,
+                self.count,
+                input_format=self.input_format,
+                max_record_bytes=self.max_record_bytes,
+            )
         if self.progress_dir:
             import hashlib
             import os
@@ -154,10 +169,13 @@ class SpanOccurrencesFn(beam.DoFn):
 
 class SpanRemovalsFn(CountingDoFn):
     def process(self, element: tuple[str, Iterable[tuple]]) -> Iterator[tuple[str, tuple]]:
-        _, occurrences = element
-        occ = [dd.SpanOccurrence(*o) for o in occurrences]
-        for url, removal in dd.count_span_key(occ, self.count):
+        _, occurrences = element  # re-iterable grouped values; never copied into a list
+        repeated = False
+        for url, removal in dd.iter_span_removals(occurrences):
+            repeated = True
             yield url, tuple(removal)
+        if repeated:
+            self.count(dd.STAGE, "repeated_windows")
 
 
 class ApplySpanRemovalsFn(CountingDoFn):

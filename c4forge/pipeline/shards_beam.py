@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import gzip
 import math
 import os
 import re
-import shutil
 import sys
 import threading
 import time
@@ -40,9 +38,8 @@ import numpy as np
 
 from c4forge import __version__
 from c4forge.errors import ConfigError, InputError, OutputExistsError
-from c4forge.formats import clean_docs
+from c4forge.formats import clean_docs, storage
 from c4forge.formats import shards as fmt
-from c4forge.fsutil import read_json, sha256_file, write_json
 
 # Rows per block handed to the shuffle: bounds a worker's memory to a few blocks whatever the
 # clean shard's size (a C4 clean shard makes ~270k rows of 1.25 kB).
@@ -126,11 +123,12 @@ def count_documents(files: list[str]) -> int:
         if path.endswith(".parquet"):
             import pyarrow.parquet as pq
 
-            total += pq.ParquetFile(path).metadata.num_rows
+            with storage.open_read(path) as raw:
+                total += pq.ParquetFile(raw).metadata.num_rows
             continue
-        opener = gzip.open if path.endswith(".gz") else open
         try:
-            with opener(path, "rb") as f:
+            with storage.open_read(path) as raw:
+                f = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
                 total += sum(1 for line in f if line.strip())
         except (OSError, EOFError) as err:
             raise InputError(f"{path}: unreadable or truncated file: {err}") from err
@@ -144,7 +142,7 @@ def source_block(docs: str, clean_files: dict[str, list[str]]) -> dict[str, Any]
     for split, files in clean_files.items():
         n = clean_docs.split_documents(stats, split) if stats is not None else None
         documents[split] = n if n is not None else count_documents(files)
-    digest = sha256_file(clean_docs.clean_stats_path(docs)) if stats is not None else None
+    digest = storage.sha256(clean_docs.clean_stats_path(docs)) if stats is not None else None
     return {"clean_stats_sha256": digest, "documents": documents}
 
 
@@ -187,8 +185,6 @@ def make_job(args: argparse.Namespace) -> ShardsJob:
 
     docs = args.docs if getattr(args, "docs", None) else args.target[0]
     output = args.output
-    if "://" in output:
-        raise ConfigError(f"--output {output}: only local folders are supported for shards so far")
     if args.batch_rows < 1:
         raise ConfigError(f"--batch-rows must be >= 1, got {args.batch_rows}")
     if args.seed < 0:
@@ -438,7 +434,7 @@ def count_block(stats: dict[str, int], block: Block, schema: list[dict[str, Any]
 
 
 def clean_stats_path(output: str, split: str, clean_index: int) -> str:
-    return os.path.join(
+    return storage.join(
         output, fmt.PROGRESS_DIR, CLEAN_STATS_DIR, f"{split}-{clean_index:05d}.json"
     )
 
@@ -459,7 +455,7 @@ def write_one_shard(
     columns = assemble(blocks, job.schema)
     meta = fmt.shard_metadata(job.fingerprint, job.vocab_descriptor["sha256"], split, index, count)
     rec = fmt.write_shard(
-        os.path.join(job.output, name),
+        storage.join(job.output, name),
         job.schema,
         columns,
         meta,
@@ -496,9 +492,9 @@ class BuildRows(beam.DoFn):
             count_block(stats, block, self.job.schema)
             yield split, block
         # Same content on a retried bundle, so rewriting it is harmless.
-        write_json(
+        storage.write_json(
             clean_stats_path(self.job.output, split, clean_docs.shard_index(path)),
-            {"split": split, "file": os.path.basename(path), "stats": stats},
+            {"split": split, "file": storage.basename(path), "stats": stats},
         )
 
 
@@ -556,18 +552,15 @@ def build_pipeline(pipeline: Any, job: ShardsJob, skip: frozenset[str]) -> None:
 
 
 def _our_files(output: str) -> list[str]:
-    if not os.path.isdir(output):
-        return []
-    return sorted(n for n in os.listdir(output) if _SHARD_FILE_RE.match(n) or ".arrow.tmp-" in n)
+    return [n for n in storage.listdir(output) if _SHARD_FILE_RE.match(n) or ".arrow.tmp-" in n]
 
 
 def remove_previous(output: str) -> None:
     """--overwrite: delete what a shard build writes here, and nothing else in the folder."""
     for name in _our_files(output):
-        os.remove(os.path.join(output, name))
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(os.path.join(output, fmt.INDEX_NAME))
-    shutil.rmtree(os.path.join(output, fmt.PROGRESS_DIR), ignore_errors=True)
+        storage.remove(storage.join(output, name))
+    storage.remove(storage.join(output, fmt.INDEX_NAME))
+    storage.rmtree(storage.join(output, fmt.PROGRESS_DIR))
 
 
 def build_record(job: ShardsJob) -> dict[str, Any]:
@@ -601,11 +594,11 @@ def _index_matches(job: ShardsJob, index: dict[str, Any]) -> bool:
 def prepare_output(job: ShardsJob, overwrite: bool) -> str:
     """Decide what to do with an existing folder: 'done', 'resume' or 'fresh' (§3.4)."""
     out = job.output
-    index_path = os.path.join(out, fmt.INDEX_NAME)
-    record_path = os.path.join(out, fmt.PROGRESS_DIR, BUILD_RECORD)
+    index_path = storage.join(out, fmt.INDEX_NAME)
+    record_path = storage.join(out, fmt.PROGRESS_DIR, BUILD_RECORD)
     want = build_record(job)
-    if os.path.exists(index_path):
-        index = read_json(index_path)
+    if storage.exists(index_path):
+        index = storage.read_json(index_path)
         if not _index_matches(job, index):
             if not overwrite:
                 raise OutputExistsError(
@@ -624,13 +617,13 @@ def prepare_output(job: ShardsJob, overwrite: bool) -> str:
                     if progress.finished(rec["file"], job.fingerprint) is None:
                         intact = False
             if intact:
-                shutil.rmtree(os.path.join(out, fmt.PROGRESS_DIR), ignore_errors=True)
+                storage.rmtree(storage.join(out, fmt.PROGRESS_DIR))
                 return "done"
-            os.remove(index_path)
-            write_json(record_path, want)
+            storage.remove(index_path)
+            storage.write_json(record_path, want)
             return "resume"
-    elif os.path.exists(record_path):
-        if read_json(record_path) != want:
+    elif storage.exists(record_path):
+        if storage.read_json(record_path) != want:
             if not overwrite:
                 raise OutputExistsError(
                     f"{out} holds an unfinished shard build with other settings "
@@ -647,15 +640,16 @@ def prepare_output(job: ShardsJob, overwrite: bool) -> str:
                 "pass --overwrite to replace them"
             )
         remove_previous(out)
-    os.makedirs(os.path.join(out, fmt.PROGRESS_DIR), exist_ok=True)
-    write_json(record_path, want)
+    storage.makedirs(storage.join(out, fmt.PROGRESS_DIR))
+    storage.write_json(record_path, want)
     return "fresh"
 
 
 def _remove_tmp(out: str) -> None:
-    for path in glob.glob(os.path.join(out, "*.tmp-*")):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
+    """Leftovers of writes interrupted by a crash (a finished write renamed its temp file)."""
+    for name in storage.listdir(out):
+        if ".tmp-" in name:
+            storage.remove(storage.join(out, name))
 
 
 def finished_shards(job: ShardsJob) -> frozenset[str]:
@@ -677,9 +671,9 @@ def gather_stats(job: ShardsJob) -> dict[str, dict[str, int]]:
         total = empty_stats(job.objective)
         for path in job.clean_files[split]:
             rec_path = clean_stats_path(job.output, split, clean_docs.shard_index(path))
-            if not os.path.exists(rec_path):
+            if not storage.exists(rec_path):
                 raise RuntimeError(f"clean shard {path} was not processed ({rec_path} missing)")
-            for k, v in read_json(rec_path)["stats"].items():
+            for k, v in storage.read_json(rec_path)["stats"].items():
                 total[k] = total.get(k, 0) + v
         out[split] = total
     return out
@@ -775,16 +769,17 @@ class _ProgressWatcher:
 
         clean_total = sum(len(f) for f in self.job.clean_files.values())
         shards_total = sum((self.job.num_shards or {}).values()) or None
-        pdir = os.path.join(self.job.output, fmt.PROGRESS_DIR)
+        pdir = storage.join(self.job.output, fmt.PROGRESS_DIR)
+        # A bucket listing costs a request: poll it every 10 s, a local folder every 0.5 s.
+        every = 10.0 if storage.is_remote(pdir) else 0.5
         with (
             tqdm(total=clean_total, desc="clean shards read", unit="file", file=sys.stderr) as a,
             tqdm(total=shards_total, desc="shards written", unit="shard", file=sys.stderr) as b,
         ):
-            while not self.stop.wait(0.5):
-                with contextlib.suppress(FileNotFoundError):
-                    a.update(len(os.listdir(os.path.join(pdir, CLEAN_STATS_DIR))) - a.n)
-                with contextlib.suppress(FileNotFoundError):
-                    b.update(sum(n.endswith(".arrow.json") for n in os.listdir(pdir)) - b.n)
+            while not self.stop.wait(every):
+                with contextlib.suppress(OSError):
+                    a.update(len(storage.listdir(storage.join(pdir, CLEAN_STATS_DIR))) - a.n)
+                    b.update(sum(n.endswith(".arrow.json") for n in storage.listdir(pdir)) - b.n)
 
     def __enter__(self) -> _ProgressWatcher:
         if self.thread is not None:
@@ -838,7 +833,7 @@ def run_job(
                 raise
         index = finish(job, gather_stats(job))
     else:
-        index = read_json(os.path.join(job.output, fmt.INDEX_NAME))
+        index = storage.read_json(storage.join(job.output, fmt.INDEX_NAME))
     if not quiet:
         if state == "done":
             print(

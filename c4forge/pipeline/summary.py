@@ -19,11 +19,18 @@ PAGE_DROPS: dict[str, tuple[str, ...]] = {
         "no_url",
         "no_content",
         "no_timestamp",
+        # WARC input (--input-format warc/auto, c4forge.filters.warc_html.REASONS)
+        "non_response",
+        "bad_http_header",
+        "http_status",
+        "non_html",
+        "undecodable",
     ),
     "length": ("too_long_page",),
     "url_dedup": ("duplicate_url",),
     "clean": ("loremipsum", "squigglybracket", "too_few_sentences"),
     "dedup": ("empty", "too_few_sentences"),
+    "near_dedup": ("removed",),
     "langid": ("langdetect_exception", "no_predictions", "low_confidence", "ignored_language"),
     "badwords": ("contains_badword",),
 }
@@ -38,12 +45,14 @@ DETAIL: dict[str, tuple[str, ...]] = {
         "repeated_windows",
     ),
     "url_dedup": ("tie_text_md5",),
+    "near_dedup": ("candidates", "true_pairs", "unconverged"),
     "badwords": ("soft_passed", "no_list"),
 }
 DETAIL_LABEL = {
     "clean": "lines",
     "dedup": "lines/sentences",
     "url_dedup": "groups",
+    "near_dedup": "pairs",
     "langid": "by language",
     "badwords": "kept",
 }
@@ -53,6 +62,7 @@ TITLES = {
     "url_dedup": "URL dedup",
     "clean": "line & page rules",
     "dedup": "dedup",
+    "near_dedup": "near-dedup (MinHash)",
     "langid": "langdetect en ≥ 0.99",
     "badwords": "bad words",
 }
@@ -86,6 +96,7 @@ def funnel(counters: Mapping[str, Mapping[str, int]]) -> list[Step]:
         "url_dedup": g("url_dedup", "passed"),
         "clean": g("clean", "passed"),
         "dedup": g("dedup", "passed"),
+        "near_dedup": g("near_dedup", "passed"),
         "langid": g("langid", "passed"),
         "badwords": g("badwords", "passed")
         + g("badwords", "soft_passed")

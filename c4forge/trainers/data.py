@@ -256,6 +256,7 @@ class TrainStream(_iterable_base()):  # type: ignore[misc]
         end_step: int,
         split: str = "train",
         as_numpy: bool = False,
+        host_dtype: Any = None,
     ) -> None:
         super().__init__()
         shards = shard_set.split_shards(split)
@@ -269,6 +270,7 @@ class TrainStream(_iterable_base()):  # type: ignore[misc]
         self.start_step = start_step
         self.end_step = end_step
         self.as_numpy = as_numpy
+        self.host_dtype = host_dtype  # e.g. int32 for XLA, which has no uint16 transfers
 
     def __len__(self) -> int:
         return (self.end_step - self.start_step) * self.plan.grad_accum
@@ -297,6 +299,8 @@ class TrainStream(_iterable_base()):  # type: ignore[misc]
             step += self.start_step
             shard, within = self.order.locate(self.micro_rows(step, micro))
             data = reader.gather(shard, within)
+            if self.host_dtype is not None:
+                data = {k: v.astype(self.host_dtype) for k, v in data.items()}
             item: dict[str, Any] = dict(data)
             if not self.as_numpy:
                 torch = _torch()
@@ -384,6 +388,8 @@ def to_device(item: dict[str, Any], device: Any, non_blocking: bool = False) -> 
         t = item[name]
         if isinstance(t, np.ndarray):
             t = torch.from_numpy(t)
+        if t.dtype == torch.uint16 and torch.device(device).type == "xla":
+            t = t.to(torch.int32)  # XLA has no uint16 transfers; widen on the host
         return t.to(device, non_blocking=non_blocking).to(torch.int64)
 
     inputs, targets = move("inputs"), move("targets")

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from c4forge import __version__
@@ -366,7 +367,7 @@ class Trainer:
         use_compile = o.compile if o.compile is not None else self.dev.kind == "cuda"
         fwd: torch.nn.Module = model
         if use_compile and self.dev.kind != "xla":
-            fwd = torch.compile(model)
+            fwd = torch.compile(model, dynamic=False)  # static shapes (model.md §4)
         self.forward_model = fwd  # eval path (no DDP)
         self.train_model = dist.wrap_ddp(fwd, self.info, self.dev.device)
         self.compiled = use_compile
@@ -377,7 +378,13 @@ class Trainer:
 
     # ------------------------------------------------------------------------- pieces
     def _loader(self) -> Any:
-        stream = TrainStream(self.shards, self.plan, self.start_step, self.opts.steps)
+        stream = TrainStream(
+            self.shards,
+            self.plan,
+            self.start_step,
+            self.opts.steps,
+            host_dtype=np.int32 if self.dev.kind == "xla" else None,
+        )
         workers = self.opts.num_workers
         if workers is None:
             workers = 2 if self.dev.kind in ("cuda", "xla") else 0

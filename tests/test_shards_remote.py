@@ -1,0 +1,214 @@
+"""`c4forge shards --output SCHEME://…`: shards, progress records and index.json written through
+Beam's FileSystems, as a Dataflow run writes them to a bucket.
+
+The bucket is faked by `MemFileSystem`, a minimal in-memory Beam `FileSystem` registered under
+the `memfs://` scheme (Beam finds FileSystem subclasses by scheme). It fakes the storage, not
+the code under test: the shard job, `c4forge.formats.storage` and Beam's `FileSystems` dispatch
+all run for real. Objects become visible only when their writer is closed, like GCS objects.
+The job runs with one in-process worker so that it shares this process's memory.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import threading
+
+import pytest
+from apache_beam.io.filesystem import BeamIOError, FileMetadata, FileSystem
+
+from c4forge.cli import main
+from c4forge.formats import shards as S
+from c4forge.formats import storage
+
+SAMPLE = os.path.join(
+    os.path.dirname(__file__), "..", "c4forge", "data", "sample", "c4-sample.00000-of-00001.json.gz"
+)
+
+
+class _Writer(io.BytesIO):
+    def __init__(self, fs: type[MemFileSystem], path: str) -> None:
+        super().__init__()
+        self.fs, self.path = fs, path
+
+    def close(self) -> None:
+        if not self.closed:
+            with self.fs.lock:
+                self.fs.files[self.path] = self.getvalue()
+                self.fs.writes.append(self.path)
+        super().close()
+
+
+class MemFileSystem(FileSystem):
+    """Objects in a class-level dict (Beam creates a new FileSystem object per call)."""
+
+    files: dict[str, bytes] = {}
+    writes: list[str] = []
+    lock = threading.Lock()
+
+    @classmethod
+    def scheme(cls) -> str:
+        return "memfs"
+
+    def join(self, basepath: str, *paths: str) -> str:
+        return "/".join([basepath.rstrip("/"), *paths])
+
+    def split(self, path: str) -> tuple[str, str]:
+        head, _, tail = path.rpartition("/")
+        return head, tail
+
+    def mkdirs(self, path: str) -> None:
+        pass
+
+    def has_dirs(self) -> bool:
+        return False
+
+    def _list(self, dir_or_prefix: str):
+        with self.lock:
+            items = sorted(self.files.items())
+        for path, data in items:
+            if path.startswith(dir_or_prefix):
+                yield FileMetadata(path, len(data))
+
+    def create(self, path, mime_type="application/octet-stream", compression_type=None):
+        return _Writer(type(self), path)
+
+    def open(self, path, mime_type="application/octet-stream", compression_type=None):
+        if path not in self.files:
+            raise BeamIOError(f"{path}: no such object")
+        return io.BytesIO(self.files[path])
+
+    def copy(self, source_file_names, destination_file_names):
+        for src, dst in zip(source_file_names, destination_file_names):
+            self.files[dst] = self.files[src]
+
+    def rename(self, source_file_names, destination_file_names):
+        with self.lock:
+            for src, dst in zip(source_file_names, destination_file_names):
+                self.files[dst] = self.files.pop(src)
+
+    def exists(self, path: str) -> bool:
+        return path in self.files
+
+    def size(self, path: str) -> int:
+        return len(self.files[path])
+
+    def last_updated(self, path: str) -> float:
+        return 0.0
+
+    def checksum(self, path: str) -> str:
+        return str(len(self.files[path]))
+
+    def metadata(self, path: str) -> FileMetadata:
+        return FileMetadata(path, len(self.files[path]))
+
+    def delete(self, paths) -> None:
+        with self.lock:
+            for p in paths:
+                if p not in self.files:
+                    raise BeamIOError(f"{p}: no such object")
+                del self.files[p]
+
+
+def write_c4_file(path: str, lines: list[bytes]) -> None:
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
+        f.write(b"".join(lines))
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return tmp_path_factory.mktemp("remote")
+
+
+@pytest.fixture(scope="module")
+def docs(work):
+    with gzip.open(SAMPLE, "rb") as f:
+        lines = f.read().splitlines(keepends=True)
+    d = work / "docs"
+    d.mkdir()
+    write_c4_file(str(d / "c4-train.00000-of-00002.json.gz"), lines[:150])
+    write_c4_file(str(d / "c4-train.00001-of-00002.json.gz"), lines[150:300])
+    write_c4_file(str(d / "c4-validation.00000-of-00001.json.gz"), lines[300:340])
+    return str(d)
+
+
+@pytest.fixture(scope="module")
+def vocab_dir(work, docs):
+    from c4forge.tokenizers.train import Source, build_vocab
+
+    out = str(work / "vocab")
+    build_vocab([Source("en", docs)], out, vocab_size=500, sample_chars=200_000, progress=False)
+    return out
+
+
+def build(docs: str, vocab_dir: str, out: str, *extra: str) -> int:
+    argv = ["shards", docs, "--vocab", vocab_dir, "--output", out, "--inputs-length", "64"]
+    return main([*argv, "--num-shards", "train=3", "--workers", "1", "--quiet", *extra])
+
+
+@pytest.fixture(scope="module")
+def local_set(work, docs, vocab_dir):
+    out = str(work / "local")
+    assert build(docs, vocab_dir, out) == 0
+    return out
+
+
+def bucket(prefix: str) -> dict[str, bytes]:
+    return {p[len(prefix) + 1 :]: d for p, d in MemFileSystem.files.items() if p.startswith(prefix)}
+
+
+def test_storage_functions_on_a_beam_filesystem():
+    MemFileSystem.files.clear()
+    base = "memfs://b/fs-test"
+    assert storage.is_remote(base) and storage.join(base, "a", "b.json") == base + "/a/b.json"
+    storage.write_json(storage.join(base, "x.json"), {"b": 1, "a": [1, 2]})
+    assert MemFileSystem.files[base + "/x.json"] == b'{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n'
+    assert storage.read_json(base + "/x.json") == {"a": [1, 2], "b": 1}
+    storage.write_bytes(base + "/sub/y.bin", b"abc")
+    assert storage.listdir(base) == ["x.json"]  # direct children only
+    assert storage.listdir(base + "/sub") == ["y.bin"] and storage.listdir("memfs://b/none") == []
+    assert storage.size(base + "/sub/y.bin") == 3
+    assert storage.sha256(base + "/sub/y.bin") == S.sha256_bytes(b"abc")
+    with pytest.raises(RuntimeError), storage.atomic_writer(base + "/z.bin") as f:
+        f.write(b"partial")
+        raise RuntimeError("interrupted")
+    assert not any("z.bin" in p for p in MemFileSystem.files)  # neither final nor temp name
+    storage.remove(base + "/missing")  # not an error
+    storage.rmtree(base + "/sub")
+    assert list(MemFileSystem.files) == [base + "/x.json"]
+
+
+def test_remote_output_matches_local_bytes(local_set, docs, vocab_dir):
+    MemFileSystem.files.clear()
+    out = "memfs://bucket/shards"
+    assert build(docs, vocab_dir, out) == 0
+    remote = bucket(out)
+    local = {n: open(os.path.join(local_set, n), "rb").read() for n in os.listdir(local_set)}
+    assert sorted(remote) == sorted(local)  # no _progress/ and no temp objects left behind
+    assert remote == local
+    index = json.loads(remote["index.json"])
+    assert index["splits"]["train"]["num_shards"] == 3
+
+
+def test_remote_rerun_rebuilds_only_a_damaged_shard(docs, vocab_dir, capsys):
+    MemFileSystem.files.clear()
+    out = "memfs://bucket/again"
+    assert build(docs, vocab_dir, out) == 0
+    reference = bucket(out)
+    MemFileSystem.writes.clear()
+    assert build(docs, vocab_dir, out) == 0  # complete: no shard or manifest rewritten
+    assert [w for w in MemFileSystem.writes if "/_progress/" not in w] == []
+    assert sorted(bucket(out)) == sorted(reference)  # and the check's records are gone
+    victim = f"{out}/train-00002-of-00003.arrow"
+    MemFileSystem.files[victim] = MemFileSystem.files[victim][:100]  # truncated later
+    assert build(docs, vocab_dir, out) == 0
+    final = {w.split(".tmp-")[0] for w in MemFileSystem.writes if "/_progress/" not in w}
+    assert final == {victim, f"{out}/index.json"}
+    assert bucket(out) == reference
+    # Other settings in the same bucket folder need --overwrite, as locally.
+    assert build(docs, vocab_dir, out, "--seed", "3") == 2
+    assert "pass --overwrite" in capsys.readouterr().err
+    assert build(docs, vocab_dir, out, "--seed", "3", "--overwrite") == 0
+    assert json.loads(MemFileSystem.files[f"{out}/index.json"])["seed"] == 3
