@@ -281,3 +281,21 @@ def test_runner_option_passes_through_and_output_is_identical(lines_case, tmp_pa
     with open(os.path.join(out, "stats.json"), "rb") as a:
         with open(os.path.join(lines_case["out"], "stats.json"), "rb") as b:
             assert a.read() == b.read()
+
+
+def test_dedup_none_skips_the_stage(lines_case, tmp_path):
+    out = str(tmp_path / "none")
+    assert (
+        clean(lines_case["wet"], "--output", out, "--dedup", "none", "--workers", "1", "--quiet")
+        == 0
+    )
+    stats = read_json(os.path.join(out, "stats.json"))
+    assert "dedup" not in stats["counters"] and stats["conservation_errors"] == []
+    counters, docs = reference_clean([lines_case["wet"]], "none")
+
+    def nonzero(c: dict) -> dict:
+        return {s: {r: n for r, n in rs.items() if n} for s, rs in c.items()}
+
+    assert nonzero(stats["counters"]) == nonzero(counters)
+    # Without dedup the shared line survives on every page that had it (twice on one).
+    assert stats["outputs"]["validation"]["documents"] == len(docs) == 4

@@ -167,6 +167,12 @@ def test_vocabulary_class(vocab_dir):
     assert v.decode(ids) == text
     assert v.decode(ids + [v.sentinel(0), 1, 0, 0]) == text + "<extra_id_0>"
     assert v.encode_batch([text, "", text]) == [ids, [], ids]
+    arrays = v.encode_arrays([text, "", text])  # numpy fast path of the shard job
+    assert [a.dtype for a in arrays] == [np.dtype(np.int32)] * 3
+    assert [a.tolist() for a in arrays] == [ids, [], ids]
+    old_sp = pickle.loads(pickle.dumps(v))
+    old_sp._numpy_out = False  # the conversion fallback for sentencepiece without numpy output
+    assert [a.tolist() for a in old_sp.encode_arrays([text, ""])] == [ids, []]
     assert v.encode("<extra_id_0>") != [v.sentinel(0)]  # data encoding never yields sentinels
     assert v.encode_with_sentinels("<extra_id_0>")[-1] == v.sentinel(0)
     assert v.model_path.endswith("sentencepiece.extra_ids.model")
@@ -229,6 +235,20 @@ def test_sampling_is_deterministic_and_counts(corpus, tmp_path):
     )
     assert lines1 == lines2 and lines1 != lines3
     assert s1.lines == len(lines1) and s1.lines_too_long == 0
+    # --sample-sentences: a line budget = the lines with the smallest hashes, in hash order,
+    # alone (no character budget) or on top of the character sample.
+    every, all_stats, _ = sample_lines(
+        [Source("en", corpus)], seed=0, sample_chars=None, progress=False
+    )
+    assert all_stats.lines == all_stats.candidate_lines > len(lines1)
+    first, st, _ = sample_lines(
+        [Source("en", corpus)], seed=0, sample_chars=None, sample_sentences=300, progress=False
+    )
+    assert first == every[:300] and st.lines == 300
+    both, _, _ = sample_lines(
+        [Source("en", corpus)], seed=0, sample_chars=500_000, sample_sentences=50, progress=False
+    )
+    assert both == lines1[:50]
     # a line over 4192 bytes is counted, not trained on; clean stats.json supplies total_chars
     d = tmp_path / "long"
     d.mkdir()

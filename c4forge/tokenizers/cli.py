@@ -37,8 +37,17 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--sample-chars",
         type=int,
-        default=500_000_000,
-        help="characters to sample for training (default 5e8: ~10-14 GB of trainer memory)",
+        default=None,
+        help="character budget of the training sample (default 5e8 unless --sample-sentences "
+        "is given alone: ~10-14 GB of trainer memory)",
+    )
+    p.add_argument(
+        "--sample-sentences",
+        type=int,
+        default=None,
+        metavar="N",
+        help="line budget instead (or on top) of --sample-chars: the N lines with the smallest "
+        "sampling hashes (order-independent); alone, no character budget applies",
     )
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     p.add_argument(
@@ -66,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=None,
         metavar="LANG=W[:DIR],...",
         help="language mixture, e.g. en=10,de=1:clean_de,fr=1:clean_fr,ro=1:clean_ro (T5's "
-        "10:1:1:1); weights split --sample-chars; an entry without :DIR uses DOCS",
+        "10:1:1:1); weights split the sample budgets; an entry without :DIR uses DOCS",
     )
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing vocabulary in --output"
@@ -80,6 +89,12 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from c4forge.errors import ConfigError
     from c4forge.tokenizers.train import Source, build_vocab, iter_summary, parse_mix
 
+    from c4forge.tokenizers.train import DEFAULT_SAMPLE_CHARS
+
+    # --sample-sentences alone is a pure line budget; otherwise the character budget applies.
+    sample_chars = args.sample_chars
+    if sample_chars is None and args.sample_sentences is None:
+        sample_chars = DEFAULT_SAMPLE_CHARS
     if args.mix:
         sources = parse_mix(args.mix, args.docs)
     elif args.docs:
@@ -91,7 +106,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         args.output,
         vocab_size=args.vocab_size,
         seed=args.seed,
-        sample_chars=args.sample_chars,
+        sample_chars=sample_chars,
+        sample_sentences=args.sample_sentences,
         extra_ids=args.extra_ids,
         byte_fallback=args.byte_fallback,
         character_coverage=args.character_coverage,

@@ -160,9 +160,24 @@ def line_hash(seed: int, url: str, line_index: int) -> bytes:
 
 
 def sample_lines(
-    sources: list[Source], *, seed: int, sample_chars: int, progress: bool = True
+    sources: list[Source],
+    *,
+    seed: int,
+    sample_chars: int | None,
+    progress: bool = True,
+    sample_sentences: int | None = None,
 ) -> tuple[list[str], SampleStats, dict[str, Any]]:
-    """The training lines, sorted by hash, plus stats and a description of the sources."""
+    """The training lines, sorted by hash, plus stats and a description of the sources.
+
+    Two budgets, split between sources by weight: ``sample_chars`` keeps a line iff its hash
+    falls under ``2^128 × share / total_chars`` (objectives.md §1.4); ``sample_sentences`` (a
+    line budget, the issue's ``--sample-sentences``) keeps the lines with the smallest hashes,
+    at most ``share`` of them, through a bounded heap. Both depend on hashes only, so the
+    sample is order-independent; with both, the line budget applies to the character sample.
+    ``sample_chars=None`` means no character budget.
+    """
+    import heapq
+
     from tqdm import tqdm
 
     stats = SampleStats()
@@ -175,11 +190,21 @@ def sample_lines(
             None if os.path.isfile(source.directory) else clean_docs.clean_stats(source.directory)
         )
         total_chars = clean_docs.split_characters(cstats, "train")
-        counted = total_chars is None
+        counted = total_chars is None and sample_chars is not None
         if counted:
             total_chars = _count_chars(files)
-        share = sample_chars * source.weight / total_weight
-        fraction = 1.0 if total_chars == 0 else min(1.0, share / total_chars)
+        if sample_chars is None:
+            fraction = 1.0
+        else:
+            share = sample_chars * source.weight / total_weight
+            fraction = 1.0 if total_chars == 0 else min(1.0, share / total_chars)
+        # Max-heap (negated hash) of the line budget's current picks; None = no line budget.
+        budget = (
+            None
+            if sample_sentences is None
+            else max(1, round(sample_sentences * source.weight / total_weight))
+        )
+        picked: list[tuple[int, str]] = []
         # Threshold as an exact integer: hash < 2^128 * fraction (fraction as a float64 ratio).
         threshold = HASH_SPACE if fraction >= 1.0 else int(HASH_SPACE * fraction)
         src_stats = {"documents": 0, "lines": 0, "characters": 0, "lines_too_long": 0}
@@ -213,10 +238,19 @@ def sample_lines(
                     stats.candidate_chars += len(line)
                     h = line_hash(seed, url, index)
                     if threshold == HASH_SPACE or int.from_bytes(h, "big") < threshold:
-                        kept.append((h, line))
-                        src_stats["lines"] += 1
-                        src_stats["characters"] += len(line)
+                        if budget is None:
+                            kept.append((h, line))
+                            src_stats["lines"] += 1
+                            src_stats["characters"] += len(line)
+                        elif len(picked) < budget:
+                            heapq.heappush(picked, (-int.from_bytes(h, "big"), line))
+                        elif -int.from_bytes(h, "big") > picked[0][0]:
+                            heapq.heapreplace(picked, (-int.from_bytes(h, "big"), line))
         bar.close()
+        for neg, line in picked:
+            kept.append(((-neg).to_bytes(16, "big"), line))
+            src_stats["lines"] += 1
+            src_stats["characters"] += len(line)
         stats.per_source[source.language] = src_stats
         described.append(
             {
@@ -318,7 +352,8 @@ def build_vocab(
     *,
     vocab_size: int,
     seed: int = 0,
-    sample_chars: int = DEFAULT_SAMPLE_CHARS,
+    sample_chars: int | None = DEFAULT_SAMPLE_CHARS,
+    sample_sentences: int | None = None,
     extra_ids: int = DEFAULT_EXTRA_IDS,
     byte_fallback: bool = False,
     character_coverage: float = 0.9995,
@@ -331,6 +366,8 @@ def build_vocab(
     _check_options(
         vocab_size, extra_ids, byte_fallback, character_coverage, num_threads, sample_chars
     )
+    if sample_sentences is not None and sample_sentences < 1:
+        raise ConfigError(f"--sample-sentences must be >= 1, got {sample_sentences}")
     desc_path = os.path.join(output, DESCRIPTOR_FILE)
     if os.path.exists(desc_path) and not overwrite:
         raise OutputExistsError(
@@ -338,7 +375,11 @@ def build_vocab(
         )
     started = time.monotonic()
     lines, stats, source_desc = sample_lines(
-        sources, seed=seed, sample_chars=sample_chars, progress=progress
+        sources,
+        seed=seed,
+        sample_chars=sample_chars,
+        progress=progress,
+        sample_sentences=sample_sentences,
     )
     options = trainer_options(
         vocab_size,
@@ -378,6 +419,7 @@ def build_vocab(
         "sample": {
             "seed": seed,
             "sample_chars": sample_chars,
+            "sample_sentences": sample_sentences,
             "hash": "md5(f'{seed}:{url}:{line_index}')",
             "files": stats.files,
             "documents": stats.documents,
@@ -408,7 +450,7 @@ def _check_options(
     byte_fallback: bool,
     coverage: float,
     num_threads: int,
-    sample_chars: int,
+    sample_chars: int | None,
 ) -> None:
     # 3 specials + at least one learned piece; byte fallback needs its 256 <0xNN> pieces on top.
     minimum = 4 + (256 if byte_fallback else 0)
@@ -425,7 +467,7 @@ def _check_options(
         raise ConfigError(f"--character-coverage must be in (0, 1], got {coverage}")
     if num_threads < 1:
         raise ConfigError("--num-threads must be >= 1")
-    if sample_chars < 1:
+    if sample_chars is not None and sample_chars < 1:
         raise ConfigError("--sample-chars must be >= 1")
 
 
