@@ -13,8 +13,10 @@ figure is tokens per second per core. Stages (all counted in source tokens):
 * read     gzip + JSON of the documents (not part of the 80 % goal: I/O, shared with `clean`)
 * encode   SentencePiece ``encode_arrays`` (the floor; what the job calls)
 * corrupt  the T5 document pipeline: drop empty, select_random_chunk, concat 128 (concat mode
-           only), pieces, span corruption, EOS, keys (``objectives.examples.shard_examples``)
-* pack     rows: ``pad_concat`` (concat) or first-fit windows of 512 (``per_document``)
+           only), pieces, span corruption, EOS, keys (``objectives.examples.example_blocks``,
+           what the job runs)
+* pack     rows (``rows_of_block``): zero-padded (concat) or first-fit windows of 512
+           (``per_document``)
 * write    sort by key, split into shards and write uncompressed Arrow stream files
 
 corrupt, pack and write run once per packing mode. Goal (issue 3): encoding ≥ 80 % of
@@ -41,7 +43,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from c4forge.formats import shards as fmt  # noqa: E402
-from c4forge.objectives.examples import new_stats, rows_of, shard_examples  # noqa: E402
+from c4forge.objectives.examples import (  # noqa: E402
+    ExampleBlock,
+    example_blocks,
+    new_stats,
+    rows_of_block,
+)
 from c4forge.objectives.registry import make_config  # noqa: E402
 from c4forge.tokenizers.vocab import Vocabulary  # noqa: E402
 
@@ -153,18 +160,20 @@ def main(argv: list[str] | None = None) -> int:
                 "span_corruption", packing, cfg.inputs_length, cfg.targets_length, dtype.name
             )
             with stage(f"corrupt ({packing})"):
-                examples = list(
-                    shard_examples(
-                        docs,
-                        clean_shard_index=0,
-                        seed=0,
-                        config=cfg,
-                        vocab_size=vocab.vocab_size,
-                        stats=new_stats(),
+                examples = ExampleBlock.concat(
+                    list(
+                        example_blocks(
+                            docs,
+                            clean_shard_index=0,
+                            seed=0,
+                            config=cfg,
+                            vocab_size=vocab.vocab_size,
+                            stats=new_stats(),
+                        )
                     )
                 )
             with stage(f"pack ({packing})"):
-                columns, keys = rows_of(examples, cfg, dtype=dtype)
+                columns, keys = rows_of_block(examples, cfg, dtype=dtype)
             # Warm-up: pyarrow's IPC writer imports modules on first use (not per-token cost).
             fmt.write_shard(
                 os.path.join(tmp, "warmup.arrow"), spec, {k: v[:1] for k, v in columns.items()}, {}

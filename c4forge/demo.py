@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import time
 
 
@@ -61,54 +62,33 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     workers = ["--workers", str(args.workers)] if args.workers else []
     over = ["--overwrite"] if args.overwrite else []
 
-    _stage("clean", ["clean", *inputs, "--output", clean, "--report", *workers, *over])
-    _stage(
-        "vocab", ["vocab", clean, "--output", vocab, "--vocab-size", str(args.vocab_size), *over]
-    )
-    _stage(
-        "shards",
-        [
+    # Each stage leaves a completion marker; a rerun skips finished stages unless --overwrite.
+    def done(marker: str) -> bool:
+        if args.overwrite or not os.path.exists(marker):
+            return False
+        print(f"\n=== {os.path.basename(os.path.dirname(marker))}: already complete ({marker})")
+        return True
+
+    if not done(os.path.join(clean, "stats.json")):
+        _stage("clean", ["clean", *inputs, "--output", clean, "--report", *workers, *over])
+    if not done(os.path.join(vocab, "vocab.json")):
+        _stage("vocab", ["vocab", clean, "--output", vocab, "--vocab-size", str(args.vocab_size), *over])
+    if not done(os.path.join(shards, "index.json")):
+        _stage(
             "shards",
-            clean,
-            "--vocab",
-            vocab,
-            "--output",
-            shards,
-            "--inputs-length",
-            str(args.inputs_length),
-            *workers,
-            *over,
-        ],
-    )
-    train = [
-        "train",
-        shards,
-        "--preset",
-        "tiny",
-        "--steps",
-        str(args.steps),
-        "--output",
-        runs,
-        "--batch-size",
-        str(args.batch_size),
-        "--device",
-        "cpu",
-        "--vocab",
-        vocab,
-        "--eval-every",
-        str(max(1, args.steps // 4)),
-        "--save-every",
-        str(max(1, args.steps // 2)),
-        "--optimizer",
-        "adamwscale",
-        "--lr",
-        "3e-3",
-        "--warmup",
-        str(max(1, args.steps // 10)),
-    ]
-    if args.overwrite:
-        train.append("--overwrite")
-    _stage("train", train)
+            ["shards", clean, "--vocab", vocab, "--output", shards,
+             "--inputs-length", str(args.inputs_length), *workers, *over],
+        )
+    if args.overwrite and os.path.isdir(runs):
+        shutil.rmtree(runs)
+    if not done(os.path.join(runs, "checkpoints", "latest")):
+        _stage(
+            "train",
+            ["train", shards, "--preset", "tiny", "--steps", str(args.steps), "--output", runs,
+             "--batch-size", str(args.batch_size), "--device", "cpu", "--vocab", vocab,
+             "--eval-every", str(max(1, args.steps // 4)), "--save-every", str(max(1, args.steps // 2)),
+             "--optimizer", "adamwscale", "--lr", "3e-3", "--warmup", str(max(1, args.steps // 10))],
+        )
 
     print("\nc4forge demo finished. Outputs:")
     for label, path in [

@@ -528,7 +528,7 @@ def test_span_runs_follow_the_definition_draw_for_draw():
             u = np.random.Generator(np.random.Philox(key=piece_key128(seed, 0, 0, 0, length)))
             u = u.random(n - 1 + k - 1).tolist()
 
-            def runs(draws: list[float], total: int) -> list[int]:
+            def runs(draws: list[float], total: int, s: int = s) -> list[int]:
                 cuts = sorted(j + 1 for j in _smallest_reference(draws, s - 1))
                 bounds = [0, *cuts, total]
                 return [b - a for a, b in zip(bounds, bounds[1:])]

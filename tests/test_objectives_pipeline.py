@@ -205,3 +205,44 @@ def test_pipeline_examples_equal_the_per_piece_definition(packing):
         piece = streams[e.group][e.piece * cfg.tokens_length : (e.piece + 1) * cfg.tokens_length]
         inputs, targets = span_corruption(piece, piece_rng(2, 0, 4, e.group, e.piece), vocab_size=V)
         assert np.array_equal(e.inputs, inputs) and np.array_equal(e.targets, targets)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"inputs_length": 64},
+        {"inputs_length": 128, "doc_separator": "eos", "select_random_chunk_max": 300},
+        {"inputs_length": 64, "targets_length": 10},  # trims targets (counted)
+        {"inputs_length": 64, "packing": "per_document", "pack_window": 64},
+        {"inputs_length": 32, "packing": "per_document", "concat_documents": 3},
+    ],
+)
+def test_vectorized_blocks_equal_the_one_by_one_path(options, monkeypatch):
+    """The shard job's block path (batched full pieces, group tails held back and corrupted
+    together, flat arrays) gives exactly the examples, counters and rows of the per-piece
+    path (`span_corruption` on each piece with its own generator, one Example at a time)."""
+    from c4forge.objectives import examples as E
+
+    rng = np.random.default_rng(5)
+    docs = docs_of(7, n=700, max_len=400, empty_every=11)
+    for i in rng.choice(len(docs), 25, replace=False).tolist():
+        docs[i] = docs[i][:1]  # 1-token documents → 1-token pieces (the L = 1 rule)
+    cfg = make_config(**options)
+    monkeypatch.setattr(E, "HOLD_EXAMPLES", 37)  # flush held blocks often, mid-stream
+    kw = {"clean_shard_index": 4, "seed": 3, "config": cfg, "vocab_size": V}
+    fast_stats, slow_stats = new_stats(), new_stats()
+    blocks = list(E.example_blocks(docs, stats=fast_stats, **kw))
+    fast = [e for b in blocks for e in b.examples()]
+    monkeypatch.setattr(E, "_batched", lambda config: False)  # the per-piece definition
+    slow = list(shard_examples(docs, stats=slow_stats, **kw))
+    assert fast_stats == slow_stats and len(fast) == len(slow) == slow_stats["examples"]
+    for a, b in zip(fast, slow):
+        assert (a.key, a.group, a.piece) == (b.key, b.group, b.piece)
+        assert np.array_equal(a.inputs, b.inputs) and np.array_equal(a.targets, b.targets)
+    cols, keys = E.rows_of_block(E.ExampleBlock.concat(blocks), cfg, dtype=np.uint16)
+    want_cols, want_keys = rows_of(slow, cfg, dtype=np.uint16)
+    assert np.array_equal(keys, want_keys)
+    for name, col in want_cols.items():
+        assert cols[name].dtype == col.dtype and np.array_equal(cols[name], col), name
+    if options.get("targets_length"):
+        assert slow_stats["targets_truncated"] > 0

@@ -164,7 +164,9 @@ def test_storage_functions_on_a_beam_filesystem():
     base = "memfs://b/fs-test"
     assert storage.is_remote(base) and storage.join(base, "a", "b.json") == base + "/a/b.json"
     storage.write_json(storage.join(base, "x.json"), {"b": 1, "a": [1, 2]})
-    assert MemFileSystem.files[base + "/x.json"] == b'{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n'
+    assert (
+        MemFileSystem.files[base + "/x.json"] == b'{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n'
+    )
     assert storage.read_json(base + "/x.json") == {"a": [1, 2], "b": 1}
     storage.write_bytes(base + "/sub/y.bin", b"abc")
     assert storage.listdir(base) == ["x.json"]  # direct children only

@@ -103,6 +103,9 @@ def test_hadoop_listing_expands_globs_and_folders(sc) -> None:
     assert all(f.path.startswith("file:") and f.size > 0 for f in files)
     with pytest.raises(InputError, match="matches no file"):
         hadoop_list(sc, [uri + "/nothing-*.wet"])
+    # A scheme this Spark has no connector for: a clear error naming the path, at once.
+    with pytest.raises(InputError, match="cannot list 'nosuchfs://bucket/x.wet.gz'"):
+        hadoop_list(sc, ["nosuchfs://bucket/x.wet.gz"])
 
 
 def test_input_list_with_duplicates_lists_each_file_once(sc, tmp_path: Path) -> None:

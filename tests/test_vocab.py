@@ -375,6 +375,13 @@ def test_cli_and_output_exists(corpus, vocab_dir, capsys, tmp_path):
     assert json.load(open(os.path.join(out, "vocab.json")))["trainer"]["byte_fallback"] is True
     # without it (the T5 default) the same character is <unk>
     assert Vocabulary.load(vocab_dir).encode("\u6f22")[-1] == 2
+    # --sample-sentences alone: a line budget, recorded in vocab.json, no character budget
+    out2 = str(tmp_path / "by-lines")
+    argv = ["vocab", corpus, "-o", out2, "--vocab-size", "500", "--sample-sentences", "2000"]
+    assert vocab_cli.run(parser.parse_args([*argv, "--quiet"]), []) == 0
+    sample = json.load(open(os.path.join(out2, "vocab.json")))["sample"]
+    assert sample["sample_sentences"] == 2000 and sample["sample_chars"] is None
+    assert sample["lines"] == 2000 and sample["lines"] < sample["candidate_lines"]
 
 
 def test_clean_docs_reader(corpus, tmp_path):

@@ -99,25 +99,30 @@ def shingles(text: str, ngram: int) -> set[bytes]:
 
 
 @functools.lru_cache(maxsize=8)
-def _permutations(num_perm: int) -> tuple[np.ndarray, str]:
+def _minhash_kwargs(num_perm: int) -> dict:
     """datasketch draws its permutations from ``RandomState(seed)``; drawing them once per
-    process (and passing them in, with their scheme) gives the same signatures without the
-    per-page cost."""
+    process (and passing them in, with their scheme on datasketch >= 2) gives the same
+    signatures without the per-page cost."""
     from datasketch import MinHash
 
     m = MinHash(num_perm=num_perm, seed=SEED)
-    return m.permutations, m.scheme
+    kwargs = {"num_perm": num_perm, "seed": SEED, "permutations": m.permutations}
+    if hasattr(m, "scheme"):  # datasketch 2.x: affine32 by default; 1.x has no scheme
+        kwargs["scheme"] = m.scheme
+    return kwargs
 
 
 def signature(text: str, params: MinHashParams) -> np.ndarray | None:
-    """``MinHash(num_perm, seed=1)`` hash values over the page's shingles (``None``: no words)."""
+    """``MinHash(num_perm, seed=1)`` hash values over the page's shingles (``None``: no words).
+
+    The values depend on datasketch's hashing scheme (2.x: affine32, 1.x: legacy), so the
+    version is part of ``MinHashParams.fingerprint``."""
     from datasketch import MinHash
 
     grams = shingles(text, params.ngram)
     if not grams:
         return None
-    perms, scheme = _permutations(params.num_perm)
-    m = MinHash(num_perm=params.num_perm, seed=SEED, permutations=perms, scheme=scheme)
+    m = MinHash(**_minhash_kwargs(params.num_perm))
     m.update_batch(sorted(grams))
     return m.hashvalues
 

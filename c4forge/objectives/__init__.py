@@ -4,7 +4,16 @@ Pure numpy; nothing here reads files or imports Beam, so the shard job, tests an
 all call the same functions.
 """
 
-from c4forge.objectives.examples import Example, example_key, new_stats, rows_of, shard_examples
+from c4forge.objectives.examples import (
+    Example,
+    ExampleBlock,
+    example_blocks,
+    example_key,
+    new_stats,
+    rows_of,
+    rows_of_block,
+    shard_examples,
+)
 from c4forge.objectives.functions import (
     bert_t5,
     deshuffle,
@@ -27,12 +36,14 @@ from c4forge.objectives.registry import OBJECTIVES, ObjectiveConfig, ObjectiveSp
 __all__ = [
     "OBJECTIVES",
     "Example",
+    "ExampleBlock",
     "ObjectiveConfig",
     "ObjectiveSpec",
     "attention_masks",
     "bert_t5",
     "derive_decoder_features",
     "deshuffle",
+    "example_blocks",
     "example_key",
     "first_fit_pack",
     "iid_drop",
@@ -46,6 +57,7 @@ __all__ = [
     "random_spans_noise_mask",
     "regular_noise_mask",
     "rows_of",
+    "rows_of_block",
     "shard_examples",
     "span_corruption",
     "span_corruption_lengths",

@@ -6,6 +6,11 @@ groups of 128 (or keep documents apart) → pieces of `tokens_length` → object
 Groups never cross a clean shard and every random draw is seeded from
 (seed, objective, clean shard, group, piece), so shards can be processed in any order, on any
 number of workers, with identical bytes. `rows_of` then turns the examples into row columns.
+
+Two forms of the same examples: `shard_examples` yields one `Example` at a time (tests, other
+callers); `example_blocks` / `rows_of_block` keep many examples in flat arrays, which is what
+the shard job runs (a Python object per example costs more than its corruption). A test checks
+that both give identical examples, counters and rows.
 """
 
 from __future__ import annotations
@@ -18,15 +23,17 @@ import numpy as np
 
 from c4forge.objectives.functions import (
     RAGGED_MAX_PIECES,
+    span_corruption,
     span_corruption_batch,
-    span_corruption_ragged,
+    span_corruption_ragged_flat,
 )
-from c4forge.objectives.packing import first_fit_pack, pad_concat
+from c4forge.objectives.packing import first_fit_pack, pack_arrays, pad_concat
 from c4forge.objectives.registry import ObjectiveConfig
-from c4forge.objectives.seeding import example_key, piece_rng
+from c4forge.objectives.seeding import example_key, example_keys, piece_rng
 from c4forge.objectives.transforms import TooManySpans
 
 EOS_ID = 1
+HOLD_EXAMPLES = 4096  # full-piece examples held back so that group tails batch together
 CHUNK_STREAM = 1_000_003  # seed slot marking select_random_chunk draws (objective-independent)
 
 STAT_KEYS = (
@@ -73,128 +80,99 @@ def _trim(arr: np.ndarray, length: int, eos_id: int) -> np.ndarray:
     return out
 
 
-def shard_examples(
-    documents: Iterable[Sequence[int] | np.ndarray],
-    *,
-    clean_shard_index: int,
-    seed: int,
-    config: ObjectiveConfig,
-    vocab_size: int,
-    stats: dict[str, int] | None = None,
-) -> Iterator[Example]:
-    """Examples of one clean shard in deterministic order; counters go into `stats` (see STAT_KEYS).
+class ExampleBlock(NamedTuple):
+    """Consecutive examples of one clean shard as flat arrays: what the shard job moves around.
 
-    `documents` are SentencePiece ids without EOS, in file order. Concat mode: consecutive
-    non-empty documents form groups of `config.concat_documents`, and a group's pieces are cut
-    from its concatenated stream (only its last piece is short). Otherwise (per_document packing,
-    or objectives that never concatenate) the group is one document and `group` is its index.
+    Why: a Python object per example costs more than its corruption does; a block keeps the
+    tokens of many examples in two flat int32 arrays (inputs, targets concatenated) with
+    their lengths, keys and (group, piece) locations.
     """
-    spec = config.spec
-    if spec.fn is None:
-        raise ValueError(f"{config.name} is not a piece objective; use objectives.bert")
-    if seed < 0 or clean_shard_index < 0:
-        raise ValueError("seed and clean shard index must be >= 0")
-    st = stats if stats is not None else new_stats()
+
+    keys: np.ndarray  # uint64
+    groups: np.ndarray  # int64
+    pieces: np.ndarray  # int64
+    inputs: np.ndarray  # int32, concatenated
+    in_lens: np.ndarray  # int64
+    targets: np.ndarray  # int32, concatenated
+    tg_lens: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @classmethod
+    def from_examples(cls, examples: Sequence[Example]) -> ExampleBlock:
+        n = len(examples)
+        return cls(
+            np.fromiter((e.key for e in examples), dtype=np.uint64, count=n),
+            np.fromiter((e.group for e in examples), dtype=np.int64, count=n),
+            np.fromiter((e.piece for e in examples), dtype=np.int64, count=n),
+            _flat([e.inputs for e in examples]),
+            np.fromiter((len(e.inputs) for e in examples), dtype=np.int64, count=n),
+            _flat([e.targets for e in examples]),
+            np.fromiter((len(e.targets) for e in examples), dtype=np.int64, count=n),
+        )
+
+    def input_views(self) -> list[np.ndarray]:
+        return _views(self.inputs, self.in_lens)
+
+    def target_views(self) -> list[np.ndarray]:
+        return _views(self.targets, self.tg_lens)
+
+    def examples(self) -> Iterator[Example]:
+        for key, i, t, g, p in zip(
+            self.keys.tolist(),
+            self.input_views(),
+            self.target_views(),
+            self.groups.tolist(),
+            self.pieces.tolist(),
+        ):
+            yield Example(key, i, t, g, p)
+
+    def take(self, lo: int, hi: int) -> ExampleBlock:
+        """Examples lo … hi−1 (views)."""
+        ins = np.cumsum(np.r_[0, self.in_lens])
+        tgs = np.cumsum(np.r_[0, self.tg_lens])
+        return ExampleBlock(
+            self.keys[lo:hi],
+            self.groups[lo:hi],
+            self.pieces[lo:hi],
+            self.inputs[ins[lo] : ins[hi]],
+            self.in_lens[lo:hi],
+            self.targets[tgs[lo] : tgs[hi]],
+            self.tg_lens[lo:hi],
+        )
+
+    @staticmethod
+    def concat(blocks: Sequence[ExampleBlock]) -> ExampleBlock:
+        if len(blocks) == 1:
+            return blocks[0]
+        return ExampleBlock(*(np.concatenate(parts) for parts in zip(*blocks)))
+
+
+def _flat(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays).astype(np.int32, copy=False) if arrays else np.zeros(0, np.int32)
+
+
+def _views(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+    bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+    return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _streams(
+    documents: Iterable[Sequence[int] | np.ndarray],
+    config: ObjectiveConfig,
+    seed: int,
+    clean_shard_index: int,
+    st: dict[str, int],
+) -> Iterator[tuple[np.ndarray, int]]:
+    """(token stream, group index) to cut pieces from: §2 steps 1–4.
+
+    Drop empty documents, `select_random_chunk`, optional EOS separator; then either groups of
+    `config.concat_documents` concatenated documents, or one document per stream (its index).
+    """
     eos_sep = config.doc_separator == "eos"
     group: list[np.ndarray] = []
     group_index = 0
-
-    batched = config.name == "span_corruption" and config.mask == "random"
-
-    def finish(inputs: np.ndarray, targets: np.ndarray, g: int, p: int) -> Example:
-        if len(inputs) > config.inputs_length:
-            inputs = _trim(inputs, config.inputs_length, EOS_ID)
-            st["inputs_truncated"] += 1
-        if len(targets) > config.targets_length:
-            targets = _trim(targets, config.targets_length, EOS_ID)
-            st["targets_truncated"] += 1
-        st["examples"] += 1
-        return Example(example_key(seed, clean_shard_index, g, p), inputs, targets, g, p)
-
-    def corrupt_one(piece: np.ndarray, g: int, p: int) -> tuple[np.ndarray, np.ndarray] | None:
-        rng = piece_rng(seed, spec.objective_id, clean_shard_index, g, p)
-        try:
-            return spec.fn(
-                piece,
-                rng,
-                vocab_size=vocab_size,
-                noise_density=config.noise_density,
-                mean_noise_span_length=config.mean_noise_span_length,
-                mask=config.mask,
-                extra_ids=config.extra_ids,
-            )
-        except TooManySpans:
-            return None
-
-    # Pieces of unequal length (per-document pieces, group tails) wait here and are corrupted
-    # RAGGED_MAX_PIECES at a time; they are yielded in their original order.
-    pending: list[tuple[np.ndarray, int, int]] = []
-
-    def flush() -> Iterator[Example]:
-        items = pending[:]
-        pending.clear()
-        multi = [i for i, item in enumerate(items) if len(item[0]) >= 2]
-        results = span_corruption_ragged(
-            [items[i][0] for i in multi],
-            (
-                piece_rng(seed, spec.objective_id, clean_shard_index, items[i][1], items[i][2])
-                for i in multi
-            ),
-            vocab_size=vocab_size,
-            noise_density=config.noise_density,
-            mean_noise_span_length=config.mean_noise_span_length,
-            extra_ids=config.extra_ids,
-            eos_id=EOS_ID,
-        )
-        done = dict(zip(multi, results))
-        for i, (piece, g, p) in enumerate(items):
-            res = done[i] if i in done else corrupt_one(piece, g, p)
-            if res is None:
-                st["too_many_spans"] += 1
-                continue
-            yield finish(res[0], res[1], g, p)
-
-    def emit(stream: np.ndarray, g: int) -> Iterator[Example]:
-        st["groups"] += 1
-        step = config.tokens_length
-        first = 0
-        full = len(stream) // step
-        if batched and full and config.concatenates:
-            # All full pieces of the group in one vectorized pass; same draws as one by one.
-            yield from flush()
-            st["pieces"] += full
-            rngs = (
-                piece_rng(seed, spec.objective_id, clean_shard_index, g, p) for p in range(full)
-            )
-            try:
-                ins, tgs = span_corruption_batch(
-                    stream[: full * step].reshape(full, step),
-                    rngs,
-                    vocab_size=vocab_size,
-                    noise_density=config.noise_density,
-                    mean_noise_span_length=config.mean_noise_span_length,
-                    extra_ids=config.extra_ids,
-                    eos_id=EOS_ID,
-                )
-                for p in range(full):
-                    yield finish(ins[p], tgs[p], g, p)
-            except TooManySpans:
-                st["too_many_spans"] += full
-            first = full
-        for p in range(first, -(-len(stream) // step)):
-            piece = stream[p * step : (p + 1) * step]
-            st["pieces"] += 1
-            if batched:
-                pending.append((piece, g, p))
-                if len(pending) >= RAGGED_MAX_PIECES:
-                    yield from flush()
-                continue
-            res = corrupt_one(piece, g, p)
-            if res is None:
-                st["too_many_spans"] += 1
-                continue
-            yield finish(res[0], res[1], g, p)
-
     for doc_index, doc in enumerate(documents):
         st["documents"] += 1
         tokens = np.asarray(doc, dtype=np.int32)
@@ -214,15 +192,303 @@ def shard_examples(
             tokens = np.append(tokens, np.int32(EOS_ID))
         st["tokens"] += len(tokens)
         if not config.concatenates:
-            yield from emit(tokens, doc_index)
+            st["groups"] += 1
+            yield tokens, doc_index
             continue
         group.append(tokens)
         if len(group) == config.concat_documents:
-            yield from emit(np.concatenate(group), group_index)
+            st["groups"] += 1
+            yield np.concatenate(group), group_index
             group, group_index = [], group_index + 1
     if group:
-        yield from emit(np.concatenate(group), group_index)
+        st["groups"] += 1
+        yield np.concatenate(group), group_index
+
+
+def _check_start(config: ObjectiveConfig, seed: int, clean_shard_index: int) -> None:
+    if config.spec.fn is None:
+        raise ValueError(f"{config.name} is not a piece objective; use objectives.bert")
+    if seed < 0 or clean_shard_index < 0:
+        raise ValueError("seed and clean shard index must be >= 0")
+
+
+def _batched(config: ObjectiveConfig) -> bool:
+    return config.name == "span_corruption" and config.mask == "random"
+
+
+def shard_examples(
+    documents: Iterable[Sequence[int] | np.ndarray],
+    *,
+    clean_shard_index: int,
+    seed: int,
+    config: ObjectiveConfig,
+    vocab_size: int,
+    stats: dict[str, int] | None = None,
+) -> Iterator[Example]:
+    """Examples of one clean shard in deterministic order; counters go into `stats` (see STAT_KEYS).
+
+    `documents` are SentencePiece ids without EOS, in file order. Concat mode: consecutive
+    non-empty documents form groups of `config.concat_documents`, and a group's pieces are cut
+    from its concatenated stream (only its last piece is short). Otherwise (per_document packing,
+    or objectives that never concatenate) the group is one document and `group` is its index.
+    """
+    _check_start(config, seed, clean_shard_index)
+    st = stats if stats is not None else new_stats()
+    if _batched(config):
+        for block in span_corruption_blocks(
+            documents,
+            clean_shard_index=clean_shard_index,
+            seed=seed,
+            config=config,
+            vocab_size=vocab_size,
+            stats=st,
+        ):
+            yield from block.examples()
+        return
+    spec = config.spec
+    for stream, g in _streams(documents, config, seed, clean_shard_index, st):
+        step = config.tokens_length
+        for p in range(-(-len(stream) // step)):
+            st["pieces"] += 1
+            rng = piece_rng(seed, spec.objective_id, clean_shard_index, g, p)
+            try:
+                inputs, targets = spec.fn(
+                    stream[p * step : (p + 1) * step],
+                    rng,
+                    vocab_size=vocab_size,
+                    noise_density=config.noise_density,
+                    mean_noise_span_length=config.mean_noise_span_length,
+                    mask=config.mask,
+                    extra_ids=config.extra_ids,
+                )
+            except TooManySpans:
+                st["too_many_spans"] += 1
+                continue
+            if len(inputs) > config.inputs_length:
+                inputs = _trim(inputs, config.inputs_length, EOS_ID)
+                st["inputs_truncated"] += 1
+            if len(targets) > config.targets_length:
+                targets = _trim(targets, config.targets_length, EOS_ID)
+                st["targets_truncated"] += 1
+            st["examples"] += 1
+            yield Example(example_key(seed, clean_shard_index, g, p), inputs, targets, g, p)
+
+
+def span_corruption_blocks(
+    documents: Iterable[Sequence[int] | np.ndarray],
+    *,
+    clean_shard_index: int,
+    seed: int,
+    config: ObjectiveConfig,
+    vocab_size: int,
+    stats: dict[str, int] | None = None,
+) -> Iterator[ExampleBlock]:
+    """Span corruption (random mask) of one clean shard as `ExampleBlock`s, vectorized.
+
+    The full pieces of a concatenated group go through `span_corruption_batch` together;
+    other pieces (group tails, per-document pieces) wait and go through the ragged version,
+    up to `RAGGED_MAX_PIECES` at a time. Both consume each piece's own generator exactly as
+    `span_corruption` does, and blocks come out in piece order, so the examples equal those
+    of the one-by-one definition (tests compare them).
+    """
+    _check_start(config, seed, clean_shard_index)
+    st = stats if stats is not None else new_stats()
+    oid = config.spec.objective_id
+    kw = {
+        "vocab_size": vocab_size,
+        "noise_density": config.noise_density,
+        "mean_noise_span_length": config.mean_noise_span_length,
+        "extra_ids": config.extra_ids,
+        "eos_id": EOS_ID,
+    }
+    step = config.tokens_length
+    pending: list[tuple[np.ndarray, int, int]] = []  # (piece, group, piece index)
+    # Output in piece order: ready blocks (full pieces) and ranges of pending pieces whose
+    # ragged results are not computed yet. Holding a few groups' blocks lets the group tails
+    # of many groups share one ragged call (one call per tail costs ~15x more).
+    queue: list[ExampleBlock | range] = []
+    held = 0
+
+    def block(groups: list[int] | np.ndarray, pieces: list[int] | np.ndarray, *arrays):
+        g = np.asarray(groups, dtype=np.int64)
+        p = np.asarray(pieces, dtype=np.int64)
+        keys = example_keys(seed, clean_shard_index, g.tolist(), p.tolist())
+        return _trimmed(ExampleBlock(keys, g, p, *arrays), config, st)
+
+    def ragged() -> tuple[np.ndarray, ExampleBlock] | None:
+        """Results of the pending pieces that fit, and their pending indices (ascending)."""
+        multi = [i for i, item in enumerate(pending) if len(item[0]) >= 2]
+        rngs = (piece_rng(seed, oid, clean_shard_index, *pending[i][1:]) for i in multi)
+        flat = span_corruption_ragged_flat([pending[i][0] for i in multi], rngs, **kw)
+        st["too_many_spans"] += len(multi) - (0 if flat is None else len(flat[0]))
+        if len(multi) == len(pending):  # the usual case: no 1-token piece
+            if flat is None:
+                return None
+            ok, ins, in_lens, tgs, tg_lens = flat
+            gs = [pending[i][1] for i in ok.tolist()]
+            ps = [pending[i][2] for i in ok.tolist()]
+            return ok, block(gs, ps, ins, in_lens, tgs, tg_lens)
+        # A 1-token piece (span_corruption's L = 1 rule) among them: assemble in order.
+        done: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if flat is not None:
+            ok, ins, in_lens, tgs, tg_lens = flat
+            pairs = zip(_views(ins, in_lens), _views(tgs, tg_lens))
+            done = {multi[j]: pair for j, pair in zip(ok.tolist(), pairs)}
+        out: list[tuple[int, int, int, np.ndarray, np.ndarray]] = []
+        for i, (piece, g, p) in enumerate(pending):
+            if i in done:
+                out.append((i, g, p, *done[i]))
+            elif len(piece) < 2:
+                rng = piece_rng(seed, oid, clean_shard_index, g, p)
+                out.append((i, g, p, *span_corruption(piece, rng, **kw)))
+        if not out:
+            return None
+        return np.array([o[0] for o in out], dtype=np.int64), block(
+            [o[1] for o in out],
+            [o[2] for o in out],
+            _flat([o[3] for o in out]),
+            np.array([len(o[3]) for o in out], dtype=np.int64),
+            _flat([o[4] for o in out]),
+            np.array([len(o[4]) for o in out], dtype=np.int64),
+        )
+
+    def flush() -> Iterator[ExampleBlock]:
+        nonlocal held
+        result = ragged() if pending else None
+        for entry in queue:
+            if not isinstance(entry, range):
+                yield entry
+            elif result is not None:
+                lo, hi = np.searchsorted(result[0], (entry.start, entry.stop))
+                if hi > lo:
+                    yield result[1].take(int(lo), int(hi))
+        queue.clear()
+        pending.clear()
+        held = 0
+
+    for stream, g in _streams(documents, config, seed, clean_shard_index, st):
+        full = len(stream) // step
+        first = 0
+        if full and config.concatenates:
+            # All full pieces of the group in one vectorized pass; same draws as one by one.
+            st["pieces"] += full
+            rngs = (piece_rng(seed, oid, clean_shard_index, g, p) for p in range(full))
+            try:
+                ins, tgs = span_corruption_batch(
+                    stream[: full * step].reshape(full, step), rngs, **kw
+                )
+            except TooManySpans:
+                st["too_many_spans"] += full
+            else:
+                queue.append(
+                    block(
+                        np.full(full, g),
+                        np.arange(full),
+                        ins.ravel(),
+                        np.full(full, ins.shape[1], dtype=np.int64),
+                        tgs.ravel(),
+                        np.full(full, tgs.shape[1], dtype=np.int64),
+                    )
+                )
+                held += full
+            first = full
+        for p in range(first, -(-len(stream) // step)):
+            st["pieces"] += 1
+            at = len(pending)
+            pending.append((stream[p * step : (p + 1) * step], g, p))
+            last = queue[-1] if queue else None
+            if isinstance(last, range) and last.stop == at:
+                queue[-1] = range(last.start, at + 1)
+            else:
+                queue.append(range(at, at + 1))
+            if len(pending) >= RAGGED_MAX_PIECES:
+                yield from flush()
+        if held >= HOLD_EXAMPLES:
+            yield from flush()
     yield from flush()
+
+
+def _trimmed(block: ExampleBlock, config: ObjectiveConfig, st: dict[str, int]) -> ExampleBlock:
+    """Count the block's examples; trim any longer than the row lengths (EOS kept last)."""
+    st["examples"] += len(block)
+    if (not len(block)) or (
+        block.in_lens.max() <= config.inputs_length and block.tg_lens.max() <= config.targets_length
+    ):
+        return block
+    examples = list(block.examples())
+    fixed = []
+    for e in examples:
+        inputs, targets = e.inputs, e.targets
+        if len(inputs) > config.inputs_length:
+            inputs = _trim(inputs, config.inputs_length, EOS_ID)
+            st["inputs_truncated"] += 1
+        if len(targets) > config.targets_length:
+            targets = _trim(targets, config.targets_length, EOS_ID)
+            st["targets_truncated"] += 1
+        fixed.append(e._replace(inputs=inputs, targets=targets))
+    return ExampleBlock.from_examples(fixed)
+
+
+def example_blocks(
+    documents: Iterable[Sequence[int] | np.ndarray],
+    *,
+    clean_shard_index: int,
+    seed: int,
+    config: ObjectiveConfig,
+    vocab_size: int,
+    stats: dict[str, int] | None = None,
+    block_examples: int = 512,
+) -> Iterator[ExampleBlock]:
+    """`shard_examples` as blocks: vectorized for span corruption, grouped otherwise."""
+    kw = {
+        "clean_shard_index": clean_shard_index,
+        "seed": seed,
+        "config": config,
+        "vocab_size": vocab_size,
+        "stats": stats,
+    }
+    if _batched(config):
+        yield from span_corruption_blocks(documents, **kw)
+        return
+    pending: list[Example] = []
+    for ex in shard_examples(documents, **kw):
+        pending.append(ex)
+        if len(pending) == block_examples:
+            yield ExampleBlock.from_examples(pending)
+            pending = []
+    if pending:
+        yield ExampleBlock.from_examples(pending)
+
+
+def rows_of_block(
+    block: ExampleBlock, config: ObjectiveConfig, dtype: Any = np.int32
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """`rows_of` for a block (same columns and keys as for its examples)."""
+    if config.packing == "concat":
+        return {
+            "inputs": _rows(block.inputs, block.in_lens, config.inputs_length, dtype, "inputs"),
+            "targets": _rows(block.targets, block.tg_lens, config.targets_length, dtype, "targets"),
+        }, block.keys
+    packed = pack_arrays(
+        block.input_views(),
+        block.target_views(),
+        config.inputs_length,
+        config.targets_length,
+        window=config.pack_window or 512,
+        dtype=dtype,
+    )
+    return packed.columns, block.keys[packed.first_example]
+
+
+def _rows(flat: np.ndarray, lens: np.ndarray, width: int, dtype: Any, name: str) -> np.ndarray:
+    """Zero-padded rows; a block of full-width examples is a plain reshape."""
+    if len(lens) and (lens.max() > width or lens.min() < 1):
+        raise ValueError(f"{name} length outside 1..{width}")
+    if len(lens) and lens.min() == width:
+        return flat.reshape(-1, width).astype(dtype)
+    out = np.zeros((len(lens), width), dtype=dtype)
+    out[np.arange(width)[None, :] < lens[:, None]] = flat
+    return out
 
 
 def rows_of(

@@ -135,11 +135,49 @@ def span_corruption_ragged(
     once by `smallest_per_segment` instead of a per-piece argpartition). Pieces needing more
     than `extra_ids` sentinels give None (the caller counts them).
     """
+    flat = span_corruption_ragged_flat(
+        pieces,
+        rngs,
+        vocab_size=vocab_size,
+        noise_density=noise_density,
+        mean_noise_span_length=mean_noise_span_length,
+        extra_ids=extra_ids,
+        eos_id=eos_id,
+    )
+    results: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(pieces)
+    if flat is None:
+        return results
+    ok, inputs, in_lens, targets, tg_lens = flat
+    for i, a, b in zip(ok.tolist(), _views(inputs, in_lens), _views(targets, tg_lens)):
+        results[i] = (a, b)
+    return results
+
+
+def _views(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+    """Consecutive slices of `flat` (views; np.split is ~10x slower per piece)."""
+    bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+    return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def span_corruption_ragged_flat(
+    pieces: Sequence[np.ndarray],
+    rngs: Iterable[np.random.Generator],
+    *,
+    vocab_size: int,
+    noise_density: float = 0.15,
+    mean_noise_span_length: float = 3.0,
+    extra_ids: int = 100,
+    eos_id: int = EOS_ID,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """`span_corruption_ragged` without per-piece arrays: (indices of the pieces that fit the
+    sentinels, their inputs concatenated, input lengths, targets concatenated, target
+    lengths), or None when no piece fits. The shard job builds rows from these directly.
+    """
     if len(pieces) > RAGGED_MAX_PIECES:
         raise ValueError(f"at most {RAGGED_MAX_PIECES} pieces per call")
     lengths = np.fromiter((len(x) for x in pieces), dtype=np.int64, count=len(pieces))
     if len(lengths) == 0:
-        return []
+        return None
     if lengths.min() < 2:
         raise ValueError("ragged span corruption needs pieces of >= 2 tokens")
     # §3.1 shapes, vectorized with the scalar code's float64 half-even rounding.
@@ -152,13 +190,12 @@ def span_corruption_ragged(
     ok = s_all <= extra_ids
     draws = n_all + k_all - 2
     u_all = np.empty(int(draws.sum()))
-    ends = np.cumsum(draws)
-    for i, rng in zip(range(len(pieces)), rngs):
-        rng.random(out=u_all[ends[i] - draws[i] : ends[i]])
-    results: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(pieces)
+    bounds = np.concatenate([[0], np.cumsum(draws)]).tolist()  # Python ints: a cheap loop
+    for a, b, rng in zip(bounds[:-1], bounds[1:], rngs):
+        rng.random(out=u_all[a:b])
     idx = np.flatnonzero(ok)
     if len(idx) == 0:
-        return results
+        return None
     n, k, s = n_all[idx], k_all[idx], s_all[idx]
     num = len(idx)
     u = u_all if len(idx) == len(pieces) else u_all[np.repeat(ok, draws)]
@@ -191,15 +228,12 @@ def span_corruption_ragged(
     run_j = np.arange(total_runs) - np.repeat(np.cumsum(s) - s, s)
     sentinels = (vocab_size - 1 - run_j).astype(np.int32)
     r = np.arange(total_runs)
+    in_lens, tg_lens = k + s + 1, n + s + 1
     inputs = _place_sentinels(
-        flat[~mask], k + s + 1, keep_starts + keep_len + r + run_piece, sentinels, eos_id
+        flat[~mask], in_lens, keep_starts + keep_len + r + run_piece, sentinels, eos_id
     )
-    targets = _place_sentinels(
-        flat[mask], n + s + 1, noise_starts + r + run_piece, sentinels, eos_id
-    )
-    for out_i, (a, b) in zip(idx.tolist(), zip(inputs, targets)):
-        results[out_i] = (a, b)
-    return results
+    targets = _place_sentinels(flat[mask], tg_lens, noise_starts + r + run_piece, sentinels, eos_id)
+    return idx, inputs, in_lens, targets, tg_lens
 
 
 def smallest_per_segment(u: np.ndarray, seg_len: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -246,7 +280,7 @@ def smallest_per_segment(u: np.ndarray, seg_len: np.ndarray, count: np.ndarray) 
 
 def _place_sentinels(
     plain: np.ndarray, lengths: np.ndarray, at: np.ndarray, sentinels: np.ndarray, eos_id: int
-) -> list[np.ndarray]:
+) -> np.ndarray:
     """Flat outputs of `lengths` each: sentinels at `at`, EOS last, `plain` tokens elsewhere."""
     ends = np.cumsum(lengths)
     out = np.empty(int(ends[-1]), dtype=np.int32)
@@ -256,8 +290,7 @@ def _place_sentinels(
     out[rest] = plain
     out[at] = sentinels
     out[ends - 1] = eos_id
-    bounds = np.concatenate([[0], ends]).tolist()
-    return [out[a:b] for a, b in zip(bounds[:-1], bounds[1:])]  # views (np.split is 10x slower)
+    return out
 
 
 def _span_corruption_runs(

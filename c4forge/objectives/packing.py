@@ -166,9 +166,21 @@ def first_fit_pack(
     Segment ids are 1, 2, … in placement order within a row, the same on encoder and decoder
     side; positions restart at 0 per segment; padding (0) is trailing. Deterministic.
     """
+    ins, tgs = _split_pairs(examples)
+    return pack_arrays(ins, tgs, inputs_length, targets_length, window=window, dtype=dtype)
+
+
+def pack_arrays(
+    ins: list[np.ndarray],
+    tgs: list[np.ndarray],
+    inputs_length: int,
+    targets_length: int,
+    window: int = 512,
+    dtype: Any = np.int32,
+) -> PackedRows:
+    """`first_fit_pack` of examples given as their inputs and targets arrays."""
     if window < 1:
         raise ValueError("pack window must be >= 1")
-    ins, tgs = _split_pairs(examples)
     in_lens = _lengths(ins, inputs_length, "inputs")
     tg_lens = _lengths(tgs, targets_length, "targets")
     row_of, off_in, off_tg = first_fit_rows(in_lens, tg_lens, inputs_length, targets_length, window)

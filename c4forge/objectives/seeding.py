@@ -83,3 +83,15 @@ def example_key(seed: int, clean_shard_index: int, group: int, piece: int) -> in
     """Row key: unsigned 64-bit blake2b of (seed, clean shard index, group/document index, piece)."""
     data = _ROW.pack(seed, clean_shard_index, group, piece)
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def example_keys(
+    seed: int, clean_shard_index: int, groups: list[int], pieces: list[int]
+) -> np.ndarray:
+    """`example_key` of many examples as uint64 (the digests are the keys' little-endian bytes)."""
+    pack = _ROW.pack
+    digest = b"".join(
+        hashlib.blake2b(pack(seed, clean_shard_index, g, p), digest_size=8).digest()
+        for g, p in zip(groups, pieces)
+    )
+    return np.frombuffer(digest, dtype="<u8").astype(np.uint64)

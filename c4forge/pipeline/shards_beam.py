@@ -324,6 +324,7 @@ def sentence_documents(path: str, vocab: Any) -> Iterator[list[np.ndarray]]:
 
 
 def _chunked(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Lists of ``size`` consecutive items (the last one shorter)."""
     pending: list[Any] = []
     for item in items:
         pending.append(item)
@@ -373,13 +374,9 @@ def clean_shard_rows(
             yield block(*bert_rows(pending, cfg, dtype=job.np_dtype))
         return
 
-    from c4forge.objectives.examples import rows_of, shard_examples
+    from c4forge.objectives.examples import example_blocks, rows_of_block
 
-    chunk = CHUNK_EXAMPLES
-    if cfg.packing == "per_document":
-        window = cfg.pack_window or 512
-        chunk = max(1, CHUNK_EXAMPLES // window) * window
-    examples = shard_examples(
+    blocks = example_blocks(
         encoded_documents(path, vocab),
         clean_shard_index=clean_index,
         seed=job.seed,
@@ -387,8 +384,32 @@ def clean_shard_rows(
         vocab_size=vocab.vocab_size,
         stats=stats,
     )
-    for pending in _chunked(examples, chunk):
-        yield block(*rows_of(pending, cfg, dtype=job.np_dtype))
+    if cfg.packing == "per_document":
+        window = cfg.pack_window or 512
+        chunks = block_chunks(blocks, max(1, CHUNK_EXAMPLES // window) * window, exact=True)
+    else:  # one row per example: where a chunk ends changes nothing
+        chunks = block_chunks(blocks, CHUNK_EXAMPLES, exact=False)
+    for examples in chunks:
+        yield block(*rows_of_block(examples, cfg, dtype=job.np_dtype))
+
+
+def block_chunks(blocks: Iterable[Any], size: int, *, exact: bool) -> Iterator[Any]:
+    """Regroup ExampleBlocks into chunks of ``size`` examples (``exact``) or at least ``size``."""
+    from c4forge.objectives.examples import ExampleBlock
+
+    pending: list[Any] = []
+    count = 0
+    for b in blocks:
+        pending.append(b)
+        count += len(b)
+        while count >= size:
+            merged = ExampleBlock.concat(pending)
+            cut = size if exact else count
+            yield merged.take(0, cut) if cut < count else merged
+            pending = [merged.take(cut, count)] if cut < count else []
+            count -= cut
+    if count:
+        yield ExampleBlock.concat(pending)
 
 
 def split_by_shard(block: Block, num_shards: int) -> Iterator[tuple[int, Block]]:

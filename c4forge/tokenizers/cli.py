@@ -87,9 +87,13 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from c4forge.errors import ConfigError
-    from c4forge.tokenizers.train import Source, build_vocab, iter_summary, parse_mix
-
-    from c4forge.tokenizers.train import DEFAULT_SAMPLE_CHARS
+    from c4forge.tokenizers.train import (
+        DEFAULT_SAMPLE_CHARS,
+        Source,
+        build_vocab,
+        iter_summary,
+        parse_mix,
+    )
 
     # --sample-sentences alone is a pure line budget; otherwise the character budget applies.
     sample_chars = args.sample_chars
