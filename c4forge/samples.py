@@ -4,7 +4,13 @@ Two inputs, both real text (see c4forge/data/sample/SOURCES.md):
 
 * ``real-warc-html-to-wet.resiliparse.warc.wet.gz`` — 191 WET conversion records made from real
   WARC HTML responses (Common Crawl, archive.org, wget crawls).
-* ``c4-sample.00000-of-00001.json.gz`` — 1,000 real C4 documents. :func:`c4_sample_as_wet`
+* ``CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz`` — 697 real Common Crawl pages
+  (CC-MAIN-2019-30, every text/html response of one WARC file, text extracted by dolma),
+  multilingual: they exercise language ID and give the train split most of its text.
+  :func:`dolma_sample_as_wet` wraps them as WET conversion records.
+* ``c4-sample.00000-of-00001.json.gz`` — 1,000 real C4 documents. Every one of their URLs
+  falls in C4's validation split (md5 % 1000 == 0: they come from c4-validation), so they
+  become our validation split too, a real held-out set. :func:`c4_sample_as_wet`
   wraps them as WET conversion records (one gzip member per record, as Common Crawl writes
   them), so they travel the whole cleaning job; a C4 page fed back through the cleaner should
   come out unchanged, which makes this a fidelity check as well as a corpus.
@@ -23,6 +29,7 @@ from c4forge.fsutil import atomic_write_bytes
 SAMPLE_PACKAGE = "c4forge.data"
 DERIVED_WET = "real-warc-html-to-wet.resiliparse.warc.wet.gz"
 C4_DOCS = "c4-sample.00000-of-00001.json.gz"
+DOLMA_CC = "CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz"
 
 
 def sample_path(name: str) -> str:
@@ -68,6 +75,24 @@ def c4_sample_as_wet(directory: str) -> str:
     return path
 
 
+def iter_dolma_sample() -> list[dict]:
+    """The 697 real CC-MAIN-2019-30 pages as {"text", "url", "timestamp"} (dolma metadata)."""
+    with gzip.open(sample_path(DOLMA_CC), "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    return [
+        {"text": r["text"], "url": r["metadata"]["url"], "timestamp": r["metadata"]["warc_date"]}
+        for r in rows
+    ]
+
+
+def dolma_sample_as_wet(directory: str) -> str:
+    """Write (once) the dolma Common Crawl pages as a WET file and return its path."""
+    path = os.path.join(directory, "dolma-cc-main-2019-30-as-wet.warc.wet.gz")
+    if not os.path.exists(path):
+        atomic_write_bytes(path, c4_docs_to_wet_bytes(iter_dolma_sample()))
+    return path
+
+
 def demo_inputs(directory: str) -> list[str]:
-    """All WET inputs of the demo: the derived real WET and the C4 sample as WET."""
-    return [sample_path(DERIVED_WET), c4_sample_as_wet(directory)]
+    """All WET inputs of the demo (2,588 real pages in three files)."""
+    return [sample_path(DERIVED_WET), dolma_sample_as_wet(directory), c4_sample_as_wet(directory)]

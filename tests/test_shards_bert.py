@@ -234,3 +234,18 @@ def test_bert_option_errors(work, docs, vocab_dir, capsys):
     assert "only for --objective bert_mlm_nsp" in capsys.readouterr().err
     assert build(docs, vocab_dir, out, "--max-predictions-per-seq", "100") == 2
     assert not os.path.exists(out)
+
+
+def test_a_shard_that_receives_no_rows_is_still_written(tmp_path):
+    """An output shard no key hashed to is written empty (one empty record batch)."""
+    from c4forge.pipeline.shards_beam import assemble
+
+    schema = S.column_spec("bert_mlm_nsp", "concat", MAX_SEQ, MAX_PRED, "uint16", max_predictions=8)
+    columns = assemble([], schema)
+    assert columns["next_sentence_label"].shape == (0,)
+    assert columns["masked_lm_weights"].shape == (0, 8)
+    meta = S.shard_metadata("f" * 64, "v" * 64, "train", 0, 1)
+    rec = S.write_shard(str(tmp_path / "train-00000-of-00001.arrow"), schema, columns, meta)
+    assert rec["rows"] == 0 and rec["input_tokens"] == 0
+    with pa.memory_map(str(tmp_path / "train-00000-of-00001.arrow")) as source:
+        assert pa.ipc.open_stream(source).read_all().num_rows == 0

@@ -427,7 +427,10 @@ def assemble(blocks: Iterable[Block], schema: list[dict[str, Any]]) -> dict[str,
     """One shard's columns, rows sorted by (key, order): the same bytes whatever the arrival order."""
     blocks = list(blocks)
     if not blocks:
-        return {e["name"]: np.zeros((0, e["length"]), dtype=fmt.numpy_dtype(e)) for e in schema}
+        return {
+            e["name"]: np.zeros((0, e["length"]) if "length" in e else (0,), fmt.numpy_dtype(e))
+            for e in schema
+        }
     keys = np.concatenate([b.keys for b in blocks])
     order = np.concatenate([b.order for b in blocks])
     perm = np.lexsort((order, keys))
