@@ -72,22 +72,59 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if not done(os.path.join(clean, "stats.json")):
         _stage("clean", ["clean", *inputs, "--output", clean, "--report", *workers, *over])
     if not done(os.path.join(vocab, "vocab.json")):
-        _stage("vocab", ["vocab", clean, "--output", vocab, "--vocab-size", str(args.vocab_size), *over])
+        _stage(
+            "vocab",
+            ["vocab", clean, "--output", vocab, "--vocab-size", str(args.vocab_size), *over],
+        )
     if not done(os.path.join(shards, "index.json")):
         _stage(
             "shards",
-            ["shards", clean, "--vocab", vocab, "--output", shards,
-             "--inputs-length", str(args.inputs_length), *workers, *over],
+            [
+                "shards",
+                clean,
+                "--vocab",
+                vocab,
+                "--output",
+                shards,
+                "--inputs-length",
+                str(args.inputs_length),
+                *workers,
+                *over,
+            ],
         )
     if args.overwrite and os.path.isdir(runs):
         shutil.rmtree(runs)
     if not done(os.path.join(runs, "checkpoints", "latest")):
         _stage(
             "train",
-            ["train", shards, "--preset", "tiny", "--steps", str(args.steps), "--output", runs,
-             "--batch-size", str(args.batch_size), "--device", "cpu", "--vocab", vocab,
-             "--eval-every", str(max(1, args.steps // 4)), "--save-every", str(max(1, args.steps // 2)),
-             "--optimizer", "adamwscale", "--lr", "3e-3", "--warmup", str(max(1, args.steps // 10))],
+            [
+                "train",
+                shards,
+                "--preset",
+                "tiny",
+                "--steps",
+                str(args.steps),
+                "--output",
+                runs,
+                "--batch-size",
+                str(args.batch_size),
+                "--device",
+                "cpu",
+                "--vocab",
+                vocab,
+                "--eval-every",
+                str(max(1, args.steps // 4)),
+                "--eval-rows",
+                "512",
+                "--save-every",
+                str(max(1, args.steps // 2)),
+                "--optimizer",
+                "adamwscale",
+                "--lr",
+                "3e-3",
+                "--warmup",
+                str(max(1, args.steps // 10)),
+            ],
         )
 
     print("\nc4forge demo finished. Outputs:")

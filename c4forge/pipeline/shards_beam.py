@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import apache_beam as beam
@@ -568,7 +568,8 @@ def build_pipeline(pipeline: Any, job: ShardsJob, skip: frozenset[str]) -> None:
         blocks
         | "AssignShards" >> beam.ParDo(AssignShards(skip), counts)
         | "GroupByShard" >> beam.GroupByKey()
-        | "WriteShards" >> beam.ParDo(WriteShard(job))
+        # The writers never tokenize: leave the model bytes out of what Beam pickles for them.
+        | "WriteShards" >> beam.ParDo(WriteShard(replace(job, vocab_state={})))
     )
 
 
