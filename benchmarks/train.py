@@ -6,7 +6,8 @@ the same batches: bf16 autocast + ``torch.compile`` on CUDA, fp32 eager on the C
 from ``--shards DIR`` (real rows, so the non-pad figure is meaningful) or are random full-length
 rows. Printed per model: tokens/s (row shape, padding included), non-pad tokens/s, step time,
 model TFLOP/s from the spec's encoder-decoder formula, and MFU where the device peak is known
-(``--peak-tflops`` to set one, e.g. for a CPU).
+(``--peak-tflops`` to set one, e.g. for a CPU), and CPU ms per step with tokens per CPU-second
+(``time.process_time``, all threads), the steadier figure on a shared CPU.
 
 Usage: ``python benchmarks/train.py --preset small --batch-size 8 --inputs-length 512 --steps 3``
 """
@@ -99,12 +100,14 @@ def run_model(name, model, data, dev, compile_, steps, warmup):
         step(data[i % len(data)])
     if dev.kind == "cuda":
         torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(steps):
         step(data[(warmup + i) % len(data)])
     if dev.kind == "cuda":
         torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / steps
+    # CPU seconds of this process (all threads): on a shared CPU box, tokens per CPU-second is
+    # steadier than wall time, which counts the time other processes hold the cores.
+    return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
 
 
 def main() -> None:
@@ -151,17 +154,19 @@ def main() -> None:
         models.append(("hf-t5", build_hf_model(cfg).to(dev.device)))
     header = (
         f"{'model':<9} {'step ms':>9} {'tokens/s':>11} {'non-pad/s':>11} {'TFLOP/s':>8} {'MFU':>7}"
+        f" {'CPU ms':>9} {'tokens/CPU-s':>13}"
     )
     print(header)
     results = {}
     for name, model in models:
-        sec = run_model(name, model, data, dev, compile_, args.steps, args.warmup)
+        sec, cpu = run_model(name, model, data, dev, compile_, args.steps, args.warmup)
         results[name] = sec
         tflops = flops * args.batch_size / sec / 1e12
         util = mfu(flops, args.batch_size / sec, peak) if peak else math.nan
         print(
             f"{name:<9} {1000 * sec:>9.1f} {tokens / sec:>11,.0f} {nonpad / sec:>11,.0f} "
             f"{tflops:>8.3f} {'n/a' if math.isnan(util) else f'{100 * util:.1f}%':>7}"
+            f" {1000 * cpu:>9.1f} {tokens / cpu:>13,.0f}"
         )
         del model
         if dev.kind == "cuda":

@@ -3,16 +3,83 @@
 Rules never import an engine. They report each drop as ``count(stage, reason, n)``; the Beam
 job binds that to ``Metrics.counter``, the Spark driver to accumulators, tests to a
 ``CounterBag``. This is how "nothing is lost silently" stays one mechanism on every engine.
+
+This module is the one list of reason names (``REASONS``) and of the page flow between stages
+(``FLOW``, from which the conservation identities and the end-of-job funnel are read), for
+§13's stages and for c4forge's extensions (crawl WARC input, MinHash near-dedup).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 Count = Callable[..., None]  # count(stage: str, reason: str, n: int = 1) -> None
 
-# Every reason of c4_rules.md §13, per stage, in funnel order. stats.json lists all of them,
-# zeros included. `ignored_language:<code>` breakdowns are added dynamically.
+# c4forge extensions of §13 (issue 5), listed in stats.json only when they apply.
+# Crawl WARC input (``warc_html``): record reasons of stage ``wet``, each a record outcome.
+WARC_REASONS: tuple[str, ...] = (
+    "non_response",
+    "bad_http_header",
+    "http_status",
+    "non_html",
+    "undecodable",
+)
+# MinHash near-dedup (``minhash``, ``--near-dedup minhash``): a stage between dedup and langid.
+NEAR_DEDUP_STAGE = "near_dedup"
+NEAR_DEDUP_REASONS: tuple[str, ...] = (
+    "candidates",
+    "true_pairs",
+    "removed",
+    "passed",
+    "unconverged",
+)
+
+
+class Flow(NamedTuple):
+    """How pages leave a stage: each counted once, under a drop or a kept reason (§13)."""
+
+    drops: tuple[str, ...]
+    kept: tuple[str, ...]
+
+    @property
+    def outcomes(self) -> tuple[str, ...]:
+        return self.drops + self.kept
+
+
+# The page funnel in stage order; ``dedup`` stands for ``dedup_<mode>``. The conservation
+# identities, the end-of-job summary and the funnel chart are all read from this one table.
+FLOW: dict[str, Flow] = {
+    "wet": Flow(
+        (
+            "non_conversion",
+            *WARC_REASONS,
+            "record_too_large",
+            "malformed_record",
+            "incomplete_record",
+            "invalid_utf8",
+            "no_url",
+            "no_content",
+            "no_timestamp",
+        ),
+        ("pages",),
+    ),
+    "length": Flow(("too_long_page",), ("passed",)),
+    "url_dedup": Flow(("duplicate_url",), ("passed",)),
+    "clean": Flow(("loremipsum", "squigglybracket", "too_few_sentences"), ("passed",)),
+    "dedup": Flow(("empty", "too_few_sentences"), ("passed",)),
+    NEAR_DEDUP_STAGE: Flow(("removed",), ("passed",)),
+    "langid": Flow(
+        ("langdetect_exception", "no_predictions", "low_confidence", "ignored_language"),
+        ("passed",),
+    ),
+    "badwords": Flow(("contains_badword",), ("soft_passed", "no_list", "passed")),
+    "split": Flow((), ("train", "validation")),
+}
+
+# Every reason of c4_rules.md §13 and of the extensions above, per stage, in funnel order.
+# stats.json lists all of them, zeros included (extensions only when they apply, see
+# ``stage_reasons``). `ignored_language:<code>` breakdowns are added dynamically.
 REASONS: dict[str, tuple[str, ...]] = {
     "wet": (
         "files",
@@ -20,15 +87,7 @@ REASONS: dict[str, tuple[str, ...]] = {
         "truncated_file",
         "malformed_file",
         "records",
-        "non_conversion",
-        "record_too_large",
-        "malformed_record",
-        "incomplete_record",
-        "invalid_utf8",
-        "no_url",
-        "no_content",
-        "no_timestamp",
-        "pages",
+        *FLOW["wet"].outcomes,
     ),
     "length": ("too_long_page", "passed"),
     "url_dedup": ("duplicate_url", "passed", "tie_text_md5"),
@@ -59,26 +118,30 @@ REASONS: dict[str, tuple[str, ...]] = {
         "too_few_sentences",
         "passed",
     ),
-    "langid": (
-        "langdetect_exception",
-        "no_predictions",
-        "low_confidence",
-        "ignored_language",
-        "passed",
-    ),
-    "badwords": ("contains_badword", "soft_passed", "no_list", "passed"),
-    "split": ("train", "validation"),
+    NEAR_DEDUP_STAGE: NEAR_DEDUP_REASONS,
+    "langid": FLOW["langid"].outcomes,
+    "badwords": FLOW["badwords"].outcomes,
+    "split": FLOW["split"].outcomes,
 }
 
 
-def stage_reasons(dedup: str) -> dict[str, tuple[str, ...]]:
-    """The stages present for a dedup mode; the namespace is always called ``dedup``."""
+def stage_reasons(
+    dedup: str, *, warc: bool = False, near_dedup: bool = False
+) -> dict[str, tuple[str, ...]]:
+    """The stages present for a run; the exact-dedup namespace is always called ``dedup``.
+
+    Without ``warc`` / ``near_dedup`` this is exactly §13's list (the extensions are left out).
+    """
     out: dict[str, tuple[str, ...]] = {}
     for stage, reasons in REASONS.items():
         if stage.startswith("dedup_"):
             if stage == f"dedup_{dedup}":
                 out["dedup"] = reasons
             continue
+        if stage == NEAR_DEDUP_STAGE and not near_dedup:
+            continue
+        if stage == "wet" and not warc:
+            reasons = tuple(r for r in reasons if r not in WARC_REASONS)
         out[stage] = reasons
     return out
 
@@ -112,8 +175,35 @@ class CounterBag:
         return {s: dict(sorted(r.items())) for s, r in sorted(out.items())}
 
 
-def conservation_errors(c: Mapping[str, Mapping[str, int]], dedup: str) -> list[str]:
-    """The identities of c4_rules.md §13; an empty list means every page is accounted for."""
+def full_counters(
+    raw: Mapping[str, Mapping[str, int]], dedup: str, near_dedup: bool = False
+) -> dict[str, dict[str, int]]:
+    """Every reason of the run's stages present, zeros included, sorted (stats.json's block).
+
+    The ``dedup`` stage only when dedup runs; the WARC reasons when any WARC record was counted
+    (a run on WET files gives exactly §13's list); the ``near_dedup`` stage when MinHash ran.
+    """
+    wet = raw.get("wet", {})
+    warc = any(wet.get(r, 0) for r in WARC_REASONS)
+    out: dict[str, dict[str, int]] = {
+        stage: dict.fromkeys(reasons, 0)
+        for stage, reasons in stage_reasons(dedup, warc=warc, near_dedup=near_dedup).items()
+    }
+    for stage, reasons in raw.items():
+        bucket = out.setdefault(stage, {})
+        for reason, n in reasons.items():
+            bucket[reason] = bucket.get(reason, 0) + n
+    return {s: dict(sorted(r.items())) for s, r in sorted(out.items())}
+
+
+def conservation_errors(
+    c: Mapping[str, Mapping[str, int]], dedup: str, near_dedup: bool | None = None
+) -> list[str]:
+    """The identities of c4_rules.md §13 along ``FLOW``; an empty list means every page is
+    accounted for. Each stage's pages in = the kept pages of the stage before it.
+
+    ``near_dedup=None`` infers it from the counters (a ``near_dedup`` stage is present).
+    """
 
     def g(stage: str, reason: str) -> int:
         return c.get(stage, {}).get(reason, 0)
@@ -121,63 +211,18 @@ def conservation_errors(c: Mapping[str, Mapping[str, int]], dedup: str) -> list[
     def total(stage: str, reasons: tuple[str, ...]) -> int:
         return sum(g(stage, r) for r in reasons)
 
-    checks: list[tuple[str, int, int]] = [
-        (
-            "wet.records",
-            g("wet", "records"),
-            total(
-                "wet",
-                (
-                    "non_conversion",
-                    "record_too_large",
-                    "malformed_record",
-                    "incomplete_record",
-                    "invalid_utf8",
-                    "no_url",
-                    "no_content",
-                    "no_timestamp",
-                    "pages",
-                ),
-            ),
-        ),
-        ("wet.pages", g("wet", "pages"), total("length", ("too_long_page", "passed"))),
-        ("length.passed", g("length", "passed"), total("url_dedup", ("duplicate_url", "passed"))),
-        (
-            "url_dedup.passed",
-            g("url_dedup", "passed"),
-            total("clean", ("loremipsum", "squigglybracket", "too_few_sentences", "passed")),
-        ),
+    if near_dedup is None:
+        near_dedup = NEAR_DEDUP_STAGE in c
+    chain = [s for s in FLOW if (s != "dedup" or dedup != "none")]
+    if not near_dedup:
+        chain.remove(NEAR_DEDUP_STAGE)
+    checks = [
+        ("wet.records", g("wet", "records"), "wet outcomes", total("wet", FLOW["wet"].outcomes))
     ]
-    after_clean = g("clean", "passed")
-    if dedup != "none":
+    for before, stage in zip(chain, chain[1:]):
+        kept = FLOW[before].kept
+        name = f"{before}.{kept[0]}" if len(kept) == 1 else f"{before} kept"
         checks.append(
-            ("clean.passed", after_clean, total("dedup", ("empty", "too_few_sentences", "passed")))
+            (name, total(before, kept), f"{stage} total", total(stage, FLOW[stage].outcomes))
         )
-        after_clean = g("dedup", "passed")
-    checks += [
-        (
-            "langid total",
-            after_clean,
-            total(
-                "langid",
-                (
-                    "langdetect_exception",
-                    "no_predictions",
-                    "low_confidence",
-                    "ignored_language",
-                    "passed",
-                ),
-            ),
-        ),
-        (
-            "langid.passed",
-            g("langid", "passed"),
-            total("badwords", ("contains_badword", "soft_passed", "no_list", "passed")),
-        ),
-        (
-            "kept pages",
-            g("badwords", "soft_passed") + g("badwords", "no_list") + g("badwords", "passed"),
-            total("split", ("train", "validation")),
-        ),
-    ]
-    return [f"{name}: {a} != {b}" for name, a, b in checks if a != b]
+    return [f"{name}: {a} != {what} {b}" for name, a, what, b in checks if a != b]

@@ -8,8 +8,8 @@ with it, our text equals the derived WET shipped in ``c4forge/data/sample`` page
 39 pages with uchardet decoding); with the 2.x default (``True``) only 19 of 39 agree, because
 image alt texts ("Icon - Account", "prof_pic.jpg") become lines.
 
-The gzip decoding, WARC framing checks, record size guard and URL/date rules are the WET
-reader's (``c4forge.filters.wet``), so both inputs count damage the same way.
+The gzip decoding, WARC framing checks and record size guard (``wet.iter_records``) and the
+URL/date rules (``wet.make_page``) are the WET reader's, so both inputs count damage the same way.
 
 Counters (stage ``wet``), added to the WET reasons of §13 (the record identity becomes
 ``records = non_conversion + non_response + http_status + non_html + bad_http_header +
@@ -32,22 +32,18 @@ import codecs
 import io
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import BinaryIO
 
-from warcio.archiveiterator import ArchiveIterator
 from warcio.bufferedreaders import BufferedReader, ChunkedDataReader
 from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
 
 from c4forge.errors import InputError
 from c4forge.filters import wet
-from c4forge.filters.counting import Count
-from c4forge.filters.gzip_stream import DecodedStream, open_decoded
-from c4forge.filters.urls import normalize_url
+from c4forge.filters.counting import WARC_REASONS, Count
 from c4forge.filters.wet import Page, page_text
 
 STAGE = "wet"
-REASONS = ("non_response", "bad_http_header", "http_status", "non_html", "undecodable")
+REASONS = WARC_REASONS  # the names live in counting (c4_rules.md §13, c4forge extensions)
 _HTTP_STATUS = StatusAndHeadersParser(["HTTP/1.0", "HTTP/1.1", "HTTP/2", "HTTP/2.0", "HTTP/0.9"])
 _CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([^"';\s]+)""", re.IGNORECASE)
 _BOMS = (
@@ -165,36 +161,29 @@ def response_page(headers: StatusAndHeaders, payload: bytes, count: Count) -> Pa
     if html is None:
         count(STAGE, "undecodable")
         return None
-    url = wet._target_uri(headers.get_header("WARC-Target-URI"))
-    timestamp = headers.get_header("WARC-Date") or ""
     text = page_text(html_to_text(html)) if html.strip() else ""
-    # §3.3.11 order: url, content, timestamp.
-    if not url:
-        count(STAGE, "no_url")
-        return None
-    if not text:
-        count(STAGE, "no_content")
-        return None
-    if not timestamp:
-        count(STAGE, "no_timestamp")
-        return None
-    count(STAGE, "pages")
-    return Page(
-        url=url,
-        timestamp=timestamp,
-        text=text,
-        normalized_url=normalize_url(url),
-        content_type=content_type,
-        content_length=str(len(body)),
+    return wet.make_page(
+        headers, text, count, content_type=content_type, content_length=str(len(body))
     )
 
 
-@dataclass
-class _Held:
-    headers: StatusAndHeaders
-    payload: bytes
-    err_count: int
-    end_offset: int
+def _http_only(headers: StatusAndHeaders) -> str | None:
+    """A response record that is not HTTP at all (e.g. Heritrix ``dns:`` responses, WARC
+    ``Content-Type: text/dns``) is ``non_html``, decided before its payload is read."""
+    warc_ct = (headers.get_header("Content-Type") or "").strip().lower()
+    return "non_html" if warc_ct and not warc_ct.startswith("application/http") else None
+
+
+WARC_RECORDS = wet.RecordKind(
+    wanted="response",
+    skip_reason="non_response",
+    foreign=frozenset({"conversion"}),
+    refusal=(
+        "{name}: found a WET 'conversion' record where crawl WARC 'response' records were "
+        "expected; this looks like a WET file (use --input-format wet or auto)"
+    ),
+    accept=_http_only,
+)
 
 
 def read_warc(
@@ -209,91 +198,12 @@ def read_warc(
     Raises ``InputError`` naming the file when it holds WET ``conversion`` records before any
     response (a WET file given where a WARC was expected).
     """
-    count(STAGE, "files")
-    decoded = open_decoded(stream)
-    records = 0
-    malformed_file = False
-    incomplete = False
-    seen_response = False
-    if not wet._looks_like_warc(decoded.peek(64)):
-        wet._finish(count, records=0, malformed=True, truncated=decoded.truncated)
-        return
-
-    # Same framing rules as the WET reader (kept in step with wet.read_wet).
-    skipped = wet._skip_blank_lines(decoded)
-    it = wet._archive_iterator(decoded)
-    records_iter = iter(it)
-    held: _Held | None = None
-    while True:
-        try:
-            rec = next(records_iter)
-        except StopIteration:
-            rec = None
-        except wet._PARSE_ERRORS:
-            rec = None
-            if not (decoded.truncated and decoded.peek(1) == b""):
-                malformed_file = True
-        if held is not None:
-            page = _settle(held, it, decoded, count)
-            held = None
-            if page is not None:
-                yield page
-        if rec is None:
-            break
-        records += 1
-        count(STAGE, "records")
-        rec_type = rec.rec_headers.get_header("WARC-Type") or rec.rec_type or ""
-        if rec_type != "response":
-            if rec_type == "conversion" and not seen_response:
-                raise InputError(
-                    f"{name}: found a WET 'conversion' record where crawl WARC 'response' "
-                    "records were expected; this looks like a WET file "
-                    "(use --input-format wet or auto)"
-                )
-            count(STAGE, "non_response")
-            continue
-        seen_response = True
-        warc_ct = (rec.rec_headers.get_header("Content-Type") or "").strip().lower()
-        if warc_ct and not warc_ct.startswith("application/http"):
-            count(STAGE, "non_html")  # e.g. Heritrix `dns:` responses (text/dns): no HTTP at all
-            continue
-        length_header = rec.rec_headers.get_header("Content-Length")
-        try:
-            length = int(length_header) if length_header is not None else -1
-        except ValueError:
-            length = -1
-        if length < 0:
-            if it.reader.rem_length() == 0 and decoded.peek(1) == b"":
-                count(STAGE, "incomplete_record")  # the input ended inside the header block
-                incomplete = True
-            else:
-                count(STAGE, "malformed_record")
-                malformed_file = True
-            break
-        if length > max_record_bytes:
-            count(STAGE, "record_too_large")
-            continue
-        payload = rec.raw_stream.read()
-        if len(payload) < length:
-            count(STAGE, "incomplete_record")
-            incomplete = True
-            continue
-        end_offset = skipped + it.fh.tell() - it.reader.rem_length()
-        held = _Held(rec.rec_headers, payload, it.err_count, end_offset)
-    wet._finish(
-        count, records=records, malformed=malformed_file, truncated=decoded.truncated or incomplete
-    )
-
-
-def _settle(held: _Held, it: ArchiveIterator, decoded: DecodedStream, count: Count) -> Page | None:
-    """As the WET reader: judge a record only once warcio has seen what follows it (§3.7)."""
-    if it.err_count > held.err_count:
-        count(STAGE, "malformed_record")
-        return None
-    if decoded.corrupt and held.end_offset > decoded.verified_bytes:
-        count(STAGE, "incomplete_record")
-        return None
-    return response_page(held.headers, held.payload, count)
+    for headers, payload in wet.iter_records(
+        stream, name, count, kind=WARC_RECORDS, max_record_bytes=max_record_bytes
+    ):
+        page = response_page(headers, payload, count)
+        if page is not None:
+            yield page
 
 
 def open_input(path: str) -> BinaryIO:
@@ -360,14 +270,7 @@ def read_path(
 
 
 def fold_warc_reasons(counters: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    """A copy of ``counters`` with the WARC-only skip reasons added to ``wet.non_conversion``,
-    so ``counting.conservation_errors`` (which knows only the WET reasons) checks the record
-    identity of a WARC run too. Unneeded once ``counting.REASONS`` lists ``REASONS``."""
-    from c4forge.filters.counting import REASONS as KNOWN
-
-    out = {stage: dict(reasons) for stage, reasons in counters.items()}
-    wet_counts = out.setdefault(STAGE, {})
-    extra = sum(wet_counts.get(r, 0) for r in REASONS if r not in KNOWN[STAGE])
-    if extra:
-        wet_counts["non_conversion"] = wet_counts.get("non_conversion", 0) + extra
-    return out
+    """A copy of ``counters``. Deprecated: ``counting.conservation_errors`` now counts the WARC
+    reasons in the record identity itself, so there is nothing left to fold (callers can pass
+    the counters directly)."""
+    return {stage: dict(reasons) for stage, reasons in counters.items()}

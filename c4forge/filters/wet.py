@@ -10,9 +10,9 @@ it was followed by the record separator, §3.7), and its payload is never larger
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
@@ -45,7 +45,7 @@ class Page:
 class _RawUriLoader(ArcWarcRecordLoader):
     """warcio's loader, minus its URI rewriting: warcio percent-encodes spaces in
     WARC-Target-URI, the reference keeps the header value as written. Brackets (C5) are
-    stripped by ``_target_uri`` below."""
+    stripped by ``target_uri`` below."""
 
     def _ensure_target_uri_format(self, rec_headers):  # noqa: ANN001, ANN202 - warcio hook
         return rec_headers.get_header("WARC-Target-URI")
@@ -59,7 +59,8 @@ def _archive_iterator(stream: DecodedStream) -> ArchiveIterator:
     return it
 
 
-def _target_uri(value: str | None) -> str:
+def target_uri(value: str | None) -> str:
+    """The ``WARC-Target-URI`` value as the reference keeps it: stripped, ``<…>`` removed."""
     url = (value or "").strip()
     if len(url) >= 2 and url.startswith("<") and url.endswith(">"):
         url = url[1:-1].strip()  # C5: WARC 1.1 draft `<…>` syntax (wget)
@@ -104,24 +105,65 @@ class _Held:
     end_offset: int  # decoded-stream offset just after the payload
 
 
-def read_wet(
+class Record(NamedTuple):
+    """One whole, verified WARC record: its WARC headers and its raw payload bytes."""
+
+    headers: StatusAndHeaders
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class RecordKind:
+    """Which records a reader wants (``iter_records``), and what the other record types mean.
+
+    Records whose ``WARC-Type`` is not ``wanted`` are counted under ``skip_reason``; a type in
+    ``foreign`` met before the first ``wanted`` record means the file is the other input
+    format, and ``refusal`` (formatted with ``name`` and ``type``) becomes an ``InputError``.
+    ``accept`` may skip a wanted record from its headers alone, before its payload is read,
+    by returning the reason to count (``None`` reads it).
+    """
+
+    wanted: str
+    skip_reason: str
+    foreign: frozenset[str]
+    refusal: str
+    accept: Callable[[StatusAndHeaders], str | None] | None = None
+
+
+WET_RECORDS = RecordKind(
+    wanted="conversion",
+    skip_reason="non_conversion",
+    foreign=HTTP_RECORD_TYPES,
+    refusal=(
+        "{name}: found a WARC '{type}' record where WET 'conversion' records were expected; "
+        "this looks like a crawl WARC, not a WET file (use --input-format warc or auto)"
+    ),
+)
+
+
+def iter_records(
     stream: BinaryIO,
     name: str,
     count: Count,
     *,
+    kind: RecordKind,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-) -> Iterator[Page]:
-    """Yield the pages of one WET file, counting every ``wet.*`` reason (files included).
+) -> Iterator[Record]:
+    """Yield the whole, well-framed records of ``kind`` in one (gzip or plain) WARC file.
 
-    Raises ``InputError`` naming the file if it holds HTTP request/response records before any
-    conversion record (a crawl WARC given where WET was expected).
+    The framing rules of c4_rules.md §3.1–3.7 in one place, for every reader (WET here, crawl
+    WARC in ``warc_html``). Counts ``wet.files``, ``records``, ``kind.skip_reason``, what
+    ``kind.accept`` returns, ``record_too_large``, ``malformed_record``, ``incomplete_record``
+    and the file-level counters; the caller counts exactly one outcome per yielded record, so
+    ``records`` = the sum of the record reasons. A record is yielded only once warcio has moved
+    past it (§3.7), so memory holds one payload at a time.
     """
     count(STAGE, "files")
     decoded = open_decoded(stream)
     records = 0
     malformed_file = False
     incomplete = False
-    seen_conversion = False
+    seen_wanted = False
 
     # warcio would read leading blank lines as a header-less record that swallows the file.
     skipped = _skip_blank_lines(decoded)
@@ -142,26 +184,26 @@ def read_wet(
             if not (decoded.truncated and decoded.peek(1) == b""):
                 malformed_file = True
         if held is not None:
-            page = _settle(held, it, decoded, count)
+            record = _settle(held, it, decoded, count)
             held = None
-            if page is not None:
-                yield page
+            if record is not None:
+                yield record
         if rec is None:
             break
 
         records += 1
         count(STAGE, "records")
         rec_type = rec.rec_headers.get_header("WARC-Type") or rec.rec_type or ""
-        if rec_type != "conversion":
-            if rec_type in HTTP_RECORD_TYPES and not seen_conversion:
-                raise InputError(
-                    f"{name}: found a WARC '{rec_type}' record where WET 'conversion' records "
-                    "were expected; this looks like a crawl WARC, not a WET file "
-                    "(use --input-format warc or auto)"
-                )
-            count(STAGE, "non_conversion")
+        if rec_type != kind.wanted:
+            if rec_type in kind.foreign and not seen_wanted:
+                raise InputError(kind.refusal.format(name=name, type=rec_type))
+            count(STAGE, kind.skip_reason)
             continue
-        seen_conversion = True
+        seen_wanted = True
+        reason = kind.accept(rec.rec_headers) if kind.accept is not None else None
+        if reason is not None:
+            count(STAGE, reason)
+            continue
 
         length_header = rec.rec_headers.get_header("Content-Length")
         try:
@@ -209,8 +251,10 @@ def _finish(count: Count, *, records: int, malformed: bool, truncated: bool) -> 
         count(STAGE, "truncated_file")
 
 
-def _settle(held: _Held, it: ArchiveIterator, decoded: DecodedStream, count: Count) -> Page | None:
-    """Turn a held record into a page once warcio has moved past it, or count why not."""
+def _settle(
+    held: _Held, it: ArchiveIterator, decoded: DecodedStream, count: Count
+) -> Record | None:
+    """Release a held record once warcio has moved past it, or count why not."""
     if it.err_count > held.err_count:
         # Not followed by the blank-line separator: its Content-Length is suspect (§3.7).
         count(STAGE, "malformed_record")
@@ -220,19 +264,25 @@ def _settle(held: _Held, it: ArchiveIterator, decoded: DecodedStream, count: Cou
         # not merely missing, so treat it like a cut record (choice; §3.6 only names the cut).
         count(STAGE, "incomplete_record")
         return None
-    try:
-        text = held.payload.decode("utf-8")  # strict (§3.8)
-    except UnicodeDecodeError:
-        count(STAGE, "invalid_utf8")
-        return None
-    h = held.headers  # get_header: first match, case-insensitive
-    url = _target_uri(h.get_header("WARC-Target-URI"))
-    timestamp = h.get_header("WARC-Date") or ""
-    body = page_text(text)
+    return Record(held.headers, held.payload)
+
+
+def make_page(
+    headers: StatusAndHeaders,
+    text: str,
+    count: Count,
+    *,
+    content_type: str,
+    content_length: str,
+) -> Page | None:
+    """§3.10–3.11 for any reader: URL and date from the WARC headers, page text already built
+    (§3.9); counts ``no_url`` / ``no_content`` / ``no_timestamp`` in that order, or ``pages``."""
+    url = target_uri(headers.get_header("WARC-Target-URI"))  # get_header: first match
+    timestamp = headers.get_header("WARC-Date") or ""
     if not url:
         count(STAGE, "no_url")
         return None
-    if not body:
+    if not text:
         count(STAGE, "no_content")
         return None
     if not timestamp:
@@ -242,11 +292,42 @@ def _settle(held: _Held, it: ArchiveIterator, decoded: DecodedStream, count: Cou
     return Page(
         url=url,
         timestamp=timestamp,
-        text=body,
+        text=text,
         normalized_url=normalize_url(url),
-        content_type=h.get_header("Content-Type") or "",
-        content_length=h.get_header("Content-Length") or "",
+        content_type=content_type,
+        content_length=content_length,
     )
+
+
+def read_wet(
+    stream: BinaryIO,
+    name: str,
+    count: Count,
+    *,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> Iterator[Page]:
+    """Yield the pages of one WET file, counting every ``wet.*`` reason (files included).
+
+    Raises ``InputError`` naming the file if it holds HTTP request/response records before any
+    conversion record (a crawl WARC given where WET was expected).
+    """
+    for headers, payload in iter_records(
+        stream, name, count, kind=WET_RECORDS, max_record_bytes=max_record_bytes
+    ):
+        try:
+            text = payload.decode("utf-8")  # strict (§3.8)
+        except UnicodeDecodeError:
+            count(STAGE, "invalid_utf8")
+            continue
+        page = make_page(
+            headers,
+            page_text(text),
+            count,
+            content_type=headers.get_header("Content-Type") or "",
+            content_length=headers.get_header("Content-Length") or "",
+        )
+        if page is not None:
+            yield page
 
 
 def sniff_record_types(stream: BinaryIO, limit: int = 20) -> list[str]:

@@ -7,6 +7,16 @@ Order of work, and why:
    counter. Shard files are written inside the pipeline, one worker per shard.
 3. The counters are read back from the runner (committed values), checked against the
    conservation identities of §13, and written with the shard checksums to stats.json, last.
+
+``--resume`` (issue 5): the same job as ONE pipeline whose front is persisted per input file
+(``progress.py``: a ``front`` DoFn writes each input's post-clean records and then its done
+record under ``OUTPUT/_work/``, and skips inputs whose record exists). One pipeline rather than
+one per chunk because on Dataflow a job is one pipeline (a job per chunk would pay a worker
+start-up each time) and a runner's own bundle retries then also reuse finished inputs. Pass
+``--resume`` already on the first run of a long job: only then is progress recorded (a plain
+run skips that I/O, the runner retries failed work itself); rerun the same command after a
+kill. The final step (URL dedup → … → write) always runs over all inputs; the shards and
+stats.json equal a run without ``--resume`` byte for byte.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from c4forge import errors
 from c4forge.errors import C4ForgeError, ConfigError, VerificationError
 from c4forge.pipeline import clean_output as co
 from c4forge.pipeline import clean_stats as cs
+from c4forge.pipeline import progress as pg
 from c4forge.pipeline.inputs import InputFile, inputs_block, resolve_inputs
 from c4forge.pipeline.progress_bar import FileProgress
 
@@ -48,11 +59,6 @@ def validate_args(args: argparse.Namespace) -> dict[str, Any]:
         from c4forge.filters.minhash import make_params
 
         make_params(args.ngram, args.num_perm, args.threshold)  # ConfigError on bad values
-    if args.resume:
-        raise ConfigError(
-            "--resume needs --engine spark (it persists per-chunk progress); a Beam runner "
-            "retries failed work itself"
-        )
     if args.runner == "DataflowRunner" and "://" not in args.output:
         raise ConfigError(
             f"--output {args.output!r} is a local path, but Dataflow workers cannot write to "
@@ -70,22 +76,38 @@ def build_pipeline(
     args: argparse.Namespace,
     shard_options: dict,
     progress_dir: str | None = None,
+    chunks: list[pg.Chunk] | None = None,
 ):
-    """Wire the stages of c4_rules.md §1 into ``p``; returns the per-shard stats PCollection."""
+    """Wire the stages of c4_rules.md §1 into ``p``; returns the per-shard stats PCollection.
+
+    ``chunks`` (one input file each): run the front resumably (``ResumableFront``)."""
     import apache_beam as beam
 
     from c4forge.pipeline import clean_transforms as ct
 
-    paths = [f.path for f in files]
-    pages = (
-        p
-        | "Inputs" >> beam.Create(paths)
-        | "SpreadFiles" >> beam.Reshuffle()
-        | "wet" >> beam.ParDo(ct.ReadWetFn(args.max_record_bytes, progress_dir, args.input_format))
-        | "length" >> beam.ParDo(ct.LengthFn())
-        | "url_dedup" >> ct.UrlDedup()
-    )
-    docs = pages | "clean" >> beam.ParDo(ct.CleanFn(keep_sentences=args.dedup == "spans"))
+    keep_sentences = args.dedup == "spans"
+    if chunks is not None:
+        front = ct.FrontFn(
+            args.output, args.max_record_bytes, args.input_format, keep_sentences, progress_dir
+        )
+        docs = (
+            p
+            | "Inputs" >> beam.Create(chunks)
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "resumable" >> ct.ResumableFront(front)
+        )
+    else:
+        paths = [f.path for f in files]
+        pages = (
+            p
+            | "Inputs" >> beam.Create(paths)
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "wet"
+            >> beam.ParDo(ct.ReadWetFn(args.max_record_bytes, progress_dir, args.input_format))
+            | "length" >> beam.ParDo(ct.LengthFn())
+            | "url_dedup" >> ct.UrlDedup()
+        )
+        docs = pages | "clean" >> beam.ParDo(ct.CleanFn(keep_sentences=keep_sentences))
     if args.dedup == "spans":
         docs = docs | "dedup" >> ct.DedupSpans()
     elif args.dedup == "lines":
@@ -168,6 +190,24 @@ def _write_text(path: str, text: str) -> None:
         f.write(text.encode("utf-8"))
 
 
+def _start_work(
+    args: argparse.Namespace, files: list[InputFile], config: dict
+) -> tuple[pg.WorkDir, list[pg.Chunk] | None]:
+    """The ``_work`` folder of this run: with ``--resume`` its one-file chunks (continuing an
+    interrupted run of the same job if there is one); without, a stale one is removed."""
+    work = pg.WorkDir(args.output, pg.BEAM_DATA_SUFFIX)
+    if not args.resume:
+        work.remove()
+        return work, None
+    chunks = pg.plan_chunks(files, 1)  # one pipeline; per-file steps spread over the workers
+    job = {"engine": "beam", "config": config, "inputs": [c.describe() for c in chunks]}
+    resumed = work.start(job, resume=True)
+    if not args.quiet:
+        what = "continuing the interrupted run in" if resumed else "recording progress in"
+        print(f"  --resume: {what} {work.root}", file=sys.stderr)
+    return work, chunks
+
+
 def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     from c4forge.pipeline import summary
     from c4forge.pipeline.beam_options import make_runner, quiet_beam_logging
@@ -200,12 +240,13 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
             f" → {args.output} [dedup={args.dedup}, runner={choice.description}]",
             file=sys.stderr,
         )
+    work, chunks = _start_work(args, files, config)
 
     import apache_beam as beam
 
     pipeline = beam.Pipeline(runner=choice.runner, options=choice.options)
     with FileProgress(len(files), enabled=choice.local and not args.quiet) as progress:
-        build_pipeline(pipeline, files, args, shard_options, progress.directory)
+        build_pipeline(pipeline, files, args, shard_options, progress.directory, chunks)
         try:
             result = pipeline.run()
             result.wait_until_finish()
@@ -219,6 +260,13 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
         raise VerificationError(f"the pipeline ended in state {state}")
 
     raw_counters, source = cs.counters_from_metrics(result)
+    resume_counts = raw_counters.pop(pg.RESUME_NAMESPACE, {})  # progress, not a filter stage
+    if args.resume and not args.quiet:
+        print(
+            f"  --resume: {resume_counts.get('skipped', 0)} input(s) done by an earlier run, "
+            f"skipped; {resume_counts.get('processed', 0)} processed now",
+            file=sys.stderr,
+        )
     near = args.near_dedup != "none"
     counters = cs.full_counters(raw_counters, args.dedup, near)
     manifest_path = co.join_path(args.output, MANIFEST_NAME)
@@ -236,6 +284,7 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
         )
     _write_text(stats_path, cs.stats_text(stats))  # last: its presence means "complete"
     co.remove_files(args.output, [MANIFEST_NAME])
+    work.finish()
 
     wall = time.monotonic() - started
     if args.report:

@@ -8,11 +8,13 @@ byte-identical to the Beam job's for the same input and options.
 Shape (c4_rules.md §1), every corpus-wide step a shuffle, nothing collected to the driver but
 counters and per-shard stats:
 
-1. **Front, per chunk of input files** (``progress.py``, resumable): read (WET or WARC) →
-   length → clean. Records are persisted under ``OUTPUT/_work/chunk-NNNNN`` with each page's
-   clean outcome and its own clean counters.
-2. **Final step over all chunks**: URL dedup (groupByKey on the normalized URL; the kept copy's
-   clean counters are added then, so counters equal the Beam job's) → span/line dedup (the
+1. **Front, per chunk of input files** (``progress.py``, resumable; one Spark job per chunk):
+   read (WET or WARC) → length → clean (``progress.front_records``, shared with the Beam
+   ``--resume`` front). Records are persisted under ``OUTPUT/_work/chunk-NNNNN`` with each
+   page's clean outcome and its own clean counters.
+2. **Final step over all chunks**: URL dedup (groupByKey on the normalized URL;
+   ``progress.choose_front_copy`` adds the kept copy's clean counters, so counters equal the
+   Beam job's) → span/line dedup (the
    CLEAN-PIPELINE helper's three pure steps as groupByKey + cogroup) → optional MinHash
    near-dedup (``near_dedup_rdd``) → langid → bad words → split → one task per shard writes
    it with ``clean_output.write_shard``.
@@ -296,36 +298,10 @@ def _format_of_bytes(data: bytes, input_format: str) -> str:
 # Stage functions (module level: pickled by reference, run on executors)
 
 
-class FrontRecord(NamedTuple):
-    """One page after read + length, with its clean outcome (``None`` = dropped by clean) and
-    the clean counters it produced, counted later only if the page wins URL dedup."""
-
-    page: Any  # c4forge.filters.wet.Page
-    cleaned_text: str | None
-    sentences: Any
-    clean_counts: tuple[tuple[str, str, int], ...]
-
-
 def _front_pages(pages: Iterable[Any], keep_sentences: bool, bag: CounterBag) -> Iterator[tuple]:
-    from c4forge.filters.clean import clean_page, length_filter
-
-    for page in pages:
-        if not length_filter(page.text, bag):
-            continue
-        page_bag = CounterBag()
-        cleaned = clean_page(page.text, page_bag)
-        counts = tuple(
-            (s, r, n)
-            for s, reasons in sorted(page_bag.counts.items())
-            for r, n in sorted(reasons.items())
-        )
-        rec = FrontRecord(
-            page,
-            None if cleaned is None else cleaned.text,
-            cleaned.sentences if (cleaned is not None and keep_sentences) else None,
-            counts,
-        )
-        yield page.normalized_url, rec
+    """length → clean (``progress.front_records``), keyed by normalized URL."""
+    for rec in pg.front_records(pages, keep_sentences, bag):
+        yield rec.page.normalized_url, rec
 
 
 def front_local(fmt: str, max_bytes: int, keep_sentences: bool):
@@ -354,21 +330,10 @@ def front_bytes(fmt: str, max_bytes: int, keep_sentences: bool):
     return run
 
 
-def choose_url_copies(groups: Iterator[tuple[str, Iterable[FrontRecord]]], bag: CounterBag):
-    from c4forge.filters.urls import choose_url_copy
-
+def choose_url_copies(groups: Iterator[tuple[str, Iterable[pg.FrontRecord]]], bag: CounterBag):
     for _, recs in groups:
-        recs = list(recs)
-        kept, tie_by_text = choose_url_copy([r.page for r in recs])
-        if len(recs) > 1:
-            bag("url_dedup", "duplicate_url", len(recs) - 1)
-        if tie_by_text:
-            bag("url_dedup", "tie_text_md5")
-        bag("url_dedup", "passed")
-        rec = next(r for r in recs if r.page is kept)
-        for stage, reason, n in rec.clean_counts:
-            bag(stage, reason, n)
-        if rec.cleaned_text is not None:
+        rec = pg.choose_front_copy(recs, bag)  # counts url_dedup + the kept copy's clean counters
+        if rec is not None:
             p = rec.page
             yield SDoc(p.url, p.timestamp, p.normalized_url, rec.cleaned_text, rec.sentences)
 
@@ -655,7 +620,12 @@ def _run(sc: Any, args, shard_options, params, started: float, summary) -> int:
     chunk_files = pg.chunk_files_setting()
     chunks = pg.plan_chunks(files, chunk_files)
     work = pg.WorkDir(args.output)
-    job = {"config": config, "inputs": [c.describe() for c in chunks], "chunk_files": chunk_files}
+    job = {
+        "engine": "spark",
+        "config": config,
+        "inputs": [c.describe() for c in chunks],
+        "chunk_files": chunk_files,
+    }
     resumed = work.start(job, args.resume)
     if args.resume and not resumed:
         _log(args, "  --resume: no interrupted run of this job in the output; starting fresh")
@@ -696,12 +666,12 @@ def _run(sc: Any, args, shard_options, params, started: float, summary) -> int:
     bag = CounterBag()
     bag.merge(front.counts)
     bag.merge(acc.value)
-    counters = full_counters(bag.counts, args.dedup, params is not None)
+    near = params is not None
+    counters = cs.full_counters(bag.counts, args.dedup, near)  # as the Beam driver does
     outputs = cs.outputs_block(shard_stats, counts)
     written = {x["file"] for x in shard_stats}
     co.remove_files(args.output, [n for n in co.list_shard_files(args.output) if n not in written])
-    stats = cs.make_stats(config, inputs, counters, outputs, args.dedup)
-    stats["conservation_errors"] = conservation(stats, args.dedup, params is not None)
+    stats = cs.make_stats(config, inputs, counters, outputs, args.dedup, near)
     if stats["conservation_errors"]:
         raise VerificationError(
             "the counters do not add up (a page was lost without a reason): "
@@ -720,42 +690,6 @@ def _run(sc: Any, args, shard_options, params, started: float, summary) -> int:
     if not args.quiet:
         print(summary.render(stats, args.output, wall, description, "accumulator", png))
     return 0
-
-
-def full_counters(raw: dict, dedup: str, near_dedup: bool) -> dict[str, dict[str, int]]:
-    """``clean_stats.full_counters`` plus the scale-out reasons: the ``near_dedup`` stage
-    (zeros included) when it ran, and the WARC skip reasons (zeros included) when any WARC
-    record was read. Without WARC input or near-dedup the result equals the Beam job's."""
-    from c4forge.filters import minhash, warc_html
-
-    counters = cs.full_counters(raw, dedup)
-    wet_counts = counters.setdefault("wet", {})
-    if any(wet_counts.get(r, 0) for r in warc_html.REASONS):
-        for r in warc_html.REASONS:
-            wet_counts.setdefault(r, 0)
-    if near_dedup:
-        nd = counters.setdefault(minhash.STAGE, {})
-        for r in minhash.REASONS:
-            nd.setdefault(r, 0)
-    return {s: dict(sorted(r.items())) for s, r in sorted(counters.items())}
-
-
-def conservation(stats: dict, dedup: str, near_dedup: bool) -> list[str]:
-    """The identities of c4_rules.md §13, extended to WARC reasons and near-dedup.
-
-    ``counting.conservation_errors`` does not know either yet: WARC skips are folded into
-    ``non_conversion`` for it, and with near-dedup its "langid total" check (which expects
-    dedup → langid directly) is replaced by ``minhash.conservation_errors``."""
-    from c4forge.filters import minhash, warc_html
-    from c4forge.filters.counting import conservation_errors
-
-    counters = stats["counters"]
-    errors = conservation_errors(warc_html.fold_warc_reasons(counters), dedup)
-    if near_dedup:
-        errors = [e for e in errors if not e.startswith("langid total")]
-        errors += minhash.conservation_errors(counters, dedup)
-    errors += [e for e in stats["conservation_errors"] if e.startswith("documents written")]
-    return errors
 
 
 def _progress(chunks: list[pg.Chunk], args: argparse.Namespace):

@@ -13,7 +13,8 @@ from typing import Any
 
 import c4forge
 from c4forge.errors import OutputExistsError, VerificationError
-from c4forge.filters.counting import CounterBag, conservation_errors
+from c4forge.filters import counting
+from c4forge.filters.counting import CounterBag
 from c4forge.fsutil import check_format, dumps_pretty
 
 FORMAT = "c4forge.clean.stats"
@@ -127,49 +128,17 @@ def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
 def full_counters(
     raw: Mapping[str, Mapping[str, int]], dedup: str, near_dedup: bool = False
 ) -> dict[str, dict[str, int]]:
-    """Every reason of §13 present, zeros included; the ``dedup`` stage only when dedup runs.
-
-    Issue-5 extensions, zeros included too: the ``near_dedup`` stage when MinHash ran, and the
-    WARC skip reasons (``warc_html.REASONS``) when any WARC record was read. Without those the
-    result is exactly §13's (the Spark driver builds the same dict).
-    """
-    bag = CounterBag()
-    bag.merge(raw)
-    out = bag.as_dict(None if dedup == "none" else dedup)
-    if dedup == "none":
-        from c4forge.filters.counting import stage_reasons
-
-        full = {s: {r: 0 for r in rs} for s, rs in stage_reasons("spans").items() if s != "dedup"}
-        for stage, reasons in out.items():
-            full.setdefault(stage, {}).update(reasons)
-        out = {s: dict(sorted(r.items())) for s, r in sorted(full.items())}
-    from c4forge.filters import warc_html
-
-    wet_counts = out.setdefault("wet", {})
-    if any(wet_counts.get(r, 0) for r in warc_html.REASONS):
-        for r in warc_html.REASONS:
-            wet_counts.setdefault(r, 0)
-    if near_dedup:
-        from c4forge.filters import minhash
-
-        nd = out.setdefault(minhash.STAGE, {})
-        for r in minhash.REASONS:
-            nd.setdefault(r, 0)
-    return {s: dict(sorted(r.items())) for s, r in sorted(out.items())}
+    """stats.json's counters block: ``counting.full_counters`` (every reason of the run's
+    stages, zeros included; the issue-5 extensions only when they apply)."""
+    return counting.full_counters(raw, dedup, near_dedup)
 
 
-def conservation(counters: Mapping, dedup: str, near_dedup: bool = False) -> list[str]:
-    """§13's identities, with WARC skips folded into ``non_conversion`` and, after MinHash,
-    the dedup → near_dedup → langid identities of ``minhash.conservation_errors``."""
-    from c4forge.filters import warc_html
-
-    errors = conservation_errors(warc_html.fold_warc_reasons(dict(counters)), dedup)
-    if near_dedup:
-        from c4forge.filters import minhash
-
-        errors = [e for e in errors if not e.startswith("langid total")]
-        errors += minhash.conservation_errors(dict(counters), dedup)
-    return errors
+def conservation(
+    counters: Mapping[str, Mapping[str, int]], dedup: str, near_dedup: bool | None = None
+) -> list[str]:
+    """§13's identities (``counting.conservation_errors``), WARC reasons and the near-dedup
+    stage included; ``near_dedup=None`` infers it from the counters."""
+    return counting.conservation_errors(counters, dedup, near_dedup)
 
 
 def outputs_block(shards: list[dict], counts: Mapping[str, int]) -> dict[str, Any]:
@@ -218,7 +187,12 @@ def totals_block(
 
 
 def make_stats(
-    config: dict, inputs: dict, counters: dict, outputs: dict, dedup: str, near_dedup: bool = False
+    config: dict,
+    inputs: dict,
+    counters: dict,
+    outputs: dict,
+    dedup: str,
+    near_dedup: bool | None = None,
 ) -> dict[str, Any]:
     errors = conservation(counters, dedup, near_dedup)
     written = sum(o["documents"] for o in outputs.values())

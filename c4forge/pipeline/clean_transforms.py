@@ -51,8 +51,35 @@ class CountingDoFn(beam.DoFn):
 # --- 1. wet -----------------------------------------------------------------------------------
 
 
+def read_input(path: str, count: Any, max_record_bytes: int, input_format: str) -> Iterator[Any]:
+    """One input path → its pages (c4_rules.md §3). The reader counts every ``wet.*`` reason."""
+    name = path.rsplit("/", 1)[-1]
+    if input_format == "wet":
+        from c4forge.filters.wet import open_binary, read_wet
+
+        with open_binary(path) as stream:
+            yield from read_wet(stream, name, count, max_record_bytes=max_record_bytes)
+    else:  # "warc" or "auto" (decided per file by sniffing its first records)
+        from c4forge.filters.warc_html import read_path
+
+        yield from read_path(
+            path, count, input_format=input_format, max_record_bytes=max_record_bytes
+        )
+
+
+def mark_file_read(progress_dir: str | None, path: str) -> None:
+    """An empty marker per finished input, counted by the driver's progress bar."""
+    if progress_dir:
+        import hashlib
+        import os
+
+        marker = hashlib.md5(path.encode("utf-8")).hexdigest()
+        with open(os.path.join(progress_dir, marker), "wb"):
+            pass
+
+
 class ReadWetFn(CountingDoFn):
-    """One input path → its pages (c4_rules.md §3). The reader counts every ``wet.*`` reason.
+    """One input path → its pages (c4_rules.md §3).
 
     ``progress_dir`` (local runners only): an empty marker file is created there per finished
     input, so the driver can show a progress bar across worker processes.
@@ -66,30 +93,97 @@ class ReadWetFn(CountingDoFn):
         self.input_format = input_format
 
     def process(self, path: str) -> Iterator[Any]:
-        name = path.rsplit("/", 1)[-1]
-        if self.input_format == "wet":
-            from c4forge.filters.wet import open_binary, read_wet
+        yield from read_input(path, self.count, self.max_record_bytes, self.input_format)
+        mark_file_read(self.progress_dir, path)
 
-            with open_binary(path) as stream:
-                yield from read_wet(
-                    stream, name, self.count, max_record_bytes=self.max_record_bytes
-                )
-        else:  # "warc" or "auto" (decided per file by sniffing its first records)
-            from c4forge.filters.warc_html import read_path
 
-            yield from read_path(
-                path,
-                self.count,
-                input_format=self.input_format,
-                max_record_bytes=self.max_record_bytes,
+# --- 1–4 with --resume: the front, persisted per input (progress.py) --------------------------
+
+
+class FrontFn(CountingDoFn):
+    """One input (a one-file ``progress.Chunk``) → its ``FrontRecord``s keyed by normalized URL.
+
+    Not done yet: read → length → clean, the records streamed to the chunk's data file, then
+    the chunk's record (front counters) written, then those counters added to Beam's. Done by
+    an earlier run (or an earlier attempt of this bundle): the persisted records and counters,
+    the input itself is not read. Either way the counters and elements are the same.
+    """
+
+    def __init__(
+        self,
+        output: str,
+        max_record_bytes: int,
+        input_format: str,
+        keep_sentences: bool,
+        progress_dir: str | None = None,
+    ) -> None:
+        self.output = output
+        self.max_record_bytes = max_record_bytes
+        self.input_format = input_format
+        self.keep_sentences = keep_sentences
+        self.progress_dir = progress_dir
+
+    def process(self, chunk: Any) -> Iterator[tuple[str, Any]]:
+        from c4forge.filters.counting import CounterBag
+        from c4forge.pipeline import progress as pg
+
+        work = pg.WorkDir(self.output, pg.BEAM_DATA_SUFFIX)
+        data = work.data_path(chunk)
+        record = work.done(chunk)
+        if record is not None and work.exists(data):
+            records = pg.read_records(data)
+            for rec in records:
+                yield rec.page.normalized_url, rec
+            self.count(pg.RESUME_NAMESPACE, "skipped")
+        else:
+            work.reset(chunk)
+            bag = CounterBag()
+            pages = (
+                page
+                for f in chunk.files
+                for page in read_input(f.path, bag, self.max_record_bytes, self.input_format)
             )
-        if self.progress_dir:
-            import hashlib
-            import os
+            records = pg.front_records(pages, self.keep_sentences, bag)
+            for rec in pg.write_records(data, records):
+                yield rec.page.normalized_url, rec
+            work.mark_done(chunk, bag.counts)
+            record = {"counters": bag.counts}
+            self.count(pg.RESUME_NAMESPACE, "processed")
+        for stage, reasons in record["counters"].items():
+            for reason, n in reasons.items():
+                self.count(stage, reason, n)
+        for f in chunk.files:
+            mark_file_read(self.progress_dir, f.path)
 
-            marker = hashlib.md5(path.encode("utf-8")).hexdigest()
-            with open(os.path.join(self.progress_dir, marker), "wb"):
-                pass
+
+class ChooseFrontCopyFn(CountingDoFn):
+    """One normalized URL's FrontRecords → the kept copy as a Doc, if clean kept it."""
+
+    def process(self, element: tuple[str, Iterable[Any]]) -> Iterator[Doc]:
+        from c4forge.pipeline.progress import choose_front_copy
+
+        rec = choose_front_copy(element[1], self.count)
+        if rec is not None:
+            p = rec.page
+            yield Doc(p.url, p.timestamp, p.normalized_url, rec.cleaned_text, rec.sentences)
+
+
+class ResumableFront(beam.PTransform):
+    """Stages 1–4 (wet → length → url_dedup → clean) with per-input progress: (one-file
+    chunks) → Docs, equal to the plain stages' output (clean runs before URL dedup here, on
+    every copy, but its counters count for the kept copy only)."""
+
+    def __init__(self, fn: FrontFn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def expand(self, chunks):
+        return (
+            chunks
+            | "front" >> beam.ParDo(self.fn)
+            | "GroupByNormalizedUrl" >> beam.GroupByKey()
+            | "url_dedup" >> beam.ParDo(ChooseFrontCopyFn())
+        )
 
 
 # --- 2. length --------------------------------------------------------------------------------

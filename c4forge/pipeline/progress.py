@@ -4,32 +4,49 @@ Why chunks of inputs and not single pages: the corpus-wide steps (URL dedup, spa
 near-dedup) need every page at once, so they cannot be resumed piecemeal. What *is* per input
 is the expensive front of the job: parsing, the length cap and the line/page rules (Punkt).
 The engine runs that front one chunk of input files at a time and persists each chunk's
-post-clean records under ``OUTPUT/_work/``; then it runs URL dedup → dedup → langid → … over
-all persisted chunks in a final step. The clean rules are per page, so cleaning before URL dedup
-changes no decision; the clean counters are kept per page and counted only for the URL-dedup
-survivors, so stats.json equals an uninterrupted run's.
+post-clean records (``FrontRecord``) under ``OUTPUT/_work/``; then it runs URL dedup → dedup →
+langid → … over all persisted chunks in a final step. The clean rules are per page, so cleaning
+before URL dedup changes no decision; each record keeps the clean counters of its page, and
+``choose_front_copy`` counts them only for the URL-dedup survivor, so stats.json equals an
+uninterrupted run's (same counters, same conservation identities).
+
+The two engines share this module (records, URL-dedup choice, the ``_work`` protocol) and
+differ only in how a chunk is run:
+
+* Spark (``clean_spark``): one Spark job per chunk of ``C4FORGE_CHUNK_FILES`` inputs, saved as a
+  pickle folder, always (a killed run can be resumed even if it was started without --resume).
+* Beam (``clean_beam`` with ``--resume``): ONE pipeline, so it means the same on Dataflow as on
+  the DirectRunner. A chunk is one input file; the ``front`` DoFn either runs read → length →
+  clean on it, writing the records to ``chunk-NNNNN.pages.gz`` (gzip JSON lines, see
+  ``write_records``) before the chunk's record, or — record present — re-emits the persisted
+  records and the recorded counters without reading the input. A bundle retried by the runner
+  finds the record of its own first attempt, so retries stay idempotent too.
 
 Layout (all records written atomically, a chunk's record only after its data is complete)::
 
-    OUTPUT/_work/job.json                 config + inputs + chunk size of the run
-    OUTPUT/_work/chunk-00003/             the engine's data for chunk 3 (e.g. Spark pickle files)
+    OUTPUT/_work/job.json                 engine + config + inputs (+ chunk size) of the run
+    OUTPUT/_work/chunk-00003/             Spark: the chunk's pickle files
+    OUTPUT/_work/chunk-00003.pages.gz     Beam: the chunk's FrontRecords
     OUTPUT/_work/chunk-00003.json         "chunk 3 is done": its input files and counters
 
 ``--resume`` skips every chunk whose record exists and names the same input files; any other
 leftover (a chunk cut mid-write) is removed and redone. Without ``--resume`` a stale ``_work``
-is removed first. After the final step ``_work`` is deleted.
+is removed first. After the final step (stats.json written) ``_work`` is deleted.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from c4forge.errors import ConfigError
+from c4forge.filters.counting import Count, CounterBag
 from c4forge.fsutil import dumps_pretty
 from c4forge.pipeline.clean_output import atomic_output, join_path
 from c4forge.pipeline.inputs import InputFile
@@ -40,6 +57,11 @@ FORMAT_VERSION = 1
 # Inputs per chunk: a Common Crawl WET file is ~100 MB, so 8 files keep two cores busy for a
 # few minutes and lose at most that much work on a kill. Override with C4FORGE_CHUNK_FILES.
 DEFAULT_CHUNK_FILES = 8
+BEAM_DATA_SUFFIX = ".pages.gz"  # Beam: one gzip JSON-lines file of FrontRecords per chunk
+# Beam counter namespace of the front's decisions (inputs skipped / processed): reported in the
+# log, kept out of stats.json so a resumed run's stats equal an uninterrupted one's.
+RESUME_NAMESPACE = "c4forge.resume"
+RECORDS_GZIP_LEVEL = 1  # scratch data read once: speed over size
 
 
 @dataclass(frozen=True)
@@ -82,15 +104,19 @@ def _is_remote(path: str) -> bool:
 
 
 class WorkDir:
-    """The ``_work`` folder of one output: job record, chunk data folders, chunk records."""
+    """The ``_work`` folder of one output: job record, chunk data, chunk records.
 
-    def __init__(self, output: str) -> None:
+    ``data_suffix`` names the engine's chunk data: "" (a folder, Spark) or ``BEAM_DATA_SUFFIX``.
+    """
+
+    def __init__(self, output: str, data_suffix: str = "") -> None:
         self.output = output
         self.root = join_path(output, WORK_DIR)
+        self.data_suffix = data_suffix
 
     # -- paths ---------------------------------------------------------------------------------
     def data_path(self, chunk: Chunk) -> str:
-        return join_path(self.root, chunk.name)
+        return join_path(self.root, chunk.name + self.data_suffix)
 
     def record_path(self, chunk: Chunk) -> str:
         return join_path(self.root, chunk.name + ".json")
@@ -119,6 +145,13 @@ class WorkDir:
     def _write_json(self, path: str, obj: Any) -> None:
         with atomic_output(path) as f:
             f.write(dumps_pretty(obj).encode("utf-8"))
+
+    def exists(self, path: str) -> bool:
+        if _is_remote(path):
+            from apache_beam.io.filesystems import FileSystems
+
+            return FileSystems.exists(path)
+        return os.path.exists(path)
 
     def remove(self, path: str | None = None) -> None:
         target = path or self.root
@@ -173,3 +206,108 @@ class WorkDir:
 
     def finish(self) -> None:
         self.remove()
+
+
+# --------------------------------------------------------------------------------------------
+# Records of the front (read → length → clean), shared by both engines
+
+
+class FrontRecord(NamedTuple):
+    """One page after read + length, with its clean outcome (``cleaned_text is None`` = dropped
+    by clean) and the clean counters it produced, counted later only if the page wins URL
+    dedup. With span dedup only the Punkt ``sentences`` are kept (span dedup rebuilds the text
+    from them), so ``cleaned_text`` is then "" for a kept page."""
+
+    page: Any  # c4forge.filters.wet.Page
+    cleaned_text: str | None
+    sentences: Any
+    clean_counts: tuple[tuple[str, str, int], ...]
+
+
+def front_records(
+    pages: Iterable[Any], keep_sentences: bool, count: Count
+) -> Iterator[FrontRecord]:
+    """length (counted into ``count`` now) → clean (counted into the record, for later)."""
+    from c4forge.filters.clean import clean_page, length_filter
+
+    for page in pages:
+        if not length_filter(page.text, count):
+            continue
+        page_bag = CounterBag()
+        cleaned = clean_page(page.text, page_bag)
+        counts = tuple(
+            (s, r, n)
+            for s, reasons in sorted(page_bag.counts.items())
+            for r, n in sorted(reasons.items())
+        )
+        if cleaned is None:
+            yield FrontRecord(page, None, None, counts)
+        elif keep_sentences:
+            yield FrontRecord(page, "", cleaned.sentences, counts)
+        else:
+            yield FrontRecord(page, cleaned.text, None, counts)
+
+
+def choose_front_copy(records: Iterable[FrontRecord], count: Count) -> FrontRecord | None:
+    """URL dedup (§4.2) over one normalized URL's records; counts ``url_dedup`` and the kept
+    copy's clean counters. Returns the kept record, or ``None`` when clean dropped it."""
+    from c4forge.filters.urls import choose_url_copy
+
+    recs = list(records)
+    kept, tie_by_text = choose_url_copy([r.page for r in recs])
+    if len(recs) > 1:
+        count("url_dedup", "duplicate_url", len(recs) - 1)
+    if tie_by_text:
+        count("url_dedup", "tie_text_md5")
+    count("url_dedup", "passed")
+    rec = next(r for r in recs if r.page is kept)
+    for stage, reason, n in rec.clean_counts:
+        count(stage, reason, n)
+    return rec if rec.cleaned_text is not None else None
+
+
+def _record_line(rec: FrontRecord) -> bytes:
+    obj = {
+        "page": dataclasses.asdict(rec.page),
+        "text": rec.cleaned_text,
+        "sentences": rec.sentences,
+        "counts": rec.clean_counts,
+    }
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def _record_of(line: bytes) -> FrontRecord:
+    from c4forge.filters.wet import Page
+
+    obj = json.loads(line)
+    return FrontRecord(
+        Page(**obj["page"]),
+        obj["text"],
+        obj["sentences"],
+        tuple((s, r, int(n)) for s, r, n in obj["counts"]),
+    )
+
+
+def write_records(path: str, records: Iterable[FrontRecord]) -> Iterator[FrontRecord]:
+    """Stream ``records`` into ``path`` (gzip JSON lines, appears only when complete), passing
+    each one through. Why JSON and not pickle: the file outlives the process that wrote it
+    (a resumed run may use another Python or c4forge build), and stays inspectable."""
+    with atomic_output(path) as raw:
+        with gzip.GzipFile(
+            filename="", mode="wb", compresslevel=RECORDS_GZIP_LEVEL, fileobj=raw, mtime=0
+        ) as gz:
+            for rec in records:
+                gz.write(_record_line(rec))
+                yield rec
+
+
+def read_records(path: str) -> Iterator[FrontRecord]:
+    if _is_remote(path):
+        from apache_beam.io.filesystems import CompressionTypes, FileSystems
+
+        raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    else:
+        raw = open(path, "rb")  # noqa: SIM115 - closed below
+    with raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+        for line in gz:
+            yield _record_of(line)

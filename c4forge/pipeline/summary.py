@@ -9,45 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-PAGE_DROPS: dict[str, tuple[str, ...]] = {
-    "wet": (
-        "non_conversion",
-        "record_too_large",
-        "malformed_record",
-        "incomplete_record",
-        "invalid_utf8",
-        "no_url",
-        "no_content",
-        "no_timestamp",
-        # WARC input (--input-format warc/auto, c4forge.filters.warc_html.REASONS)
-        "non_response",
-        "bad_http_header",
-        "http_status",
-        "non_html",
-        "undecodable",
-    ),
-    "length": ("too_long_page",),
-    "url_dedup": ("duplicate_url",),
-    "clean": ("loremipsum", "squigglybracket", "too_few_sentences"),
-    "dedup": ("empty", "too_few_sentences"),
-    "near_dedup": ("removed",),
-    "langid": ("langdetect_exception", "no_predictions", "low_confidence", "ignored_language"),
-    "badwords": ("contains_badword",),
-}
-# Line/sentence-level counters: they change text, not the page count.
-DETAIL: dict[str, tuple[str, ...]] = {
-    "clean": ("line_passed", "too_long_word", "no_endmark", "too_short", "javascript", "policy"),
-    "dedup": (
-        "line_passed",
-        "global_duplicate",
-        "local_duplicate",
-        "duplicate_sentence",
-        "repeated_windows",
-    ),
-    "url_dedup": ("tie_text_md5",),
-    "near_dedup": ("candidates", "true_pairs", "unconverged"),
-    "badwords": ("soft_passed", "no_list"),
-}
+from c4forge.filters.counting import FLOW, REASONS, WARC_REASONS
+
+# The page-level stages of the funnel (the ``split`` stage is the "written" row).
+STAGES: tuple[str, ...] = tuple(s for s in FLOW if s != "split")
 DETAIL_LABEL = {
     "clean": "lines",
     "dedup": "lines/sentences",
@@ -57,7 +22,7 @@ DETAIL_LABEL = {
     "badwords": "kept",
 }
 TITLES = {
-    "wet": "wet (records → pages)",
+    "wet": "records → pages",  # named after the input format by ``wet_title``
     "length": "length ≤ 190,000 chars",
     "url_dedup": "URL dedup",
     "clean": "line & page rules",
@@ -66,6 +31,35 @@ TITLES = {
     "langid": "langdetect en ≥ 0.99",
     "badwords": "bad words",
 }
+
+
+def _detail_reasons(stage: str) -> tuple[str, ...]:
+    """Counters of a stage that are not a page leaving it: lines, sentences, pairs, groups,
+    and kept pages by kind (bad words). ``wet``'s file counters go to the inputs line."""
+    if stage == "wet":
+        return ()
+    known = REASONS["dedup_spans"] + REASONS["dedup_lines"] if stage == "dedup" else REASONS[stage]
+    flow = FLOW[stage]
+    return tuple(dict.fromkeys(r for r in known if r not in flow.drops and r != "passed"))
+
+
+def input_kinds(counters: Mapping[str, Mapping[str, int]], input_format: str) -> tuple[bool, bool]:
+    """(WET read, WARC read). ``auto`` decides per file, so it is read off the counters: the
+    WARC reasons are listed only when a WARC record was counted, and a WET file's ``warcinfo``
+    record is ``non_conversion`` (a WARC's is ``non_response``)."""
+    wet = counters.get("wet", {})
+    if input_format in ("wet", "warc"):
+        return input_format == "wet", input_format == "warc"
+    warc = any(r in wet for r in WARC_REASONS)
+    return wet.get("non_conversion", 0) > 0 or not warc, warc
+
+
+def wet_title(counters: Mapping[str, Mapping[str, int]], input_format: str = "auto") -> str:
+    """The first row names what turned records into pages (crawl WARC: HTML → text)."""
+    wet, warc = input_kinds(counters, input_format)
+    if wet and warc:
+        return "WET/WARC records → pages (HTML → text)"
+    return "WARC records → pages (HTML → text)" if warc else "WET records → pages"
 
 
 @dataclass
@@ -82,31 +76,21 @@ class Step:
         return self.pages_in - self.pages_out
 
 
-def funnel(counters: Mapping[str, Mapping[str, int]]) -> list[Step]:
-    """The pages through each stage, in order, with the reasons for every drop."""
+def funnel(counters: Mapping[str, Mapping[str, int]], input_format: str = "auto") -> list[Step]:
+    """The pages through each stage that ran, in order (``counting.FLOW``: the same table the
+    conservation check reads), with the reasons for every drop."""
 
     def g(stage: str, reason: str) -> int:
         return counters.get(stage, {}).get(reason, 0)
 
     steps: list[Step] = []
     current = g("wet", "records")
-    outs = {
-        "wet": g("wet", "pages"),
-        "length": g("length", "passed"),
-        "url_dedup": g("url_dedup", "passed"),
-        "clean": g("clean", "passed"),
-        "dedup": g("dedup", "passed"),
-        "near_dedup": g("near_dedup", "passed"),
-        "langid": g("langid", "passed"),
-        "badwords": g("badwords", "passed")
-        + g("badwords", "soft_passed")
-        + g("badwords", "no_list"),
-    }
-    for stage, reasons in PAGE_DROPS.items():
+    for stage in STAGES:
         if stage not in counters:
             continue
-        drops = {r: g(stage, r) for r in reasons if g(stage, r)}
-        detail = {r: g(stage, r) for r in DETAIL.get(stage, ()) if g(stage, r)}
+        flow = FLOW[stage]
+        drops = {r: g(stage, r) for r in flow.drops if g(stage, r)}
+        detail = {r: g(stage, r) for r in _detail_reasons(stage) if g(stage, r)}
         if stage == "langid":  # the ignored_language:<code> breakdown is detail, not drops
             detail.update(
                 {
@@ -115,8 +99,10 @@ def funnel(counters: Mapping[str, Mapping[str, int]]) -> list[Step]:
                     if r.startswith("ignored_language:") and n
                 }
             )
-        steps.append(Step(stage, TITLES[stage], current, outs[stage], drops, detail))
-        current = outs[stage]
+        title = wet_title(counters, input_format) if stage == "wet" else TITLES[stage]
+        out = sum(g(stage, r) for r in flow.kept)
+        steps.append(Step(stage, title, current, out, drops, detail))
+        current = out
     return steps
 
 
@@ -137,6 +123,21 @@ def _reasons(d: Mapping[str, int], limit: int = 6) -> str:
     text = ", ".join(f"{k} {v:,}" for k, v in items[:limit])
     if len(items) > limit:
         text += f", … (+{len(items) - limit})"
+    return text
+
+
+def run_description(config: Mapping, counters: Mapping[str, Mapping[str, int]]) -> str:
+    """One line: input format (and how pages were made), dedup mode, near-dedup parameters."""
+    wet, warc = input_kinds(counters, config.get("input_format", "auto"))
+    kinds = [k for k, read in (("WET text", wet), ("WARC HTML → text (resiliparse)", warc)) if read]
+    text = f"input: {' + '.join(kinds)}; dedup: {config.get('dedup', '?')}"
+    near = config.get("near_dedup", "none")
+    if near != "none":
+        p = config.get("near_dedup_params", {})
+        text += (
+            f"; near-dedup: {near} ({p.get('ngram', '?')}-grams, {p.get('num_perm', '?')}"
+            f" permutations, Jaccard ≥ {p.get('threshold', '?')})"
+        )
     return text
 
 
@@ -163,23 +164,25 @@ def render(
         f"{wet.get('files', 0)} opened, {wet.get('empty_file', 0)} empty, "
         f"{wet.get('truncated_file', 0)} truncated, {wet.get('malformed_file', 0)} malformed"
     )
-    lines.append(f"  dedup mode: {stats['config']['dedup']}")
+    lines.append(f"  {run_description(stats['config'], c)}")
     lines.append("")
-    lines.append(f"  {'stage':<26}{'in':>10}{'out':>10}{'kept':>8}  dropped by")
+    steps = funnel(c, stats["config"].get("input_format", "auto"))
+    width = max([26, *(len(step.title) + 2 for step in steps)])
+    lines.append(f"  {'stage':<{width}}{'in':>10}{'out':>10}{'kept':>8}  dropped by")
     first = None
-    for step in funnel(c):
+    for step in steps:
         first = step.pages_in if first is None else first
         lines.append(
-            f"  {step.title:<26}{step.pages_in:>10,}{step.pages_out:>10,}"
+            f"  {step.title:<{width}}{step.pages_in:>10,}{step.pages_out:>10,}"
             f"{_pct(step.pages_out, step.pages_in):>8}  {_reasons(step.drops) or '–'}"
         )
         if step.detail:
             label = DETAIL_LABEL.get(step.stage, "")
-            lines.append(f"  {'':<26}{'':>28}  ({label}: {_reasons(step.detail)})")
+            lines.append(f"  {'':<{width}}{'':>28}  ({label}: {_reasons(step.detail)})")
     split = c.get("split", {})
     docs = totals["documents_out"]
     lines.append(
-        f"  {'written':<26}{'':>10}{docs:>10,}{_pct(docs, first or 0):>8}  "
+        f"  {'written':<{width}}{'':>10}{docs:>10,}{_pct(docs, first or 0):>8}  "
         f"train {split.get('train', 0):,}, validation {split.get('validation', 0):,}"
         "   (kept % of records read)"
     )
