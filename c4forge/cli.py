@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"c4forge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module in COMMANDS.items():
+    for module in COMMANDS.values():
         importlib.import_module(module).register(sub)
     return parser
 

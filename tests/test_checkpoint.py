@@ -28,27 +28,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("ckptdata")
-    desc = fx.build_vocab(str(root / "vocab"), docs=150)
-    fx.build_shards(str(root / "shards"), str(root / "vocab"), desc, docs=40, inputs_length=32)
+    fx.build_data(root, docs=40, inputs_length=32)
     return root
 
 
 def _opts(data, out, **kw) -> TrainOptions:
-    base = dict(
-        shards=str(data / "shards"),
-        output=str(out),
-        steps=6,
-        preset="tiny",
-        batch_size=4,
-        vocab=str(data / "vocab"),
-        log_every=1,
-        save_every=3,
-        eval_rows=8,
-        progress=False,
-        shuffle_window=2,
-    )
-    base.update(kw)
-    return TrainOptions(**base)
+    return fx.tiny_options(data, out, **{"steps": 6, "save_every": 3, "shuffle_window": 2, **kw})
 
 
 def _losses(run) -> list[tuple[int, float]]:

@@ -21,6 +21,7 @@ from c4forge.trainers.model import GLUTransformer
 
 transformers = pytest.importorskip("transformers")
 spm = pytest.importorskip("sentencepiece")
+import train_fixtures as fx  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 
 PIECES = 1000
@@ -50,13 +51,7 @@ def spm_model(tmp_path_factory, c4_texts) -> str:
         sentence_iterator=iter(c4_texts[:300]),
         model_writer=buf,
         vocab_size=PIECES,
-        model_type="unigram",
-        pad_id=0,
-        eos_id=1,
-        unk_id=2,
-        bos_id=-1,
-        num_threads=1,
-        minloglevel=2,
+        **fx.T5_SPM_SETTINGS,
     )
     path = str(tmp_path_factory.mktemp("vocab") / "sentencepiece.model")
     with open(path, "wb") as f:

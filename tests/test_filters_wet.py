@@ -18,7 +18,9 @@ from c4forge.filters.counting import CounterBag
 from c4forge.filters.gzip_stream import open_decoded
 from c4forge.filters.wet import (
     Page,
+    RecordKind,
     is_crawl_warc,
+    iter_records,
     open_binary,
     page_text,
     read_wet,
@@ -486,3 +488,25 @@ def test_sniff_wet_files():
         types = sniff_record_types(f, limit=5)
     assert types == ["conversion"] * 5 and not is_crawl_warc(types)
     assert sniff_record_types(io.BytesIO(b"")) == []
+
+
+def test_iter_records_yields_exact_payloads_and_counts_framing():
+    """The shared record API (also under ``warc_html.read_warc``): wanted records come out as
+    (WARC headers, payload bytes) unchanged, whatever their text; ``accept`` skips by header;
+    the caller's one outcome per record completes the identity."""
+    payloads = [b"caf\xc3\xa9 one", b"\xff\xfe not utf-8", b"   ", b"skip me"]
+    records = [conversion(f"http://g.example/{i}", p) for i, p in enumerate(payloads)]
+    kind = RecordKind(
+        wanted="conversion",
+        skip_reason="non_conversion",
+        foreign=frozenset(),
+        refusal="{name}: {type}",
+        accept=lambda h: "no_url" if h.get_header("WARC-Target-URI").endswith("/3") else None,
+    )
+    bag = CounterBag()
+    got = list(iter_records(io.BytesIO(write_wet(records)), "t.wet", bag, kind=kind))
+    assert [payload for _, payload in got] == payloads[:3]
+    assert [h.get_header("WARC-Target-URI") for h, _ in got] == [
+        f"http://g.example/{i}" for i in range(3)
+    ]
+    assert bag.counts["wet"] == {"files": 1, "records": 5, "non_conversion": 1, "no_url": 1}

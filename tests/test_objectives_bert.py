@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from c4forge.objectives import make_config
-from c4forge.objectives.bert import bert_mlm_nsp, bert_rows, split_document
+from c4forge.objectives.bert import BERT_STAT_KEYS, bert_mlm_nsp, bert_rows, split_document
 
 V, EXTRA = 1100, 100
 NUM_PIECES = V - EXTRA
@@ -42,18 +42,9 @@ def test_instances_follow_the_reference_layout():
     docs = make_docs()
     docs.insert(5, [])  # empty document: counted, skipped
     cfg = make_config("bert_mlm_nsp")
-    stats: dict[str, int] = dict.fromkeys(
-        (
-            "documents",
-            "documents_empty",
-            "sentences",
-            "instances",
-            "random_next",
-            "truncated_tokens",
-            "masked",
-        ),
-        0,
-    )
+    # Counters initialised the way callers do (shards_beam): a key the job uses but the public
+    # list lacks fails here with a KeyError.
+    stats: dict[str, int] = dict.fromkeys(BERT_STAT_KEYS, 0)
     inst = list(
         bert_mlm_nsp(docs, clean_shard_index=0, seed=0, config=cfg, vocab_size=V, stats=stats)
     )

@@ -1,4 +1,6 @@
-"""Resumable runs (Spark engine): kill a run after its first chunk, resume, get the same output."""
+"""Resumable runs: the ``_work`` protocol both engines share (progress.py), and the Spark
+engine killed after its first chunk, resumed, giving the same output. The Beam engine's
+kill-and-resume test is tests/test_beam_resume.py."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 
 from c4forge.errors import ConfigError
 from c4forge.pipeline.inputs import InputFile
-from c4forge.pipeline.progress import WorkDir, plan_chunks
+from c4forge.pipeline.progress import BEAM_DATA_SUFFIX, WorkDir, plan_chunks
 
 ROOT = Path(__file__).parent.parent
 # Three chunks of one file each (C4FORGE_CHUNK_FILES=1): a real crawl WARC, two real WETs.
@@ -45,6 +47,37 @@ def test_workdir_protocol(tmp_path: Path) -> None:
     assert work.done(chunks[0]) is None
     work.finish()
     assert not (tmp_path / "_work").exists()
+
+
+def test_engines_do_not_mix_their_chunks(tmp_path: Path) -> None:
+    """A Beam run's ``_work`` (JSON-lines chunk files) is refused by a Spark --resume of the
+    same inputs and options (pickle folders), and the other way round; reset() removes a
+    chunk's data whether it is a file (Beam) or a folder (Spark)."""
+    chunks = plan_chunks([InputFile("/d/a", 1), InputFile("/d/b", 2)], 1)
+    inputs = [c.describe() for c in chunks]
+    beam_job = {"engine": "beam", "config": {"dedup": "spans"}, "inputs": inputs}
+    spark_job = {**beam_job, "engine": "spark", "chunk_files": 1}
+    beam = WorkDir(str(tmp_path), BEAM_DATA_SUFFIX)
+    assert beam.start(beam_job, resume=True) is False  # --resume on a first run: fresh
+    data = Path(beam.data_path(chunks[0]))
+    assert data.name == "chunk-00000.pages.gz"
+    data.write_bytes(b"partial")
+    beam.mark_done(chunks[0], {"wet": {"files": 1}})
+    with pytest.raises(ConfigError, match="other options or inputs"):
+        WorkDir(str(tmp_path)).start(spark_job, resume=True)
+    assert beam.start(beam_job, resume=True) is True and beam.done(chunks[0]) is not None
+    beam.reset(chunks[0])
+    assert not data.exists() and beam.done(chunks[0]) is None
+
+    spark = WorkDir(str(tmp_path))
+    assert spark.start(spark_job, resume=False) is False
+    folder = Path(spark.data_path(chunks[1]))
+    folder.mkdir()
+    (folder / "part-00000").write_bytes(b"x")
+    with pytest.raises(ConfigError):
+        beam.start(beam_job, resume=True)
+    spark.reset(chunks[1])
+    assert not folder.exists()
 
 
 def _cmd(out: Path, *extra: str) -> list[str]:

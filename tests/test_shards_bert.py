@@ -8,88 +8,36 @@ labels that restore real text of the corpus, and byte-identical shards across wo
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from shards_fixtures import TRAIN_FILES, contains, corpus_fixtures, hf_splits, shards_argv
 
 from c4forge.cli import main
 from c4forge.formats import shards as S
 from c4forge.formats.clean_docs import iter_documents
 
-SAMPLE = os.path.join(
-    os.path.dirname(__file__), "..", "c4forge", "data", "sample", "c4-sample.00000-of-00001.json.gz"
-)
 MAX_SEQ = 64
 MAX_PRED = 10
 
 
-def write_c4_file(path: str, docs: list[dict]) -> None:
-    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
-        for d in docs:
-            rec = {"text": d["text"], "timestamp": d["date"], "url": d["url"]}
-            f.write((json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
-
-
-@pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    return tmp_path_factory.mktemp("bert-shards")
-
-
-@pytest.fixture(scope="module")
-def docs(work):
-    with gzip.open(SAMPLE, "rt", encoding="utf-8") as f:
-        sample = [json.loads(line) for line in f][:300]
-    d = work / "docs"
-    d.mkdir()
-    write_c4_file(str(d / "c4-train.00000-of-00002.json.gz"), sample[:130])
-    write_c4_file(str(d / "c4-train.00001-of-00002.json.gz"), sample[130:260])
-    write_c4_file(str(d / "c4-validation.00000-of-00001.json.gz"), sample[260:])
-    return str(d)
-
-
-@pytest.fixture(scope="module")
-def vocab_dir(work, docs):
-    from c4forge.tokenizers.train import Source, build_vocab
-
-    out = str(work / "vocab")
-    build_vocab([Source("en", docs)], out, vocab_size=600, sample_chars=300_000, progress=False)
-    return out
-
-
-@pytest.fixture(scope="module")
-def vocab(vocab_dir):
-    from c4forge.tokenizers.vocab import Vocabulary
-
-    return Vocabulary.load(vocab_dir)
+work, docs, vocab_dir, vocab = corpus_fixtures(
+    "bert-shards", per_train_file=130, total=300, vocab_size=600, sample_chars=300_000
+)
 
 
 def build(docs: str, vocab_dir: str, out: str, *extra: str) -> int:
-    return main(
-        [
-            "shards",
-            docs,
-            "--vocab",
-            vocab_dir,
-            "--output",
-            out,
-            "--objective",
-            "bert_mlm_nsp",
-            "--inputs-length",
-            str(MAX_SEQ),
-            "--max-predictions-per-seq",
-            str(MAX_PRED),
-            "--num-shards",
-            "train=2,validation=1",
-            "--batch-rows",
-            "128",
-            "--quiet",
-            *extra,
-        ]
-    )
+    options = {
+        "objective": "bert_mlm_nsp",
+        "inputs_length": MAX_SEQ,
+        "max_predictions_per_seq": MAX_PRED,
+        "num_shards": "train=2,validation=1",
+        "batch_rows": 128,
+    }
+    return main(shards_argv(docs, vocab_dir, out, "--quiet", *extra, **options))
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +79,7 @@ def sentence_streams(docs: str, vocab) -> list[np.ndarray]:
     from c4forge.objectives.bert import split_document
 
     out = []
-    for name in ("c4-train.00000-of-00002.json.gz", "c4-train.00001-of-00002.json.gz"):
+    for name in TRAIN_FILES:
         for d in iter_documents(os.path.join(docs, name)):
             sents = vocab.encode_batch(split_document(d["text"]))
             out.append(np.asarray([t for s in sents for t in s], dtype="<i4"))
@@ -139,15 +87,7 @@ def sentence_streams(docs: str, vocab) -> list[np.ndarray]:
 
 
 def occurs(run: np.ndarray, streams: list[np.ndarray]) -> bool:
-    pin = run.astype("<i4").tobytes()
-    for s in streams:
-        hay = s.tobytes()
-        pos = hay.find(pin)
-        while pos >= 0:
-            if pos % 4 == 0:
-                return True
-            pos = hay.find(pin, pos + 1)
-    return False
+    return any(contains(s, run) for s in streams)
 
 
 def test_rows_follow_bert_invariants(bert_set, vocab, docs):
@@ -196,13 +136,9 @@ def test_rows_follow_bert_invariants(bert_set, vocab, docs):
 
 
 def test_hf_datasets_reads_bert_shards(bert_set, tmp_path):
-    from datasets import Dataset, load_dataset
+    from datasets import Dataset
 
-    ds = load_dataset(
-        "arrow",
-        data_files={"train": os.path.join(bert_set, "train-*.arrow")},
-        cache_dir=str(tmp_path / "hf"),
-    )
+    ds = hf_splits(bert_set, str(tmp_path / "hf"), splits=("train",))
     index = json.load(open(os.path.join(bert_set, "index.json")))
     assert ds["train"].num_rows == index["splits"]["train"]["rows"]
     one = Dataset.from_file(os.path.join(bert_set, "validation-00000-of-00001.arrow"))

@@ -13,6 +13,7 @@ import shutil
 import numpy as np
 import pyarrow as pa
 import pytest
+from shards_fixtures import PACKED_COLUMNS, hf_splits
 
 from c4forge.errors import ConfigError, VerificationError
 from c4forge.formats import shards as S
@@ -106,14 +107,7 @@ def test_names_and_dtype_rules():
     with pytest.raises(ConfigError, match="int32"):
         S.choose_token_dtype(70000, "uint16")
     spec = S.column_spec("span_corruption", "per_document", 512, 114, "uint16")
-    assert [e["name"] for e in spec] == [
-        "inputs",
-        "targets",
-        "inputs_segment_ids",
-        "inputs_positions",
-        "targets_segment_ids",
-        "targets_positions",
-    ]
+    assert [e["name"] for e in spec] == PACKED_COLUMNS
     with pytest.raises(ConfigError, match="packing"):
         S.column_spec("span_corruption", "zigzag", 512, 114, "uint16")
 
@@ -183,20 +177,13 @@ def test_shardset_reads_back_what_was_written(tmp_path):
 
 
 def test_hf_datasets_open_the_shards(shard_dir, tmp_path):
-    from datasets import Dataset, load_dataset
+    from datasets import Dataset
 
     one = Dataset.from_file(os.path.join(shard_dir, "train-00000-of-00003.arrow"))
     assert len(one) == 5 and one.features["inputs"].length == 16
     empty = Dataset.from_file(os.path.join(shard_dir, "train-00001-of-00003.arrow"))
     assert len(empty) == 0
-    ds = load_dataset(
-        "arrow",
-        data_files={
-            "train": os.path.join(shard_dir, "train-*.arrow"),
-            "validation": os.path.join(shard_dir, "validation-*.arrow"),
-        },
-        cache_dir=str(tmp_path / "hf"),
-    )
+    ds = hf_splits(shard_dir, str(tmp_path / "hf"))
     assert ds["train"].num_rows == 12 and ds["validation"].num_rows == 3
     rows = S.ShardSet.open(shard_dir).read_rows("train")
     assert ds["train"][0]["inputs"] == rows["inputs"][0].tolist()

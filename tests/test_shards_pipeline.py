@@ -17,6 +17,17 @@ import shutil
 import numpy as np
 import pyarrow as pa
 import pytest
+from shards_fixtures import (
+    PACKED_COLUMNS,
+    TRAIN_FILES,
+    VALIDATION_FILE,
+    contains,
+    corpus_fixtures,
+    hf_splits,
+    shards_argv,
+    train_vocab,
+    write_c4_file,
+)
 
 from c4forge.cli import main
 from c4forge.errors import ConfigError, InputError, OutputExistsError
@@ -24,72 +35,17 @@ from c4forge.formats import shards as S
 from c4forge.formats.clean_docs import iter_documents
 from c4forge.fsutil import write_json
 
-SAMPLE = os.path.join(
-    os.path.dirname(__file__), "..", "c4forge", "data", "sample", "c4-sample.00000-of-00001.json.gz"
-)
 INPUTS_LENGTH = 128  # small rows: more rows from a small sample, same code paths as 512
 
 
-def write_c4_file(path: str, docs: list[dict]) -> None:
-    """One C4-release file: {"text","timestamp","url"} lines, gzip mtime 0."""
-    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
-        for d in docs:
-            rec = {"text": d["text"], "timestamp": d["date"], "url": d["url"]}
-            f.write((json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
-
-
-@pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    return tmp_path_factory.mktemp("shards")
-
-
-@pytest.fixture(scope="module")
-def docs(work):
-    with gzip.open(SAMPLE, "rt", encoding="utf-8") as f:
-        sample = [json.loads(line) for line in f]
-    d = work / "docs"
-    d.mkdir()
-    write_c4_file(str(d / "c4-train.00000-of-00002.json.gz"), sample[:450])
-    write_c4_file(str(d / "c4-train.00001-of-00002.json.gz"), sample[450:900])
-    write_c4_file(str(d / "c4-validation.00000-of-00001.json.gz"), sample[900:])
-    return str(d)
-
-
-@pytest.fixture(scope="module")
-def vocab_dir(work, docs):
-    from c4forge.tokenizers.train import Source, build_vocab
-
-    out = str(work / "vocab")
-    build_vocab([Source("en", docs)], out, vocab_size=1000, sample_chars=600_000, progress=False)
-    return out
-
-
-@pytest.fixture(scope="module")
-def vocab(vocab_dir):
-    from c4forge.tokenizers.vocab import Vocabulary
-
-    return Vocabulary.load(vocab_dir)
+work, docs, vocab_dir, vocab = corpus_fixtures(
+    "shards", per_train_file=450, total=None, vocab_size=1000, sample_chars=600_000
+)
 
 
 def shards(docs: str, vocab: str, out: str, *extra: str) -> int:
-    return main(
-        [
-            "shards",
-            docs,
-            "--vocab",
-            vocab,
-            "--output",
-            out,
-            "--inputs-length",
-            str(INPUTS_LENGTH),
-            "--num-shards",
-            "train=3,validation=2",
-            "--batch-rows",
-            "256",
-            "--quiet",
-            *extra,
-        ]
-    )
+    options = {"inputs_length": INPUTS_LENGTH, "num_shards": "train=3,validation=2"}
+    return main(shards_argv(docs, vocab, out, "--batch-rows", "256", "--quiet", *extra, **options))
 
 
 @pytest.fixture(scope="module")
@@ -116,25 +72,8 @@ def packed_set(work, docs, vocab_dir):
         "--pack-window",
         "256",
     ]
-    assert (
-        main(
-            [
-                "shards",
-                docs,
-                "--vocab",
-                vocab_dir,
-                "--output",
-                out,
-                "--inputs-length",
-                str(INPUTS_LENGTH),
-                "--batch-rows",
-                "256",
-                "--quiet",
-                *args,
-            ]
-        )
-        == 0
-    )
+    argv = shards_argv(docs, vocab_dir, out, "--quiet", *args, inputs_length=INPUTS_LENGTH)
+    assert main([*argv, "--batch-rows", "256"]) == 0
     return out
 
 
@@ -173,18 +112,6 @@ def reconstruct(inputs: np.ndarray, targets: np.ndarray, vocab_size: int) -> lis
             break
         out.extend(spans[t] if t >= first_sentinel else [t])
     return out
-
-
-def contains(haystack: np.ndarray, needle: list[int]) -> bool:
-    """Is ``needle`` a contiguous run of ``haystack`` (int32 arrays compared as bytes)?"""
-    hay = haystack.astype("<i4").tobytes()
-    pin = np.asarray(needle, dtype="<i4").tobytes()
-    pos = hay.find(pin)
-    while pos >= 0:
-        if pos % 4 == 0:
-            return True
-        pos = hay.find(pin, pos + 1)
-    return False
 
 
 # ----------------------------------------------------------------------------- the shards
@@ -244,16 +171,9 @@ def test_pyarrow_stream_and_memory_map(concat_set, vocab):
 
 
 def test_hf_datasets_reads_the_shards(concat_set, tmp_path):
-    from datasets import Dataset, load_dataset
+    from datasets import Dataset
 
-    ds = load_dataset(
-        "arrow",
-        data_files={
-            "train": os.path.join(concat_set, "train-*.arrow"),
-            "validation": os.path.join(concat_set, "validation-*.arrow"),
-        },
-        cache_dir=str(tmp_path / "hf"),
-    )
+    ds = hf_splits(concat_set, str(tmp_path / "hf"))
     index = json.load(open(os.path.join(concat_set, "index.json")))
     assert ds["train"].num_rows == index["splits"]["train"]["rows"]
     assert ds["validation"].num_rows == index["splits"]["validation"]["rows"]
@@ -269,7 +189,7 @@ def test_rows_decode_back_to_the_source_documents(concat_set, vocab, docs):
         np.concatenate(
             [np.asarray(t, np.int32) for t in all_tokens(os.path.join(docs, name), vocab)]
         )
-        for name in ("c4-train.00000-of-00002.json.gz", "c4-train.00001-of-00002.json.gz")
+        for name in TRAIN_FILES
     ]
     rows = S.ShardSet.open(concat_set, vocab=vocab).read_rows("train")
     rng = np.random.default_rng(0)
@@ -294,18 +214,11 @@ def test_per_document_rows_and_rows_per_shard(packed_set, vocab, docs):
         schema = pa.ipc.open_stream(source).schema
     assert schema.field("inputs").type.value_type == pa.int32()
     assert schema.field("inputs_segment_ids").type.value_type == pa.int32()
-    assert shards.columns == [
-        "inputs",
-        "targets",
-        "inputs_segment_ids",
-        "inputs_positions",
-        "targets_segment_ids",
-        "targets_positions",
-    ]
+    assert shards.columns == PACKED_COLUMNS
     rows = shards.read_rows("validation")
     texts = [
         vocab.decode(vocab.encode(d["text"]))
-        for d in iter_documents(os.path.join(docs, "c4-validation.00000-of-00001.json.gz"))
+        for d in iter_documents(os.path.join(docs, VALIDATION_FILE))
     ]
     checked = 0
     for r in range(0, len(rows["inputs"]), 7):
@@ -405,18 +318,7 @@ def test_other_settings_in_existing_folder_need_overwrite(
 def _args(docs, vocab_dir, out, **kw):
     from c4forge.cli import build_parser
 
-    argv = [
-        "shards",
-        docs,
-        "--vocab",
-        vocab_dir,
-        "--output",
-        out,
-        "--inputs-length",
-        str(INPUTS_LENGTH),
-    ]
-    for k, v in kw.items():
-        argv += [f"--{k.replace('_', '-')}", str(v)]
+    argv = shards_argv(docs, vocab_dir, out, inputs_length=INPUTS_LENGTH, **kw)
     args, _ = build_parser().parse_known_args(argv)
     return args
 
@@ -444,12 +346,8 @@ def test_verify_command_and_truncation(concat_set, work, vocab_dir, capsys):
 def other_vocab(work, docs):
     """A second real vocabulary (built outside capsys: SentencePiece's log redirect needs a
     real stderr file descriptor)."""
-    from c4forge.tokenizers.train import Source, build_vocab
-
     other_dir = str(work / "vocab-other")
-    return other_dir, build_vocab(
-        [Source("en", docs)], other_dir, vocab_size=500, sample_chars=300_000, progress=False
-    )
+    return other_dir, train_vocab(other_dir, docs, vocab_size=500, sample_chars=300_000)
 
 
 def test_other_vocabulary_is_refused_with_both_hashes(concat_set, vocab, other_vocab, capsys):

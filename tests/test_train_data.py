@@ -19,12 +19,7 @@ from c4forge.trainers import data as D  # noqa: E402
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("traindata")
-    desc = fx.build_vocab(str(root / "vocab"), docs=150)
-    fx.build_shards(str(root / "concat"), str(root / "vocab"), desc, docs=60)
-    fx.build_shards(
-        str(root / "packed"), str(root / "vocab"), desc, docs=40, packing="per_document"
-    )
-    return root, desc
+    return root, fx.build_data(root, docs=60, packed_docs=40)
 
 
 def _key(row: np.ndarray) -> bytes:
@@ -39,7 +34,7 @@ def _stream_rows(shards, plan, start, end, workers):
 
 def test_two_ranks_two_workers_cover_every_row_once(built):
     root, desc = built
-    shards = D.open_shard_set(str(root / "concat"), vocab=desc, inputs_length=64)
+    shards = D.open_shard_set(str(root / "shards"), vocab=desc, inputs_length=64)
     all_rows = shards.read_rows("train")
     total = len(all_rows["inputs"])
     batch, accum = 8, 2
@@ -79,7 +74,7 @@ def test_two_ranks_two_workers_cover_every_row_once(built):
 
 def test_global_order_follows_epoch_shard_order(built):
     root, desc = built
-    shards = D.open_shard_set(str(root / "concat"))
+    shards = D.open_shard_set(str(root / "shards"))
     rows = tuple(r for _, r in shards.split_shards("train"))
     order = D.RowOrder(rows, seed=3, batch_size=4)
     for epoch in (0, 1):
@@ -95,7 +90,7 @@ def test_global_order_follows_epoch_shard_order(built):
 
 def test_resume_gives_the_exact_next_batch(built):
     root, desc = built
-    shards = D.open_shard_set(str(root / "concat"))
+    shards = D.open_shard_set(str(root / "shards"))
     plan = D.DataPlan(batch_size=6, grad_accum=3, seed=1, shuffle_window=4)
     full = _stream_rows(shards, plan, 0, 9, workers=0)
     resumed = _stream_rows(shards, plan, 5, 9, workers=2)
@@ -108,7 +103,7 @@ def test_resume_gives_the_exact_next_batch(built):
 
 def test_one_rank_with_accumulation_sees_what_two_ranks_see(built):
     root, _ = built
-    shards = D.open_shard_set(str(root / "concat"))
+    shards = D.open_shard_set(str(root / "shards"))
     one = D.TrainStream(shards, D.DataPlan(batch_size=8, grad_accum=2, seed=2), 0, 1)
     two = [
         D.TrainStream(shards, D.DataPlan(batch_size=8, world_size=2, rank=r, seed=2), 0, 1)
@@ -158,7 +153,7 @@ def test_packed_rows_widen_on_device(built):
 
 def test_eval_batches_pad_the_last_batch_and_count_rows_once(built):
     root, _ = built
-    shards = D.open_shard_set(str(root / "concat"))
+    shards = D.open_shard_set(str(root / "shards"))
     batches = list(D.eval_batches(shards, rows=23, batch_rows=5))
     assert len(batches) == 5 and all(b["inputs"].shape == (5, 64) for b in batches)
     assert int((batches[-1]["targets"] != 0).any(axis=1).sum()) == 3
@@ -170,6 +165,6 @@ def test_shards_of_another_vocabulary_are_refused(built):
     root, desc = built
     other = dict(desc, sha256="0" * 64)
     with pytest.raises(VerificationError, match="vocabulary"):
-        D.open_shard_set(str(root / "concat"), vocab=other)
+        D.open_shard_set(str(root / "shards"), vocab=other)
     with pytest.raises(VerificationError, match="inputs_length"):
-        D.open_shard_set(str(root / "concat"), inputs_length=512)
+        D.open_shard_set(str(root / "shards"), inputs_length=512)

@@ -27,28 +27,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("loopdata")
-    desc = fx.build_vocab(str(root / "vocab"), docs=150)
-    fx.build_shards(str(root / "shards"), str(root / "vocab"), desc, docs=60)
-    fx.build_shards(
-        str(root / "packed"), str(root / "vocab"), desc, docs=20, packing="per_document"
-    )
-    return root, desc
+    return root, fx.build_data(root, docs=60, packed_docs=20)
 
 
 def _opts(root, out, **kw) -> TrainOptions:
-    base = dict(
-        shards=str(root / "shards"),
-        output=str(out),
-        steps=2,
-        preset="tiny",
-        batch_size=4,
-        vocab=str(root / "vocab"),
-        log_every=1,
-        eval_rows=8,
-        progress=False,
-    )
-    base.update(kw)
-    return TrainOptions(**base)
+    return fx.tiny_options(root, out, **{"steps": 2, **kw})
 
 
 def _losses(run):

@@ -13,6 +13,7 @@ import shutil
 import numpy as np
 import pytest
 import sentencepiece as spm
+from train_fixtures import VOCABULARY_KEYS
 
 from c4forge.errors import ConfigError, InputError, OutputExistsError, VerificationError
 from c4forge.formats import clean_docs
@@ -147,20 +148,7 @@ def test_vocabulary_class(vocab_dir):
         v.sentinel(100)
     desc = json.load(open(os.path.join(vocab_dir, "vocab.json")))
     assert v.sha256 == desc["sha256"]
-    assert v.descriptor() == {
-        k: desc[k]
-        for k in (
-            "sha256",
-            "num_pieces",
-            "extra_ids",
-            "vocab_size",
-            "embedding_size",
-            "pad_id",
-            "eos_id",
-            "unk_id",
-            "bos_id",
-        )
-    }
+    assert v.descriptor() == {k: desc[k] for k in VOCABULARY_KEYS}
     text = "Beginners BBQ Class Taking Place in Missoula!"
     ids = v.encode(text)
     assert 1 not in ids and 0 not in ids and max(ids) < PIECES

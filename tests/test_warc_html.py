@@ -228,6 +228,19 @@ def test_uncompressed_warc_reads_the_same() -> None:
     assert a == b and len(a) == 1
 
 
+def test_leading_blank_lines_are_skipped_as_in_wet() -> None:
+    """Both readers share ``wet.iter_records``: blank lines before the first record are
+    skipped for a WARC just as for a WET file (the WARC reader used to call such a file
+    malformed and read nothing)."""
+    records = [("http://f.example/", _http("200 OK", [("Content-Type", "text/html")], HTML))]
+    plain = _warc(records, gz=False)
+    a_bag, b_bag = CounterBag(), CounterBag()
+    a = list(read_warc(io.BytesIO(plain), "a", a_bag))
+    b = list(read_warc(io.BytesIO(b"\r\n\r\n" + plain), "b", b_bag))
+    assert a == b and len(a) == 1
+    assert a_bag.counts == b_bag.counts and b_bag.get("wet", "malformed_file") == 0
+
+
 # ---- cloud-style paths without a cloud -------------------------------------------------------
 
 

@@ -24,6 +24,31 @@ SAMPLE = os.path.join(
 )
 
 
+# SentencePiece settings of a T5-style model (objectives.md §1): unigram, pad 0, EOS 1, UNK 2, no BOS.
+T5_SPM_SETTINGS = {
+    "model_type": "unigram",
+    "pad_id": 0,
+    "eos_id": 1,
+    "unk_id": 2,
+    "bos_id": -1,
+    "num_threads": 1,
+    "minloglevel": 2,
+}
+# The `vocabulary` block of index.json, key by key (formats.md §3.6): the tests' own copy of the
+# spec, so that `Vocabulary.descriptor()` is checked against it rather than against itself.
+VOCABULARY_KEYS = (
+    "sha256",
+    "num_pieces",
+    "extra_ids",
+    "vocab_size",
+    "embedding_size",
+    "pad_id",
+    "eos_id",
+    "unk_id",
+    "bos_id",
+)
+
+
 def sample_texts(limit: int = 400) -> list[str]:
     with gzip.open(SAMPLE, "rt", encoding="utf-8") as f:
         return [json.loads(line)["text"] for _, line in zip(range(limit), f)]
@@ -42,13 +67,7 @@ def build_vocab(out: str, pieces: int = 1000, docs: int = 300) -> dict:
         input=text_path,
         model_prefix=os.path.join(out, "sentencepiece"),
         vocab_size=pieces,
-        model_type="unigram",
-        pad_id=0,
-        eos_id=1,
-        unk_id=2,
-        bos_id=-1,
-        num_threads=1,
-        minloglevel=2,
+        **T5_SPM_SETTINGS,
     )
     os.remove(text_path)
     vocab_size = pieces + 100
@@ -145,20 +164,7 @@ def build_shards(
     )
     valid, _, _ = _rows(vocab_dir, desc, texts[docs:], inputs_length, packing, seed + 1)
     spec = fmt.column_spec("span_corruption", packing, inputs_length, targets_length, "uint16")
-    vocabulary = {
-        k: desc[k]
-        for k in (
-            "sha256",
-            "num_pieces",
-            "extra_ids",
-            "vocab_size",
-            "embedding_size",
-            "pad_id",
-            "eos_id",
-            "unk_id",
-            "bos_id",
-        )
-    }
+    vocabulary = {k: desc[k] for k in VOCABULARY_KEYS}
     manifest = fmt.make_manifest(
         objective={
             "name": "span_corruption",
@@ -200,3 +206,33 @@ def build_shards(
     manifest["versions"] = fmt.library_versions()
     fmt.write_index(out, manifest)
     return manifest
+
+
+def build_data(root, *, docs: int, packed_docs: int = 0, **shard_kw) -> dict:
+    """A vocabulary (`root/vocab`), span-corruption shards of `docs` documents (`root/shards`)
+    and, with `packed_docs`, per-document packed shards (`root/packed`); returns vocab.json."""
+    vocab_dir = str(root / "vocab")
+    desc = build_vocab(vocab_dir, docs=150)
+    build_shards(str(root / "shards"), vocab_dir, desc, docs=docs, **shard_kw)
+    if packed_docs:
+        build_shards(
+            str(root / "packed"), vocab_dir, desc, docs=packed_docs, packing="per_document"
+        )
+    return desc
+
+
+def tiny_options(root, out, **kw):
+    """`TrainOptions` of a tiny CPU run on `build_data`'s folders; `kw` sets the rest."""
+    from c4forge.trainers.train import TrainOptions
+
+    base = {
+        "shards": str(root / "shards"),
+        "output": str(out),
+        "preset": "tiny",
+        "batch_size": 4,
+        "vocab": str(root / "vocab"),
+        "log_every": 1,
+        "eval_rows": 8,
+        "progress": False,
+    }
+    return TrainOptions(**{**base, **kw})

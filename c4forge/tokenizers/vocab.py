@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from c4forge.errors import ConfigError, InputError, VerificationError
@@ -66,6 +66,32 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
+def proto_fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes, int]]:
+    """(field number, wire type, value, end offset) of each top-level field of a serialized
+    protobuf message: an int for varints, the raw bytes otherwise. Enough of the wire format to
+    edit or read a SentencePiece ModelProto without a protobuf runtime."""
+    pos = 0
+    while pos < len(buf):
+        key, pos = _read_varint(buf, pos)
+        field, wire = key >> 3, key & 7
+        value: int | bytes
+        if wire == 0:
+            value, end = _read_varint(buf, pos)
+        else:
+            if wire == 2:
+                size, pos = _read_varint(buf, pos)
+            elif wire in (1, 5):
+                size = 8 if wire == 1 else 4
+            else:
+                raise InputError(f"unexpected protobuf wire type {wire} in a SentencePiece model")
+            end = pos + size
+            if end > len(buf):
+                raise InputError("truncated SentencePiece model")
+            value = buf[pos:end]
+        yield field, wire, value, end
+        pos = end
+
+
 def _piece_bytes(piece: str, score: float = 0.0, type_: int = _USER_DEFINED) -> bytes:
     """One `SentencePiece{piece, score, type}` message, as ModelProto.SerializeToString writes it."""
     name = piece.encode("utf-8")
@@ -87,26 +113,10 @@ def add_extra_ids(model_proto: bytes, extra_ids: int) -> bytes:
     The new entries go right after the last existing piece (field 1), before trainer_spec etc.,
     which is where a canonical serializer (fields in number order) puts them.
     """
-    pos = insert_at = 0
-    while pos < len(model_proto):
-        key, after_key = _read_varint(model_proto, pos)
-        field, wire = key >> 3, key & 7
-        if wire == 2:
-            length, start = _read_varint(model_proto, after_key)
-            end = start + length
-        elif wire == 0:
-            _, end = _read_varint(model_proto, after_key)
-        elif wire == 5:
-            end = after_key + 4
-        elif wire == 1:
-            end = after_key + 8
-        else:
-            raise InputError(f"unexpected protobuf wire type {wire} in a SentencePiece model")
-        if end > len(model_proto):
-            raise InputError("truncated SentencePiece model")
+    insert_at = 0
+    for field, _wire, _value, end in proto_fields(model_proto):
         if field == 1:
             insert_at = end
-        pos = end
     extra = b"".join(_piece_bytes(sentinel_piece(k)) for k in reversed(range(extra_ids)))
     return model_proto[:insert_at] + extra + model_proto[insert_at:]
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from c4forge.errors import ConfigError, InputError, OutputExistsError, VerificationError
 from c4forge.fsutil import atomic_write_bytes, read_json, sha256_file, write_json
+from c4forge.tokenizers.vocab import proto_fields
 from c4forge.trainers.config import ModelConfig
 
 WEIGHTS_FILE = "model.safetensors"
@@ -355,41 +356,9 @@ def export(
 def spm_charsmap(model_proto: bytes) -> bytes | None:
     """``normalizer_spec.precompiled_charsmap`` of a SentencePiece ModelProto, read off the wire
     format (ModelProto field 3 → NormalizerSpec field 2) so no protobuf runtime is needed."""
-
-    def fields(buf: bytes):
-        pos = 0
-        while pos < len(buf):
-            key, pos = _varint(buf, pos)
-            number, wire = key >> 3, key & 7
-            if wire == 0:
-                value, pos = _varint(buf, pos)
-            elif wire == 1:
-                value, pos = buf[pos : pos + 8], pos + 8
-            elif wire == 2:
-                n, pos = _varint(buf, pos)
-                value, pos = buf[pos : pos + n], pos + n
-            elif wire == 5:
-                value, pos = buf[pos : pos + 4], pos + 4
-            else:
-                raise InputError(f"not a SentencePiece model (wire type {wire})")
-            yield number, wire, value
-
-    for number, wire, value in fields(model_proto):
+    for number, wire, value, _ in proto_fields(model_proto):
         if number == 3 and wire == 2:
-            for n2, w2, v2 in fields(value):
+            for n2, w2, v2, _ in proto_fields(value):
                 if n2 == 2 and w2 == 2:
                     return bytes(v2)
     return None
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise InputError("not a SentencePiece model (truncated varint)")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
