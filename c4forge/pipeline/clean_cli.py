@@ -94,7 +94,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--resume",
         action="store_true",
-        help="skip inputs already fully processed by an interrupted run in --output",
+        help="record per-input progress under OUTPUT/_work/ and skip inputs an interrupted run "
+        "already processed (Beam: pass it on the first run too; Spark always records)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace a finished run in --output")
     p.add_argument(
