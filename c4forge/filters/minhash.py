@@ -300,27 +300,3 @@ def near_dedup_local(
     count(STAGE, "removed", len(removed))
     count(STAGE, "passed", len(urls) - len(removed))
     return removed
-
-
-def conservation_errors(counters: dict[str, dict[str, int]], dedup: str) -> list[str]:
-    """Near-dedup identities: pages in (exact dedup's ``passed``, or clean's with ``--dedup
-    none``) = ``removed + passed``, and ``passed`` = the langid total."""
-    nd = counters.get(STAGE, {})
-    before = counters.get("dedup" if dedup != "none" else "clean", {}).get("passed", 0)
-    after = nd.get("removed", 0) + nd.get("passed", 0)
-    langid = sum(
-        counters.get("langid", {}).get(r, 0)
-        for r in (
-            "langdetect_exception",
-            "no_predictions",
-            "low_confidence",
-            "ignored_language",
-            "passed",
-        )
-    )
-    errors = []
-    if before != after:
-        errors.append(f"near_dedup: pages in {before} != removed + passed {after}")
-    if nd.get("passed", 0) != langid:
-        errors.append(f"near_dedup.passed: {nd.get('passed', 0)} != langid total {langid}")
-    return errors

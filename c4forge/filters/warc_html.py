@@ -265,10 +265,3 @@ def read_path(
     fmt = detect_input_format(path) if input_format == "auto" else input_format
     with open_input(path) as f:
         yield from read_pages(f, path, count, input_format=fmt, max_record_bytes=max_record_bytes)
-
-
-def fold_warc_reasons(counters: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    """A copy of ``counters``. Deprecated: ``counting.conservation_errors`` now counts the WARC
-    reasons in the record identity itself, so there is nothing left to fold (callers can pass
-    the counters directly)."""
-    return {stage: dict(reasons) for stage, reasons in counters.items()}
