@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from c4forge.pipeline.cli_common import add_runner_args
+
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
@@ -42,17 +44,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="jsonl = c4-*.json.gz as the C4 release (default); parquet = c4-*.parquet",
     )
     p.add_argument("--language", default="en", help="target language (only 'en' today)")
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="DirectRunner worker processes (default: all cores)",
-    )
-    p.add_argument(
-        "--runner",
-        default=None,
-        help="Beam runner (DirectRunner default; DataflowRunner, FlinkRunner, SparkRunner)",
-    )
+    add_runner_args(p)
     p.add_argument(
         "--engine",
         choices=["beam", "spark"],

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 
+from c4forge.pipeline.cli_common import add_runner_args
+
 OBJECTIVE_NAMES = (
     "span_corruption",
     "prefix_lm",
@@ -117,17 +119,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--token-dtype", choices=["auto", "uint16", "int32"], default="auto")
     p.add_argument("--compression", choices=["none", "lz4"], default="none")
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="DirectRunner worker processes (default: all cores)",
-    )
-    p.add_argument(
-        "--runner",
-        default=None,
-        help="Beam runner (DirectRunner default; DataflowRunner, FlinkRunner…)",
-    )
+    add_runner_args(p)
     p.add_argument("--overwrite", action="store_true", help="replace a shard set built differently")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     return p
