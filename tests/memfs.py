@@ -41,6 +41,9 @@ class MemFileSystem(FileSystem):
     files: dict[str, bytes] = {}
     writes: list[str] = []
     lock = threading.Lock()
+    # Fault injection: creating an object whose path contains this string fails, as a bucket
+    # that stops accepting writes would (used to interrupt a job at a known point).
+    fail_create: str | None = None
 
     @classmethod
     def scheme(cls) -> str:
@@ -51,6 +54,7 @@ class MemFileSystem(FileSystem):
         with cls.lock:
             cls.files.clear()
             cls.writes.clear()
+            cls.fail_create = None
 
     @classmethod
     def put(cls, path: str, data: bytes) -> None:
@@ -85,6 +89,8 @@ class MemFileSystem(FileSystem):
                 yield FileMetadata(path, len(data))
 
     def create(self, path, mime_type="application/octet-stream", compression_type=None):
+        if self.fail_create is not None and self.fail_create in path:
+            raise BeamIOError(f"{path}: injected write failure")
         return _Writer(type(self), path)
 
     def open(self, path, mime_type="application/octet-stream", compression_type=None):
