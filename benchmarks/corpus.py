@@ -7,8 +7,8 @@ page, deterministically from ``--seed``:
 
 * Sources (real text only): the 1,000 real C4 documents and the 191-record WET derived from
   real HTML (``c4forge/data/sample/``), the genuine Common Crawl WET excerpts and the 81
-  multilingual Common Crawl pages under ``tests/data/``, and, when present, the full dolma CC
-  file of 697 multilingual pages (``../shared/data/real/allenai-dolma/CC-MAIN-…-00140``;
+  multilingual Common Crawl pages under ``tests/data/``, and the full dolma CC
+  file of 697 multilingual pages (``c4forge/data/sample/CC-MAIN-…-00140``;
   ``--extra`` adds more ``.jsonl[.gz]`` files with a ``text`` field).
 * A generated page takes a random source page's line structure.  Lines that look like prose
   (ending in ``. ? ! "`` with >= 5 words) are rebuilt with the same number of sentences, each
@@ -52,10 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 SAMPLE = ROOT / "c4forge" / "data" / "sample"
 TESTS_DATA = ROOT / "tests" / "data"
-DOLMA = (
-    ROOT.parent
-    / "shared/data/real/allenai-dolma/CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz"
-)
+DOLMA = SAMPLE / "CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz"
 VERSION = 1  # bump when the generation changes, so cached corpora are rebuilt
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
 _END_MARKS = (".", "?", "!", '"')

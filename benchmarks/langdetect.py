@@ -6,7 +6,7 @@ Two page sets, both real text:
   191 records, the genuine WET excerpts, the multilingual Common Crawl excerpt, the synthetic
   cc_net WET fixtures, the datatrove peer outputs, the text of the WARC HTML responses via
   ``c4forge.filters.warc_html``) plus, when
-  present, the full multilingual dolma CC file under ``../shared`` and any ``--extra``
+  present, the full multilingual dolma CC file in ``c4forge/data/sample`` and any ``--extra``
   ``.jsonl[.gz]`` file: raw page text, many languages.
 * ``corpus``: the first ``--pages`` pages of the benchmark corpus (``benchmarks/corpus.py``)
   after ``clean_page``, i.e. what the job's langid stage sees (before span dedup).
