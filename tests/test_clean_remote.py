@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 
 import pytest
@@ -44,14 +43,13 @@ def read(path: str) -> bytes:
 
 
 def put_inputs() -> list[str]:
-    """The three real files in the bucket, reachable by the three INPUT forms (one each):
+    """(Re)write the three real files in the bucket, reachable by the three INPUT forms (one each):
 
     * glob ``in/genuine/*.gz``  → whirlwind.warc.wet.gz (the LICENSE beside it is no match);
     * prefix ``in/derived``     → the derived WET (a "folder" is only a key prefix);
     * ``@lists/paths.txt``      → the plain .wet by a name relative to the list, plus the
       derived WET again by its full path (listed twice, read once), a comment and a blank.
     """
-    MemFileSystem.reset()
     b = BUCKET
     MemFileSystem.put(f"{b}/in/genuine/{os.path.basename(WHIRLWIND)}", read(WHIRLWIND))
     MemFileSystem.put(f"{b}/in/genuine/{os.path.basename(LICENSE)}", read(LICENSE))
@@ -61,6 +59,10 @@ def put_inputs() -> list[str]:
     listing = f"# CC wet.paths style\n{os.path.basename(PLAIN_WET)}\n\n{derived}\n"
     MemFileSystem.put(f"{b}/lists/paths.txt", listing.encode())
     return [f"{b}/in/genuine/*.gz", f"{b}/in/derived", f"@{b}/lists/paths.txt"]
+
+
+def setup_module() -> None:
+    MemFileSystem.reset()
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +91,7 @@ def test_each_input_form_resolves_on_the_bucket():
     assert names == [
         [os.path.basename(WHIRLWIND)],
         [os.path.basename(DERIVED_WET)],
-        sorted([os.path.basename(PLAIN_WET), os.path.basename(DERIVED_WET)]),
+        [os.path.basename(DERIVED_WET), os.path.basename(PLAIN_WET)],  # by path: in/ < lists/
     ]
     every = resolve_inputs(specs, "auto")  # the duplicate across forms counts once
     assert [f.path for f in every] == sorted(f.path for f in every) and len(every) == 3
@@ -164,8 +166,8 @@ def test_finished_bucket_output_is_kept_refused_or_replaced(remote_run, capsys):
     assert "--overwrite" in capsys.readouterr().err
     assert MemFileSystem.writes == [] and MemFileSystem.under(out) == reference
 
-    assert clean(*specs, "--output", out, "--dedup", "lines", "--format", "parquet",
-                 "--overwrite") == 0  # fmt: skip
+    argv = [*specs, "--output", out, "--dedup", "lines", "--format", "parquet", "--overwrite"]
+    assert clean(*argv) == 0
     objects = MemFileSystem.under(out)
     stats = json.loads(objects["stats.json"])
     assert stats["config"]["dedup"] == "lines"
@@ -206,7 +208,8 @@ def test_resume_after_a_failed_run_on_the_bucket(local_run, capsys):
     # The bucket refuses the second input's records: the run dies after the first input's
     # progress may have been recorded, as a killed job would.
     MemFileSystem.fail_create = "/_work/chunk-00001"
-    assert clean(*specs, "--output", out, "--resume") != 0
+    with pytest.raises(Exception, match="injected write failure"):
+        clean(*specs, "--output", out, "--resume")
     capsys.readouterr()
     MemFileSystem.fail_create = None
     work = MemFileSystem.under(f"{out}/_work")
@@ -217,6 +220,7 @@ def test_resume_after_a_failed_run_on_the_bucket(local_run, capsys):
     assert main(["clean", *specs, "--output", out, "--resume", "--workers", "1"]) == 0
     err = capsys.readouterr().err
     skipped = len(recorded)
+    print(f"resume: {skipped} of 3 inputs recorded before the failure")
     assert f"{skipped} input(s) done by an earlier run, skipped; {3 - skipped} processed" in err
     objects = MemFileSystem.under(out)
     assert sorted(objects) == sorted(local_run)  # _work removed once stats.json is written
@@ -229,7 +233,8 @@ def test_stale_bucket_work_folder_is_removed_by_a_plain_run(local_run, capsys):
     specs = put_inputs()
     out = f"{BUCKET}/stale"
     MemFileSystem.fail_create = "/_work/chunk-00000"
-    assert clean(*specs, "--output", out, "--resume", "--dedup", "lines") != 0
+    with pytest.raises(Exception, match="injected write failure"):
+        clean(*specs, "--output", out, "--resume", "--dedup", "lines")
     MemFileSystem.fail_create = None
     assert "job.json" in MemFileSystem.under(f"{out}/_work")
     assert clean(*specs, "--output", out) == 0
@@ -263,4 +268,3 @@ def test_dataflow_with_a_local_output_fails_before_contacting_anything(
 
 def teardown_module() -> None:
     MemFileSystem.reset()
-    shutil.rmtree("/nonexistent-c4forge", ignore_errors=True)

@@ -59,7 +59,8 @@ def validate_args(args: argparse.Namespace) -> dict[str, Any]:
         from c4forge.filters.minhash import make_params
 
         make_params(args.ngram, args.num_perm, args.threshold)  # ConfigError on bad values
-    if args.runner == "DataflowRunner" and "://" not in args.output:
+    runner = (args.runner or "").rsplit(".", 1)[-1].lower()  # Beam's names are case-blind
+    if runner in ("dataflow", "dataflowrunner") and "://" not in co.local_output(args.output):
         raise ConfigError(
             f"--output {args.output!r} is a local path, but Dataflow workers cannot write to "
             "this machine; use a gs:// folder"
@@ -190,6 +191,13 @@ def _write_text(path: str, text: str) -> None:
         f.write(text.encode("utf-8"))
 
 
+def _remove_work(work: pg.WorkDir) -> None:
+    """``WorkDir.remove`` deletes a local folder; on an object store ``_work`` is a key prefix
+    that it does not see (``exists`` is False), so the objects under it are deleted here."""
+    work.remove()
+    co.remove_remote_tree(work.root)
+
+
 def _start_work(
     args: argparse.Namespace, files: list[InputFile], config: dict
 ) -> tuple[pg.WorkDir, list[pg.Chunk] | None]:
@@ -197,7 +205,7 @@ def _start_work(
     interrupted run of the same job if there is one); without, a stale one is removed."""
     work = pg.WorkDir(args.output, pg.BEAM_DATA_SUFFIX)
     if not args.resume:
-        work.remove()
+        _remove_work(work)
         return work, None
     chunks = pg.plan_chunks(files, 1)  # one pipeline; per-file steps spread over the workers
     job = {"engine": "beam", "config": config, "inputs": [c.describe() for c in chunks]}
@@ -215,6 +223,7 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     quiet_beam_logging()
     started = time.monotonic()
     shard_options = validate_args(args)
+    args.output = co.local_output(args.output)
     files = resolve_inputs(args.inputs, args.input_format)
     inputs = inputs_block(files)
     config = cs.make_config(args)
@@ -285,6 +294,7 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     _write_text(stats_path, cs.stats_text(stats))  # last: its presence means "complete"
     co.remove_files(args.output, [MANIFEST_NAME])
     work.finish()
+    co.remove_remote_tree(work.root)
 
     wall = time.monotonic() - started
     if args.report:

@@ -82,6 +82,12 @@ def json_line(doc: OutDoc) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
+def local_output(path: str) -> str:
+    """``file:///x`` → ``/x``. Beam has no filesystem for the ``file`` scheme (its
+    LocalFileSystem takes plain paths), so a ``file://`` output is written as a local one."""
+    return path[len("file://") :] if path.startswith("file://") else path
+
+
 def join_path(directory: str, name: str) -> str:
     if "://" in directory:
         return directory.rstrip("/") + "/" + name
@@ -221,8 +227,32 @@ def remove_files(directory: str, names: Iterable[str]) -> None:
     if "://" in directory:
         from apache_beam.io.filesystems import FileSystems
 
-        FileSystems.delete(paths)
+        # Only what exists: GCS and S3 ignore a missing object, but Beam's other filesystems
+        # (local, HDFS) raise, and a missing file (no funnel.png yet) is the normal case here.
+        existing = [p for p in paths if FileSystems.exists(p)]
+        if existing:
+            FileSystems.delete(existing)
     else:
         for p in paths:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(p)
+
+
+def remove_remote_tree(directory: str) -> None:
+    """Delete every object under a remote folder (a key prefix).
+
+    Why not ``FileSystems.delete([directory])``: on an object store a folder is no object, so
+    ``exists`` is False and a delete of it removes nothing (GCS) or fails (others); the objects
+    under it are listed and deleted instead. Local folders are left to the caller.
+    """
+    if "://" not in directory:
+        return
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        res = FileSystems.match([directory.rstrip("/") + "/**"])
+    except Exception:  # Beam reports "nothing matched" as an error on some filesystems
+        return
+    paths = [m.path for r in res for m in r.metadata_list]
+    if paths:
+        FileSystems.delete(paths)
