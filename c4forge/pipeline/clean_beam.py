@@ -191,13 +191,6 @@ def _write_text(path: str, text: str) -> None:
         f.write(text.encode("utf-8"))
 
 
-def _remove_work(work: pg.WorkDir) -> None:
-    """``WorkDir.remove`` deletes a local folder; on an object store ``_work`` is a key prefix
-    that it does not see (``exists`` is False), so the objects under it are deleted here."""
-    work.remove()
-    co.remove_remote_tree(work.root)
-
-
 def _start_work(
     args: argparse.Namespace, files: list[InputFile], config: dict
 ) -> tuple[pg.WorkDir, list[pg.Chunk] | None]:
@@ -205,7 +198,7 @@ def _start_work(
     interrupted run of the same job if there is one); without, a stale one is removed."""
     work = pg.WorkDir(args.output, pg.BEAM_DATA_SUFFIX)
     if not args.resume:
-        _remove_work(work)
+        work.remove()  # local folder, or every object under the remote prefix
         return work, None
     chunks = pg.plan_chunks(files, 1)  # one pipeline; per-file steps spread over the workers
     job = {"engine": "beam", "config": config, "inputs": [c.describe() for c in chunks]}
@@ -294,7 +287,6 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     _write_text(stats_path, cs.stats_text(stats))  # last: its presence means "complete"
     co.remove_files(args.output, [MANIFEST_NAME])
     work.finish()
-    co.remove_remote_tree(work.root)
 
     wall = time.monotonic() - started
     if args.report:

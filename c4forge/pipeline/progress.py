@@ -158,6 +158,11 @@ class WorkDir:
         if _is_remote(target):
             from apache_beam.io.filesystems import FileSystems
 
+            from c4forge.pipeline.clean_output import remove_remote_tree
+
+            # On an object store a "folder" is a key prefix, not an object: delete what is
+            # under it, then the object itself when ``target`` names one.
+            remove_remote_tree(target)
             if FileSystems.exists(target):
                 FileSystems.delete([target])
             return
