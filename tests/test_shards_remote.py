@@ -2,7 +2,7 @@
 Beam's FileSystems, as a Dataflow run writes them to a bucket.
 
 The bucket is faked by `MemFileSystem`, a minimal in-memory Beam `FileSystem` registered under
-the `memfs://` scheme (Beam finds FileSystem subclasses by scheme). It fakes the storage, not
+the `membucket://` scheme (Beam finds FileSystem subclasses by scheme). It fakes the storage, not
 the code under test: the shard job, `c4forge.formats.storage` and Beam's `FileSystems` dispatch
 all run for real. Objects become visible only when their writer is closed, like GCS objects.
 The job runs with one in-process worker so that it shares this process's memory.
@@ -11,13 +11,11 @@ The job runs with one in-process worker so that it shares this process's memory.
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
-import threading
 
 import pytest
-from apache_beam.io.filesystem import BeamIOError, FileMetadata, FileSystem
+from memfs import MemFileSystem  # tests/memfs.py: the test-only in-memory bucket
 
 from c4forge.cli import main
 from c4forge.formats import shards as S
@@ -26,90 +24,6 @@ from c4forge.formats import storage
 SAMPLE = os.path.join(
     os.path.dirname(__file__), "..", "c4forge", "data", "sample", "c4-sample.00000-of-00001.json.gz"
 )
-
-
-class _Writer(io.BytesIO):
-    def __init__(self, fs: type[MemFileSystem], path: str) -> None:
-        super().__init__()
-        self.fs, self.path = fs, path
-
-    def close(self) -> None:
-        if not self.closed:
-            with self.fs.lock:
-                self.fs.files[self.path] = self.getvalue()
-                self.fs.writes.append(self.path)
-        super().close()
-
-
-class MemFileSystem(FileSystem):
-    """Objects in a class-level dict (Beam creates a new FileSystem object per call)."""
-
-    files: dict[str, bytes] = {}
-    writes: list[str] = []
-    lock = threading.Lock()
-
-    @classmethod
-    def scheme(cls) -> str:
-        return "memfs"
-
-    def join(self, basepath: str, *paths: str) -> str:
-        return "/".join([basepath.rstrip("/"), *paths])
-
-    def split(self, path: str) -> tuple[str, str]:
-        head, _, tail = path.rpartition("/")
-        return head, tail
-
-    def mkdirs(self, path: str) -> None:
-        pass
-
-    def has_dirs(self) -> bool:
-        return False
-
-    def _list(self, dir_or_prefix: str):
-        with self.lock:
-            items = sorted(self.files.items())
-        for path, data in items:
-            if path.startswith(dir_or_prefix):
-                yield FileMetadata(path, len(data))
-
-    def create(self, path, mime_type="application/octet-stream", compression_type=None):
-        return _Writer(type(self), path)
-
-    def open(self, path, mime_type="application/octet-stream", compression_type=None):
-        if path not in self.files:
-            raise BeamIOError(f"{path}: no such object")
-        return io.BytesIO(self.files[path])
-
-    def copy(self, source_file_names, destination_file_names):
-        for src, dst in zip(source_file_names, destination_file_names):
-            self.files[dst] = self.files[src]
-
-    def rename(self, source_file_names, destination_file_names):
-        with self.lock:
-            for src, dst in zip(source_file_names, destination_file_names):
-                self.files[dst] = self.files.pop(src)
-
-    def exists(self, path: str) -> bool:
-        return path in self.files
-
-    def size(self, path: str) -> int:
-        return len(self.files[path])
-
-    def last_updated(self, path: str) -> float:
-        return 0.0
-
-    def checksum(self, path: str) -> str:
-        return str(len(self.files[path]))
-
-    def metadata(self, path: str) -> FileMetadata:
-        return FileMetadata(path, len(self.files[path]))
-
-    def delete(self, paths) -> None:
-        with self.lock:
-            for p in paths:
-                if p not in self.files:
-                    raise BeamIOError(f"{p}: no such object")
-                del self.files[p]
 
 
 def write_c4_file(path: str, lines: list[bytes]) -> None:
@@ -161,7 +75,7 @@ def bucket(prefix: str) -> dict[str, bytes]:
 
 def test_storage_functions_on_a_beam_filesystem():
     MemFileSystem.files.clear()
-    base = "memfs://b/fs-test"
+    base = "membucket://b/fs-test"
     assert storage.is_remote(base) and storage.join(base, "a", "b.json") == base + "/a/b.json"
     storage.write_json(storage.join(base, "x.json"), {"b": 1, "a": [1, 2]})
     assert (
@@ -170,7 +84,9 @@ def test_storage_functions_on_a_beam_filesystem():
     assert storage.read_json(base + "/x.json") == {"a": [1, 2], "b": 1}
     storage.write_bytes(base + "/sub/y.bin", b"abc")
     assert storage.listdir(base) == ["x.json"]  # direct children only
-    assert storage.listdir(base + "/sub") == ["y.bin"] and storage.listdir("memfs://b/none") == []
+    assert (
+        storage.listdir(base + "/sub") == ["y.bin"] and storage.listdir("membucket://b/none") == []
+    )
     assert storage.size(base + "/sub/y.bin") == 3
     assert storage.sha256(base + "/sub/y.bin") == S.sha256_bytes(b"abc")
     with pytest.raises(RuntimeError), storage.atomic_writer(base + "/z.bin") as f:
@@ -184,7 +100,7 @@ def test_storage_functions_on_a_beam_filesystem():
 
 def test_remote_output_matches_local_bytes(local_set, docs, vocab_dir):
     MemFileSystem.files.clear()
-    out = "memfs://bucket/shards"
+    out = "membucket://bucket/shards"
     assert build(docs, vocab_dir, out) == 0
     remote = bucket(out)
     local = {n: open(os.path.join(local_set, n), "rb").read() for n in os.listdir(local_set)}
@@ -196,7 +112,7 @@ def test_remote_output_matches_local_bytes(local_set, docs, vocab_dir):
 
 def test_remote_rerun_rebuilds_only_a_damaged_shard(docs, vocab_dir, capsys):
     MemFileSystem.files.clear()
-    out = "memfs://bucket/again"
+    out = "membucket://bucket/again"
     assert build(docs, vocab_dir, out) == 0
     reference = bucket(out)
     MemFileSystem.writes.clear()
