@@ -184,6 +184,9 @@ def _streams(
     `config.concat_documents` concatenated documents, or one document per stream (its index).
     """
     eos_sep = config.doc_separator == "eos"
+    # Config attributes read once (`concatenates` is a property): this loop runs per document.
+    chunk_max, concatenates = config.select_random_chunk_max, config.concatenates
+    group_size = config.concat_documents
     group: list[np.ndarray] = []
     group_index = 0
     for doc_index, doc in enumerate(documents):
@@ -192,24 +195,22 @@ def _streams(
         if len(tokens) == 0:
             st["documents_empty"] += 1
             continue
-        if len(tokens) > config.select_random_chunk_max:
+        if len(tokens) > chunk_max:
             st["documents_chunked"] += 1
             before = len(tokens)
             tokens = select_random_chunk(
-                tokens,
-                config.select_random_chunk_max,
-                (seed, CHUNK_STREAM, clean_shard_index, doc_index),
+                tokens, chunk_max, (seed, CHUNK_STREAM, clean_shard_index, doc_index)
             )
             st["chunk_tokens_dropped"] += before - len(tokens)
         if eos_sep:
             tokens = np.append(tokens, np.int32(EOS_ID))
         st["tokens"] += len(tokens)
-        if not config.concatenates:
+        if not concatenates:
             st["groups"] += 1
             yield tokens, doc_index
             continue
         group.append(tokens)
-        if len(group) == config.concat_documents:
+        if len(group) == group_size:
             st["groups"] += 1
             yield np.concatenate(group), group_index
             group, group_index = [], group_index + 1
@@ -326,8 +327,9 @@ def span_corruption_blocks(
     def ragged() -> tuple[np.ndarray, ExampleBlock] | None:
         """Results of the pending pieces that fit, and their pending indices (ascending)."""
         multi = [i for i, item in enumerate(pending) if len(item[0]) >= 2]
-        rngs = (piece_rng(seed, oid, clean_shard_index, *pending[i][1:]) for i in multi)
-        flat = span_corruption_ragged_flat([pending[i][0] for i in multi], rngs, **kw)
+        items = pending if len(multi) == len(pending) else [pending[i] for i in multi]
+        rngs = (piece_rng(seed, oid, clean_shard_index, g, p) for _, g, p in items)
+        flat = span_corruption_ragged_flat([item[0] for item in items], rngs, **kw)
         st["too_many_spans"] += len(multi) - (0 if flat is None else len(flat[0]))
         if len(multi) == len(pending):  # the usual case: no 1-token piece
             if flat is None:
@@ -400,15 +402,18 @@ def span_corruption_blocks(
                 )
                 held += full
             first = full
-        for p in range(first, -(-len(stream) // step)):
-            st["pieces"] += 1
+        p, end = first, -(-len(stream) // step)
+        while p < end:  # the other pieces wait, flushed whenever RAGGED_MAX_PIECES are pending
+            take = min(end - p, RAGGED_MAX_PIECES - len(pending))
+            st["pieces"] += take
             at = len(pending)
-            pending.append((stream[p * step : (p + 1) * step], g, p))
+            pending.extend([(stream[q * step : (q + 1) * step], g, q) for q in range(p, p + take)])
+            p += take
             last = queue[-1] if queue else None
             if isinstance(last, range) and last.stop == at:
-                queue[-1] = range(last.start, at + 1)
+                queue[-1] = range(last.start, at + take)
             else:
-                queue.append(range(at, at + 1))
+                queue.append(range(at, at + take))
             if len(pending) >= RAGGED_MAX_PIECES:
                 yield from flush()
         if held >= HOLD_EXAMPLES:

@@ -34,7 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("shards", help="shard directory (with index.json)")
-    p.add_argument("--output", required=True, help="run directory (checkpoints, metrics, curve)")
+    p.add_argument(
+        "--output", "-o", required=True, help="run directory (checkpoints, metrics, curve)"
+    )
     p.add_argument("--steps", type=_positive, required=True, help="total optimizer steps")
     m = p.add_argument_group("model")
     m.add_argument("--preset", help="tiny, small or base (required for a new run)")
