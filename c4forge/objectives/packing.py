@@ -90,35 +90,49 @@ def first_fit_rows(
     An example goes to the first row of its window where both its inputs and targets fit.
     """
     n = len(in_lens)
-    row_of = np.empty(n, dtype=np.int64)
-    off_in = np.empty(n, dtype=np.int64)
-    off_tg = np.empty(n, dtype=np.int64)
-    rem_in = np.empty(max(1, min(window, n)), dtype=np.int64)
-    rem_tg = np.empty_like(rem_in)
+    row_of: list[int] = []
+    off_in: list[int] = []
+    off_tg: list[int] = []
     ins, tgs = np.asarray(in_lens).tolist(), np.asarray(tg_lens).tolist()  # Python ints: fast
+    # Rows left with less room than the shortest example anywhere can never take another one:
+    # they leave `live`, so the scan only visits rows that might fit (same choice as scanning
+    # all rows). A plain Python scan of the few live rows beats numpy's per-call overhead.
+    floor_in = min(ins, default=0)
+    floor_tg = min(tgs, default=0)
     base = 0  # global index of the window's first row
     for w0 in range(0, n, window):
-        open_rows = 0
+        left_in: list[int] = []  # room left in each row of the window
+        left_tg: list[int] = []
+        live: list[int] = []  # rows that may still take an example, ascending
         for i in range(w0, min(w0 + window, n)):
             li, lt = ins[i], tgs[i]
             r = -1
             # A row is never empty once opened, so a full-width example always opens a new row.
-            if open_rows and li < inputs_length and lt < targets_length:
-                fits = (rem_in[:open_rows] >= li) & (rem_tg[:open_rows] >= lt)
-                first = int(fits.argmax())  # the first True (bool argmax stops there)
-                if fits[first]:
-                    r = first
+            if li < inputs_length and lt < targets_length:
+                for j in live:
+                    if left_in[j] >= li and left_tg[j] >= lt:
+                        r = j
+                        break
             if r < 0:
-                r = open_rows
-                open_rows += 1
-                rem_in[r], rem_tg[r] = inputs_length, targets_length
-            off_in[i] = inputs_length - rem_in[r]
-            off_tg[i] = targets_length - rem_tg[r]
-            rem_in[r] -= li
-            rem_tg[r] -= lt
-            row_of[i] = base + r
-        base += open_rows
-    return row_of, off_in, off_tg
+                r = len(left_in)
+                left_in.append(inputs_length)
+                left_tg.append(targets_length)
+                live.append(r)
+            ri, rt = left_in[r], left_tg[r]
+            off_in.append(inputs_length - ri)
+            off_tg.append(targets_length - rt)
+            ri -= li
+            rt -= lt
+            left_in[r], left_tg[r] = ri, rt
+            if ri < floor_in or rt < floor_tg:
+                live.remove(r)
+            row_of.append(base + r)
+        base += len(left_in)
+    return (
+        np.array(row_of, dtype=np.int64),
+        np.array(off_in, dtype=np.int64),
+        np.array(off_tg, dtype=np.int64),
+    )
 
 
 def _place(
