@@ -56,8 +56,14 @@ def init(info: DistInfo, device_kind: str) -> None:
     dist.init_process_group(backend=backend, rank=info.rank, world_size=info.world_size, **kwargs)
 
 
-def shutdown() -> None:
+def shutdown(synchronize: bool = True) -> None:
+    """Leave the process group. After a normal run every rank first meets at a barrier: a rank
+    that tears gloo down while a peer is still busy (rank 0 draws the loss curve) can abort
+    with "terminate called without an active exception". After an error no barrier is
+    attempted, since the other ranks may never arrive."""
     if dist.is_available() and dist.is_initialized():
+        if synchronize:
+            dist.barrier()
         dist.destroy_process_group()
 
 

@@ -697,6 +697,8 @@ def train(opts: TrainOptions) -> RunSummary:
     trainer = Trainer(opts)
     try:
         summary = trainer.run()
-    finally:
-        dist.shutdown()
+    except BaseException:
+        dist.shutdown(synchronize=False)
+        raise
+    dist.shutdown()
     return summary
