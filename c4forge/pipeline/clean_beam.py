@@ -31,6 +31,7 @@ from typing import Any
 
 from c4forge import errors
 from c4forge.errors import C4ForgeError, ConfigError, VerificationError
+from c4forge.formats import storage
 from c4forge.pipeline import clean_output as co
 from c4forge.pipeline import clean_stats as cs
 from c4forge.pipeline import progress as pg
@@ -125,7 +126,7 @@ def build_pipeline(
         | "split" >> beam.ParDo(ct.SplitFn())
         | "output" >> ct.WriteShards(args.output, args.format, shard_options)
     )
-    manifest = co.join_path(args.output, MANIFEST_NAME)
+    manifest = storage.join(args.output, MANIFEST_NAME)
     _ = (
         shards
         | "CollectShardStats" >> beam.combiners.ToList()
@@ -161,33 +162,8 @@ def user_error_from(err: BaseException) -> C4ForgeError | None:
     return None
 
 
-def _read_bytes(path: str) -> bytes:
-    if "://" in path:
-        from apache_beam.io.filesystems import FileSystems
-
-        with FileSystems.open(path) as f:
-            return f.read()
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def _read_existing_stats(path: str) -> dict | None:
-    try:
-        raw = _read_bytes(path)
-    except (FileNotFoundError, OSError):
-        return None
-    except Exception:  # Beam filesystems raise their own "not found" errors
-        return None
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as err:
-        raise VerificationError(
-            f"{path}: not valid JSON ({err}); remove it or pass --overwrite"
-        ) from err
-
-
 def _write_text(path: str, text: str) -> None:
-    with co.atomic_output(path) as f:
+    with storage.atomic_writer(path) as f:
         f.write(text.encode("utf-8"))
 
 
@@ -220,15 +196,10 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     files = resolve_inputs(args.inputs, args.input_format)
     inputs = inputs_block(files)
     config = cs.make_config(args)
-    stats_path = co.join_path(args.output, cs.STATS_NAME)
+    stats_path = storage.join(args.output, cs.STATS_NAME)
 
-    existing = _read_existing_stats(stats_path)
-    if cs.check_existing(existing, stats_path, config, inputs, args.overwrite):
-        if not args.quiet:
-            print(summary.already_complete(existing, args.output))
+    if cs.finished_run(args, stats_path, config, inputs, summary):
         return 0
-    if existing is not None:  # --overwrite: the old run stops being "finished" right now
-        co.remove_files(args.output, [cs.STATS_NAME])
     co.remove_files(args.output, [FUNNEL_NAME])  # a chart of an older run would mislead
     if "://" not in args.output:
         if os.path.exists(args.output) and not os.path.isdir(args.output):
@@ -271,8 +242,8 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
         )
     near = args.near_dedup != "none"
     counters = cs.full_counters(raw_counters, args.dedup, near)
-    manifest_path = co.join_path(args.output, MANIFEST_NAME)
-    shard_stats = json.loads(_read_bytes(manifest_path))
+    manifest_path = storage.join(args.output, MANIFEST_NAME)
+    shard_stats = json.loads(storage.read_bytes(manifest_path))
     counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in co.SPLITS}
     outputs = cs.outputs_block(shard_stats, counts)
     written = {x["file"] for x in shard_stats}
@@ -292,7 +263,7 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     if args.report:
         from c4forge.pipeline.funnel_chart import write_funnel_png
 
-        png = write_funnel_png(stats, co.join_path(args.output, FUNNEL_NAME))
+        png = write_funnel_png(stats, storage.join(args.output, FUNNEL_NAME))
     else:
         png = None
     if not args.quiet:

@@ -4,13 +4,11 @@ Everything here is a plain function so the Beam writer DoFn, the Spark driver an
 the same bytes. Determinism comes from three choices: the shard of a document is
 ``int(md5(url), 16) % N``; a shard is sorted by ``(md5(url) hex, url)``; gzip gets mtime 0, no
 file name and level 6. Files appear under their final name only when complete (temporary
-sibling + rename), locally through ``c4forge.fsutil.atomic_open`` and on object stores through
-Beam's FileSystems.
+sibling + rename), through ``c4forge.formats.storage`` (local files or any Beam filesystem).
 """
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
 import io
@@ -18,12 +16,12 @@ import json
 import math
 import os
 import re
-import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import IO, Any, NamedTuple
 
 from c4forge.errors import ConfigError
-from c4forge.fsutil import atomic_open, md5_hex
+from c4forge.formats import storage
+from c4forge.fsutil import md5_hex
 
 SPLITS = ("train", "validation")
 DOCS_PER_SHARD = 356_000  # C4's average shard size (c4/en 3.0.1: 364.6M docs / 1024 shards)
@@ -88,12 +86,6 @@ def local_output(path: str) -> str:
     return path[len("file://") :] if path.startswith("file://") else path
 
 
-def join_path(directory: str, name: str) -> str:
-    if "://" in directory:
-        return directory.rstrip("/") + "/" + name
-    return os.path.join(directory, name)
-
-
 class _HashingWriter(io.RawIOBase):
     """Counts and sha256-hashes the bytes on their way to ``sink`` (the compressed file)."""
 
@@ -113,31 +105,6 @@ class _HashingWriter(io.RawIOBase):
         return len(data)
 
 
-@contextlib.contextmanager
-def atomic_output(path: str) -> Iterator[IO[bytes]]:
-    """A binary file that appears at ``path`` only when the block succeeds (local or remote)."""
-    if "://" not in path:
-        with atomic_open(path, "wb") as f:
-            yield f
-        return
-    from apache_beam.io.filesystems import CompressionTypes, FileSystems
-
-    tmp = f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    f = FileSystems.create(tmp, compression_type=CompressionTypes.UNCOMPRESSED)
-    try:
-        yield f
-        f.close()
-        if FileSystems.exists(path):
-            FileSystems.delete([path])
-        FileSystems.rename([tmp], [path])
-    except BaseException:
-        with contextlib.suppress(Exception):
-            f.close()
-        with contextlib.suppress(Exception):
-            FileSystems.delete([tmp])
-        raise
-
-
 def sorted_docs(docs: Iterable[OutDoc]) -> list[OutDoc]:
     return sorted(docs, key=lambda d: (d.url_md5, d.url))
 
@@ -151,11 +118,11 @@ def write_shard(
     run and a JSONL run of the same corpus can be compared, and so can gzip builds.
     """
     name = shard_name(split, index, count, fmt)
-    path = join_path(directory, name)
+    path = storage.join(directory, name)
     ordered = sorted_docs(docs)
     content = hashlib.sha256()
     characters = 0
-    with atomic_output(path) as raw:
+    with storage.atomic_writer(path) as raw:
         sink = _HashingWriter(raw)
         if fmt == "jsonl":
             with gzip.GzipFile(
@@ -209,7 +176,7 @@ def list_shard_files(directory: str) -> list[str]:
         from apache_beam.io.filesystems import FileSystems
 
         try:
-            res = FileSystems.match([join_path(directory, "c4-*")])
+            res = FileSystems.match([storage.join(directory, "c4-*")])
         except Exception:
             return []
         names = [m.path.rsplit("/", 1)[-1] for r in res for m in r.metadata_list]
@@ -221,38 +188,6 @@ def list_shard_files(directory: str) -> list[str]:
 
 
 def remove_files(directory: str, names: Iterable[str]) -> None:
-    paths = [join_path(directory, n) for n in names]
-    if not paths:
-        return
-    if "://" in directory:
-        from apache_beam.io.filesystems import FileSystems
-
-        # Only what exists: GCS and S3 ignore a missing object, but Beam's other filesystems
-        # (local, HDFS) raise, and a missing file (no funnel.png yet) is the normal case here.
-        existing = [p for p in paths if FileSystems.exists(p)]
-        if existing:
-            FileSystems.delete(existing)
-    else:
-        for p in paths:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(p)
-
-
-def remove_remote_tree(directory: str) -> None:
-    """Delete every object under a remote folder (a key prefix).
-
-    Why not ``FileSystems.delete([directory])``: on an object store a folder is no object, so
-    ``exists`` is False and a delete of it removes nothing (GCS) or fails (others); the objects
-    under it are listed and deleted instead. Local folders are left to the caller.
-    """
-    if "://" not in directory:
-        return
-    from apache_beam.io.filesystems import FileSystems
-
-    try:
-        res = FileSystems.match([directory.rstrip("/") + "/**"])
-    except Exception:  # Beam reports "nothing matched" as an error on some filesystems
-        return
-    paths = [m.path for r in res for m in r.metadata_list]
-    if paths:
-        FileSystems.delete(paths)
+    """Delete ``names`` in ``directory`` where they exist (a missing file is the normal case)."""
+    for name in names:
+        storage.remove(storage.join(directory, name))

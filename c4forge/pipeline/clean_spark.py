@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 
 from c4forge.errors import C4ForgeError, ConfigError, InputError, VerificationError
 from c4forge.filters.counting import CounterBag
+from c4forge.formats import storage
 from c4forge.pipeline import clean_output as co
 from c4forge.pipeline import clean_stats as cs
 from c4forge.pipeline import progress as pg
@@ -595,16 +596,9 @@ def _run(sc: Any, args, shard_options, params, started: float, summary) -> int:
     files = resolve_all(sc, args.inputs, args.input_format)
     inputs = inputs_block(files)
     config = cs.make_config(args)
-    stats_path = co.join_path(args.output, cs.STATS_NAME)
-    from c4forge.pipeline.clean_beam import _read_existing_stats
-
-    existing = _read_existing_stats(stats_path)
-    if cs.check_existing(existing, stats_path, config, inputs, args.overwrite):
-        if not args.quiet:
-            print(summary.already_complete(existing, args.output))
+    stats_path = storage.join(args.output, cs.STATS_NAME)
+    if cs.finished_run(args, stats_path, config, inputs, summary):
         return 0
-    if existing is not None:
-        co.remove_files(args.output, [cs.STATS_NAME])
     if "://" not in args.output:
         os.makedirs(args.output, exist_ok=True)
 
@@ -677,7 +671,7 @@ def _run(sc: Any, args, shard_options, params, started: float, summary) -> int:
             "the counters do not add up (a page was lost without a reason): "
             + "; ".join(stats["conservation_errors"])
         )
-    with co.atomic_output(stats_path) as f:
+    with storage.atomic_writer(stats_path) as f:
         f.write(cs.stats_text(stats).encode("utf-8"))
     work.finish()
 
@@ -686,7 +680,7 @@ def _run(sc: Any, args, shard_options, params, started: float, summary) -> int:
     if args.report:
         from c4forge.pipeline.funnel_chart import write_funnel_png
 
-        png = write_funnel_png(stats, co.join_path(args.output, "funnel.png"))
+        png = write_funnel_png(stats, storage.join(args.output, "funnel.png"))
     if not args.quiet:
         print(summary.render(stats, args.output, wall, description, "accumulator", png))
     return 0

@@ -7,6 +7,7 @@ Timings go to the end-of-job summary instead.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -198,6 +199,37 @@ def normalized(obj: Any) -> Any:
     import json
 
     return json.loads(json.dumps(obj))
+
+
+def read_existing(path: str) -> dict | None:
+    """The ``stats.json`` of an earlier run at ``path`` (local or remote), or None."""
+    from c4forge.formats import storage
+
+    try:
+        raw = storage.read_bytes(path)
+    except Exception:  # local FileNotFoundError, or a Beam filesystem's own "not found" error
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise VerificationError(
+            f"{path}: not valid JSON ({err}); remove it or pass --overwrite"
+        ) from err
+
+
+def finished_run(args: Any, stats_path: str, config: dict, inputs: dict, summary: Any) -> bool:
+    """True when ``--output`` already holds exactly this run (said, nothing to do). With
+    ``--overwrite`` an older run's ``stats.json`` goes first, so it stops counting as finished."""
+    from c4forge.pipeline import clean_output as co
+
+    existing = read_existing(stats_path)
+    if check_existing(existing, stats_path, config, inputs, args.overwrite):
+        if not args.quiet:
+            print(summary.already_complete(existing, args.output))
+        return True
+    if existing is not None:
+        co.remove_files(args.output, [STATS_NAME])
+    return False
 
 
 def check_existing(

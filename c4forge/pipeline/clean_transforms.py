@@ -16,6 +16,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from c4forge.filters import dedup as dd
+from c4forge.formats import storage
 from c4forge.pipeline import clean_output as co
 
 
@@ -460,5 +461,5 @@ def write_manifest(shards: list[dict], path: str) -> None:
     import json
 
     data = json.dumps(sorted(shards, key=lambda s: (s["split"], s["index"]))).encode("utf-8")
-    with co.atomic_output(path) as f:
+    with storage.atomic_writer(path) as f:
         f.write(data)

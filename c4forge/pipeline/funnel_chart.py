@@ -91,9 +91,9 @@ def render_funnel_png(stats: Mapping) -> bytes:
 
 
 def write_funnel_png(stats: Mapping, path: str) -> str:
-    from c4forge.pipeline.clean_output import atomic_output
+    from c4forge.formats.storage import atomic_writer
 
     data = render_funnel_png(stats)
-    with atomic_output(path) as f:
+    with atomic_writer(path) as f:
         f.write(data)
     return path

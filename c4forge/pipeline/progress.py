@@ -40,15 +40,14 @@ import dataclasses
 import gzip
 import json
 import os
-import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from c4forge.errors import ConfigError
 from c4forge.filters.counting import Count, CounterBag
+from c4forge.formats import storage
 from c4forge.fsutil import dumps_pretty
-from c4forge.pipeline.clean_output import atomic_output, join_path
 from c4forge.pipeline.inputs import InputFile
 
 WORK_DIR = "_work"
@@ -111,19 +110,19 @@ class WorkDir:
 
     def __init__(self, output: str, data_suffix: str = "") -> None:
         self.output = output
-        self.root = join_path(output, WORK_DIR)
+        self.root = storage.join(output, WORK_DIR)
         self.data_suffix = data_suffix
 
     # -- paths ---------------------------------------------------------------------------------
     def data_path(self, chunk: Chunk) -> str:
-        return join_path(self.root, chunk.name + self.data_suffix)
+        return storage.join(self.root, chunk.name + self.data_suffix)
 
     def record_path(self, chunk: Chunk) -> str:
-        return join_path(self.root, chunk.name + ".json")
+        return storage.join(self.root, chunk.name + ".json")
 
     @property
     def job_path(self) -> str:
-        return join_path(self.root, "job.json")
+        return storage.join(self.root, "job.json")
 
     # -- small file helpers (local or Beam filesystems) ----------------------------------------
     def _read_json(self, path: str) -> Any | None:
@@ -143,7 +142,7 @@ class WorkDir:
             return None  # a torn record cannot exist (atomic writes); treat as "not done"
 
     def _write_json(self, path: str, obj: Any) -> None:
-        with atomic_output(path) as f:
+        with storage.atomic_writer(path) as f:
             f.write(dumps_pretty(obj).encode("utf-8"))
 
     def exists(self, path: str) -> bool:
@@ -154,22 +153,11 @@ class WorkDir:
         return os.path.exists(path)
 
     def remove(self, path: str | None = None) -> None:
-        target = path or self.root
-        if _is_remote(target):
-            from apache_beam.io.filesystems import FileSystems
-
-            from c4forge.pipeline.clean_output import remove_remote_tree
-
-            # On an object store a "folder" is a key prefix, not an object: delete what is
-            # under it, then the object itself when ``target`` names one.
-            remove_remote_tree(target)
-            if FileSystems.exists(target):
-                FileSystems.delete([target])
-            return
-        if os.path.isdir(target):
-            shutil.rmtree(target)
-        elif os.path.exists(target):
-            os.remove(target)
+        """Delete a file or a folder; on an object store a folder is a key prefix (no object),
+        so the objects under it are deleted."""
+        target = (path or self.root).removeprefix("file://")  # Beam has no file:// filesystem
+        storage.rmtree(target)
+        storage.remove(target)
 
     # -- the protocol --------------------------------------------------------------------------
     def start(self, job: dict[str, Any], resume: bool) -> bool:
@@ -297,7 +285,7 @@ def write_records(path: str, records: Iterable[FrontRecord]) -> Iterator[FrontRe
     """Stream ``records`` into ``path`` (gzip JSON lines, appears only when complete), passing
     each one through. Why JSON and not pickle: the file outlives the process that wrote it
     (a resumed run may use another Python or c4forge build), and stays inspectable."""
-    with atomic_output(path) as raw:
+    with storage.atomic_writer(path) as raw:
         with gzip.GzipFile(
             filename="", mode="wb", compresslevel=RECORDS_GZIP_LEVEL, fileobj=raw, mtime=0
         ) as gz:
