@@ -12,20 +12,23 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from c4forge.errors import ConfigError, InputError  # noqa: E402
-from c4forge.filters.counting import CounterBag  # noqa: E402
-from c4forge.filters.minhash import make_params, near_dedup_local  # noqa: E402
-from c4forge.pipeline import clean_cli  # noqa: E402
-from c4forge.pipeline.clean_spark import (  # noqa: E402
-    CountersParam,
-    SDoc,
+from c4forge.clean.config import CleanJob  # noqa: E402
+from c4forge.clean.driver import run_clean  # noqa: E402
+from c4forge.clean.plan import NearDedupStage  # noqa: E402
+from c4forge.clean.steps import Doc  # noqa: E402
+from c4forge.engines.local import LocalEngine  # noqa: E402
+from c4forge.engines.spark import (  # noqa: E402
+    SparkEngine,
     check_master,
     hadoop_list,
     make_context,
-    near_dedup_rdd,
-    run_clean_spark,
-    spark_conf_pairs,
+    resolve_all,
 )
+from c4forge.errors import ConfigError, InputError  # noqa: E402
+from c4forge.filters.counting import CounterBag  # noqa: E402
+from c4forge.filters.minhash import MAX_ROUNDS, make_params, near_dedup_local  # noqa: E402
+from c4forge.passthrough import spark_conf_pairs  # noqa: E402
+from c4forge.pipeline import clean_cli  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 SAMPLE = ROOT / "c4forge/data/sample/real-warc-html-to-wet.resiliparse.warc.wet.gz"
@@ -34,10 +37,11 @@ WARC_DIR = ROOT / "tests/data/warc"
 C4_SAMPLE = ROOT / "c4forge/data/sample/c4-sample.00000-of-00001.json.gz"
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
+def parse(argv: list[str]) -> CleanJob:
+    """The typed job the CLI builds from ``argv`` (validated)."""
     parser = argparse.ArgumentParser()
     clean_cli.register(parser.add_subparsers())
-    return parser.parse_args(["clean", *argv])
+    return clean_cli.job_from_args(parser.parse_args(["clean", *argv]), [])
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +56,11 @@ def _stats(out: Path) -> dict:
 
 
 def test_spark_output_is_byte_identical_to_beam(sc, tmp_path: Path) -> None:
-    from c4forge.pipeline.clean_beam import run_clean_beam
-
     inputs = [str(SAMPLE), str(WET_DIR)]
     beam_out, spark_out = tmp_path / "beam", tmp_path / "spark"
-    assert (
-        run_clean_beam(parse([*inputs, "-o", str(beam_out), "--workers", "1", "--quiet"]), []) == 0
-    )
+    assert run_clean(parse([*inputs, "-o", str(beam_out), "--workers", "1", "--quiet"])) == 0
     args = parse([*inputs, "-o", str(spark_out), "--engine", "spark", "--quiet"])
-    assert run_clean_spark(args, [], spark_context=sc) == 0
+    assert run_clean(args, SparkEngine(spark_context=sc)) == 0
 
     beam, spark = _stats(beam_out), _stats(spark_out)
     assert spark["conservation_errors"] == []
@@ -81,7 +81,7 @@ def test_warc_input_near_dedup_and_hadoop_paths(sc, tmp_path: Path) -> None:
     wet_file = str(WET_DIR / "whirlwind.warc.wet.gz")
     argv = [wet_file, warc_uri, "-o", str(out), "--engine", "spark", "--quiet"]
     args = parse([*argv, "--near-dedup", "minhash"])
-    assert run_clean_spark(args, [], spark_context=sc) == 0
+    assert run_clean(args, SparkEngine(spark_context=sc)) == 0
     stats = _stats(out)
     assert stats["conservation_errors"] == []
     wet = stats["counters"]["wet"]
@@ -109,8 +109,6 @@ def test_hadoop_listing_expands_globs_and_folders(sc) -> None:
 
 
 def test_input_list_with_duplicates_lists_each_file_once(sc, tmp_path: Path) -> None:
-    from c4forge.pipeline.clean_spark import resolve_all
-
     whirlwind = WET_DIR / "whirlwind.warc.wet.gz"
     listing = tmp_path / "paths.txt"
     listing.write_text(f"{whirlwind}\n{whirlwind}\n")
@@ -136,7 +134,7 @@ def test_warc_given_as_wet_is_a_clear_error(sc, tmp_path: Path) -> None:
         ]
     )
     with pytest.raises(InputError, match="whirlwind.warc.gz.*crawl WARC"):
-        run_clean_spark(args, [], spark_context=sc)
+        run_clean(args, SparkEngine(spark_context=sc))
 
 
 def test_near_dedup_rdd_equals_in_memory_driver(sc) -> None:
@@ -153,11 +151,15 @@ def test_near_dedup_rdd_equals_in_memory_driver(sc) -> None:
     params = make_params()
     bag = CounterBag()
     expected = near_dedup_local(pages, params, bag)
-    acc = sc.accumulator({}, CountersParam())
-    rdd = sc.parallelize([SDoc(u, "t", u, t) for u, t in pages], 3)
-    kept = {d.url for d in near_dedup_rdd(rdd, params, acc, 2).collect()}
+    stage = NearDedupStage("near_dedup", params, MAX_ROUNDS)
+    docs = [Doc(u, "t", u, t) for u, t in pages]
+    spark = SparkEngine(spark_context=sc)
+    kept = {d.url for d in stage.expand(spark, sc.parallelize(docs, 3)).collect()}
     assert kept == {u for u, _ in pages} - expected
-    assert acc.value["near_dedup"] == bag.counts["near_dedup"]
+    assert spark.counters()["near_dedup"] == bag.counts["near_dedup"]
+    local = LocalEngine()  # the same plan stage in-process: same decision, same counters
+    assert {d.url for d in stage.expand(local, docs)} == kept
+    assert local.counters() == spark.counters()
 
 
 def test_masters() -> None:
@@ -192,27 +194,28 @@ def test_unreachable_master_from_the_cli_exits_2(tmp_path: Path, capsys) -> None
 
 
 def test_conf_pass_through() -> None:
-    assert spark_conf_pairs(["--conf", "spark.executor.memory=4g", "--conf=a.b=c"]) == [
+    assert spark_conf_pairs(["--conf", "spark.executor.memory=4g", "--conf=spark.a.b=c"]) == [
         ("spark.executor.memory", "4g"),
-        ("a.b", "c"),
+        ("spark.a.b", "c"),
     ]
     with pytest.raises(ConfigError, match="unknown option for the Spark engine"):
         spark_conf_pairs(["--project", "p"])
+    with pytest.raises(ConfigError, match="start with 'spark.'"):
+        spark_conf_pairs(["--conf=a.b=c"])  # spark-submit would ignore it: an error here
 
 
 def test_bad_near_dedup_parameters_fail_before_spark(tmp_path: Path) -> None:
-    args = parse(
-        [
-            str(SAMPLE),
-            "-o",
-            str(tmp_path),
-            "--engine",
-            "spark",
-            "--near-dedup",
-            "minhash",
-            "--threshold",
-            "1.5",
-        ]
-    )
     with pytest.raises(ConfigError, match="threshold"):
-        run_clean_spark(args, [])
+        parse(
+            [
+                str(SAMPLE),
+                "-o",
+                str(tmp_path),
+                "--engine",
+                "spark",
+                "--near-dedup",
+                "minhash",
+                "--threshold",
+                "1.5",
+            ]
+        )
