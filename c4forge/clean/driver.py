@@ -47,15 +47,19 @@ def _log(job: CleanJob, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def prepare_output(job: CleanJob) -> None:
-    """Refuse an output path that is not a folder; create a local one; remove a chart of an
-    older run (it would mislead next to this run's stats)."""
-    if not storage.is_remote(job.output):
-        import os
+def check_output(job: CleanJob) -> None:
+    """Refuse a local output path that exists and is not a folder (before anything reads it)."""
+    import os
 
+    if not storage.is_remote(job.output):
         if os.path.exists(job.output) and not os.path.isdir(job.output):
             raise ConfigError(f"--output {job.output!r} exists and is not a folder")
-        os.makedirs(job.output, exist_ok=True)
+
+
+def prepare_output(job: CleanJob) -> None:
+    """Create a local output folder; remove a chart of an older run (it would mislead next to
+    this run's stats)."""
+    storage.makedirs(job.output)
     co.remove_files(job.output, [FUNNEL_NAME])
 
 
@@ -114,6 +118,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
     own = engine is None
     engine = engine or make_engine(job)
     try:
+        check_output(job)
         files = engine.resolve_inputs(job)
         inputs = inputs_block(files)
         config = job.record()

@@ -116,17 +116,24 @@ class NearDedupStage:
         )
         distinct_pairs = engine.combine(pairs, f"{n}/distinct_pairs", steps.either)
         edges = engine.flat_map(distinct_pairs, f"{n}/edges", steps.pair_edge)
+        stars = self.components(engine, edges)
+        removed = engine.distinct(
+            engine.flat_map(stars, f"{n}/removed", steps.removed_flag), f"{n}/removed/distinct"
+        )
+        keyed = engine.flat_map(docs, f"{n}/key", steps.key_by_node)
+        return engine.cogroup(f"{n}/apply", keyed, removed, steps.mark_removed)
+
+    def components(self, engine: Any, edges: Any) -> Any:
+        """Edges → star edges ``(leaf, component minimum)``: canonical distinct edges, then the
+        bounded loop of star rounds; nodes not in a star after it are counted ``unconverged``."""
+        n = self.name
         edges = engine.distinct(
             engine.flat_map(edges, f"{n}/canonical", steps.canonical_edge), f"{n}/distinct_edges"
         )
         stars = engine.loop(edges, f"{n}/round", _star_round, self.max_rounds)
         check = engine.flat_map(stars, f"{n}/check/emit", steps.large_star_input)
         engine.drain(engine.group(check, f"{n}/check", steps.count_unconverged), f"{n}/check/drain")
-        removed = engine.distinct(
-            engine.flat_map(stars, f"{n}/removed", steps.removed_flag), f"{n}/removed/distinct"
-        )
-        keyed = engine.flat_map(docs, f"{n}/key", steps.key_by_node)
-        return engine.cogroup(f"{n}/apply", keyed, removed, steps.mark_removed)
+        return stars
 
 
 def _star_step(engine: Any, edges: Any, label: str, prep: Fn, star: Fn) -> Any:
