@@ -271,7 +271,7 @@ def test_finished_output_is_kept_refused_or_replaced(lines_case, tmp_path, capsy
 
 
 def test_resolve_inputs_sorts_dedups_and_reads_path_lists(tmp_path):
-    from c4forge.pipeline.inputs import inputs_block, resolve_inputs
+    from c4forge.io.inputs import inputs_block, resolve_inputs
 
     wet = sorted(
         os.path.join(GENUINE_WET_DIR, n) for n in os.listdir(GENUINE_WET_DIR) if ".wet" in n
@@ -287,7 +287,7 @@ def test_resolve_inputs_sorts_dedups_and_reads_path_lists(tmp_path):
 
 
 def test_auto_shard_count_and_names():
-    from c4forge.pipeline import clean_output as co
+    from c4forge.clean import output as co
 
     assert [co.auto_shards(n) for n in (0, 1, 356_000, 356_001)] == [1, 1, 1, 2]
     assert co.shard_name("train", 3, 1024) == "c4-train.00003-of-01024.json.gz"

@@ -76,7 +76,7 @@ class CleanJob:
 
     # -- validation -----------------------------------------------------------------------------
     def _validate(self, given_output: str) -> None:
-        from c4forge.pipeline.clean_output import parse_shards_option
+        from c4forge.clean.output import parse_shards_option
 
         for name, value, allowed in (
             ("--dedup", self.dedup, DEDUP_MODES),
@@ -121,7 +121,7 @@ class CleanJob:
     @property
     def shard_options(self) -> dict[str, str | int]:
         """Per split: ``"auto"`` or a shard count."""
-        from c4forge.pipeline.clean_output import parse_shards_option
+        from c4forge.clean.output import parse_shards_option
 
         return {
             "train": parse_shards_option(self.train_shards, "--train-shards"),
@@ -141,7 +141,7 @@ class CleanJob:
     def record(self) -> dict[str, Any]:
         """stats.json's ``config``: everything that changes the output, nothing that does not
         (workers, runner, engine, paths); constants and resource fingerprints included."""
-        from c4forge.pipeline.clean_stats import constants, resource_fingerprints
+        from c4forge.clean.stats import constants, resource_fingerprints
 
         config: dict[str, Any] = {
             "language": self.language,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 
-from c4forge.pipeline.summary import funnel, run_description
+from c4forge.clean.summary import funnel, run_description
 
 
 def _note(prev: int, value: int, drops: Mapping[str, int]) -> str:
