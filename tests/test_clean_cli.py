@@ -97,6 +97,23 @@ def test_unknown_pass_through_options_fail_before_work(tmp_path, capsys, extra, 
     assert not out.exists()
 
 
+def test_misspelt_option_from_a_shell_is_one_line(tmp_path):
+    """As a user sees it: exit 2 and exactly one line on stderr (no Beam import noise)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "c4forge", "clean", GENUINE_WET_DIR, "-o", str(out)]
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(cli.__file__)))
+    proc = subprocess.run([*argv, "--dedupe", "lines"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "c4forge clean: error: unknown option '--dedupe': not a c4forge option and not a Beam "
+        "pipeline option for runner DirectRunner (did you mean --dedup?)"
+    ]
+    assert not out.exists()
+
+
 def test_shards_pass_through_options_are_checked(tmp_path, capsys):
     rc = cli.main(
         [
