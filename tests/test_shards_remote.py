@@ -103,7 +103,12 @@ def test_remote_output_matches_local_bytes(local_set, docs, vocab_dir):
     out = "membucket://bucket/shards"
     assert build(docs, vocab_dir, out) == 0
     remote = bucket(out)
-    local = {n: open(os.path.join(local_set, n), "rb").read() for n in os.listdir(local_set)}
+    local = {
+        os.path.relpath(os.path.join(root, n), local_set): open(os.path.join(root, n), "rb").read()
+        for root, _, files in os.walk(local_set)
+        for n in files
+    }
+    assert "vocab/sentencepiece.model" in local
     assert sorted(remote) == sorted(local)  # no _progress/ and no temp objects left behind
     assert remote == local
     index = json.loads(remote["index.json"])
