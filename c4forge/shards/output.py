@@ -15,7 +15,7 @@ from c4forge.formats import clean_docs, storage
 from c4forge.formats import shards as fmt
 from c4forge.shards.job import ShardsBuild
 from c4forge.shards.rows import clean_stats_path, empty_stats, write_one_shard
-from c4forge.shards.vocab_copy import INDEX_KEY, VOCAB_DIR, write_vocab_copy
+from c4forge.shards.vocab_copy import INDEX_KEY, VOCAB_DIR, copy_is_current, write_vocab_copy
 
 BUILD_RECORD = "_build.json"  # under _progress/: what an unfinished build was building
 _SHARD_FILE_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.arrow$")
@@ -89,6 +89,13 @@ def prepare_output(build: ShardsBuild, overwrite: bool) -> str:
                         intact = False
             if intact:
                 storage.rmtree(storage.join(out, fmt.PROGRESS_DIR))
+                if not copy_is_current(out, index, build.vocab_files):
+                    # A damaged copy, or a set built before shard sets carried one: (re)write
+                    # the copy and its index.json entry; the shards stay as they are.
+                    index[INDEX_KEY] = write_vocab_copy(
+                        out, build.vocab_files, build.manifest["vocabulary"]
+                    )
+                    fmt.write_index(out, index)
                 return "done"
             storage.remove(index_path)
             storage.write_json(record_path, want)

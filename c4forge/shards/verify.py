@@ -21,10 +21,10 @@ def verify_command(
     shards = fmt.ShardSet.open(directory, vocab=run_vocab)
     result = shards.verify(checksums=True, progress=not quiet)
     if not quiet:
-        copy = " and the vocabulary copy" if shards.vocab_dir else ""
+        copy = ", the vocabulary copy" if shards.vocab_dir else ""
         print(
             f"c4forge shards verify: {directory} OK: {result['files']} files, {result['rows']:,} rows, "
-            f"schemas, metadata, row counts{copy} and sha256 checked"
+            f"schemas, metadata, row counts{copy} and every sha256 checked"
             + ("" if vocab else " (no --vocab given: vocabulary not compared)")
         )
         for line in summary_lines(shards.index, directory, None, ""):

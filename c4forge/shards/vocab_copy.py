@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from c4forge import __version__
+from c4forge.errors import VerificationError
 from c4forge.formats import storage
 from c4forge.formats.shards import VOCAB_DIR, VOCAB_INDEX_KEY, check_vocab_copy
 
@@ -69,14 +70,32 @@ def write_vocab_copy(
     ``vocab_files`` block."""
     directory = storage.join(output, VOCAB_DIR)
     storage.makedirs(directory)
-    records = [_record(name, data) for name, data in sorted(files)]
-    for (name, data), rec in zip(sorted(files), records):
+    block = expected_block(files)
+    for (name, data), rec in zip(sorted(files), block["files"]):
         path = storage.join(directory, name)
         if not (storage.exists(path) and _intact(path, rec)):
             storage.write_bytes(path, data)
-    block = {"directory": VOCAB_DIR, "files": records}
     check_vocab_copy(output, block, vocabulary, checksums=True)
     return block
+
+
+def expected_block(files: tuple[tuple[str, bytes], ...]) -> dict[str, Any]:
+    """The ``vocab_files`` block a copy of ``files`` has."""
+    return {"directory": VOCAB_DIR, "files": [_record(n, d) for n, d in sorted(files)]}
+
+
+def copy_is_current(
+    output: str, index: Mapping[str, Any], files: tuple[tuple[str, bytes], ...]
+) -> bool:
+    """Does the finished set at ``output`` hold an intact copy of exactly ``files``?"""
+    block = index.get(VOCAB_INDEX_KEY)
+    if block != expected_block(files):
+        return False
+    try:
+        check_vocab_copy(output, block, index["vocabulary"], checksums=True)
+    except VerificationError:
+        return False
+    return True
 
 
 def _intact(path: str, rec: Mapping[str, Any]) -> bool:
