@@ -424,6 +424,10 @@ def test_config_errors_come_before_any_work(work, docs, vocab_dir, capsys):
     assert main([*argv, "--num-shards", "4", "--rows-per-shard", "10"]) == 2
     assert main([*argv, "--dupe-factor", "3"]) == 2  # a bert_mlm_nsp option
     assert main([*argv, "--objective", "bert_mlm_nsp", "--targets-length", "20"]) == 2
+    capsys.readouterr()
+    assert main([*argv, "--seeds", "3"]) == 2  # misspelt: neither ours nor Beam's
+    err = capsys.readouterr().err
+    assert "unknown option --seeds" in err and "Traceback" not in err
     assert not out.exists()
     with pytest.raises(ConfigError):
         _job(docs, vocab_dir, str(out), batch_rows=0)

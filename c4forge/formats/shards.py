@@ -73,7 +73,7 @@ def choose_token_dtype(embedding_size: int, requested: str = "auto") -> str:
     return "uint16"
 
 
-LAYOUTS = ("encoder_decoder", "bert_mlm_nsp")  # the column layouts of §3.2
+LAYOUTS = ("encoder_decoder", "mlm_nsp")  # the column layouts of §3.2
 
 
 def column_spec(
@@ -113,7 +113,7 @@ def column_layout(
 ) -> list[dict[str, Any]]:
     """The ``schema`` list of one of the §3.2 layouts."""
     tok = f"{_LIST_PREFIX}{token_dtype}>"
-    if layout == "bert_mlm_nsp":
+    if layout == "mlm_nsp":
         return [
             {"name": "input_ids", "type": tok, "length": inputs_length},
             {"name": "token_type_ids", "type": f"{_LIST_PREFIX}uint8>", "length": inputs_length},

@@ -52,7 +52,7 @@ BERT_COLUMNS = (
     "next_sentence_label",
 )
 ENCODER_DECODER = "encoder_decoder"  # formats.md §3.2 column layouts (formats.shards)
-BERT_LAYOUT = "bert_mlm_nsp"
+BERT_LAYOUT = "mlm_nsp"
 
 
 def _ceil8(x: float) -> int:
@@ -410,7 +410,8 @@ def make_config(name: str = "span_corruption", **options: Any) -> ObjectiveConfi
         )
         raise ConfigError(f"{', '.join(foreign)}: only for --objective {' or '.join(users)}")
     accepted = inspect.signature(spec.configure).parameters
-    unknown = sorted(k for k in given if k not in accepted)
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
+    unknown = [] if open_ended else sorted(k for k in given if k not in accepted)
     if unknown:
         raise ConfigError(f"objective {name} has no option {', '.join(unknown)}")
     values = {o.name: o.default for o in spec.options} | given

@@ -165,3 +165,35 @@ def _local_runner(options: Any, num_workers: int) -> Any:
     command = f"{sys.executable} -m c4forge.pipeline.beam_worker"
     env = environments.SubprocessSDKEnvironment.from_command_string(command_string=command)
     return _C4ForgeFnApiRunner(default_environment=env, provision_info=provision)
+
+
+def unknown_pipeline_args(argv: list[str]) -> list[str]:
+    """The flags of ``argv`` that no Beam ``PipelineOptions`` class (any runner's) defines.
+
+    Beam itself only logs "Discarding unparseable args" and runs on, so a misspelt option
+    would silently give a different job; callers refuse them instead. Beam's own parser is
+    used (reached through ``get_all_options``' extra-arguments hook), so every option of every
+    installed runner is known, abbreviations are not accepted, and values are not flags.
+    """
+    quiet_beam_logging()
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    unknown: list[str] = []
+
+    def collect(parser: Any) -> None:  # called with Beam's complete parser, before it parses
+        unknown.extend(parser.parse_known_args(argv)[1])
+
+    PipelineOptions(argv).get_all_options(add_extra_args_fn=collect, retain_unknown_options=True)
+    return [a.split("=", 1)[0] for a in unknown if a.startswith("-")]
+
+
+def check_pipeline_args(argv: list[str]) -> None:
+    """Refuse pass-through arguments no runner knows (a one-line ConfigError, exit 2)."""
+    bad = unknown_pipeline_args(argv) if argv else []
+    if bad:
+        from c4forge.errors import ConfigError
+
+        raise ConfigError(
+            f"unknown option{'s' if len(bad) > 1 else ''} {', '.join(bad)} (neither c4forge's "
+            "nor a Beam pipeline option; see --help)"
+        )

@@ -128,6 +128,9 @@ def job_from_args(args: argparse.Namespace, extra: list[str]) -> ShardsJob:
         raise ConfigError("--vocab is required (a `c4forge vocab` folder or a .model file)")
     if not args.output:
         raise ConfigError("--output is required")
+    from c4forge.pipeline.beam_options import check_pipeline_args
+
+    check_pipeline_args(extra)  # a misspelt option is an error, never a different build
     own = [o.name for options in objective_options().values() for o in options]
     chosen = {name: getattr(args, name) for name in (*COMMON_OBJECTIVE_OPTIONS, *own)}
     # argparse's defaults for packing and separators are the T5 ones; "not given" is None.
