@@ -9,5 +9,6 @@ An engine-free core and a thin Beam module:
   (empty shards, stats, vocabulary copy, index.json last);
 - ``vocab_copy``: the shard set's own copy of its vocabulary (``SHARDS/vocab/``);
 - ``report``: the summary and the progress bar; ``verify``: ``c4forge shards verify``;
+- ``driver``: one build start to end (resolve, output state, engine, finish, summary);
 - ``beam``: the Beam pipeline (the only module here that imports Beam); ``cli``: argparse.
 """

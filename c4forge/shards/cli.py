@@ -5,9 +5,11 @@ Two forms share one subparser, told apart by the first positional argument:
     c4forge shards DOCS --vocab VOCAB --output DIR [options] [Beam options]
     c4forge shards verify DIR [--vocab VOCAB_DIR]
 
-(a documents folder literally named ``verify`` is reachable as ``./verify``). Argparse only;
-the job is imported lazily in ``run`` so `--help` stays instant. Unrecognised arguments are
-Beam pipeline options, passed to ``PipelineOptions`` unchanged.
+(a documents folder literally named ``verify`` is reachable as ``./verify``). The objective
+choices and objective-only flags come from the objective registry (pure numpy, no Beam); the
+job is imported lazily in ``run`` so `--help` stays quick. ``job_from_args`` is the one place an
+argparse namespace becomes a typed ``ShardsJob``. Unrecognised arguments must be Beam pipeline
+options (checked against Beam's own parser) and reach ``PipelineOptions`` unchanged.
 """
 
 from __future__ import annotations
