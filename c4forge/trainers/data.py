@@ -53,9 +53,10 @@ def open_shard_set(
 
     ``full`` also opens every shard and recomputes its sha256 (``--verify-shards full``).
     """
+    from c4forge.formats import storage
     from c4forge.formats.shards import ShardSet
 
-    if not os.path.isdir(path):
+    if not storage.is_remote(path) and not os.path.isdir(path):  # remote: ShardSet reads it
         raise InputError(f"{path}: no such shard directory")
     return ShardSet.open(
         path,

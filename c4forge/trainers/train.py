@@ -26,7 +26,6 @@ import torch
 
 from c4forge import __version__
 from c4forge.errors import ConfigError, OutputExistsError, VerificationError
-from c4forge.io.storage import sha256_file
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers import distributed as dist
 from c4forge.trainers.config import ModelConfig, make_config
@@ -245,7 +244,7 @@ class Trainer:
         self.shards = open_shard_set(
             o.shards, vocab=run_vocab, full=o.verify_shards == "full", **lengths
         )
-        index_sha = sha256_file(os.path.join(o.shards, "index.json"))
+        index_sha = self.shards.index_sha256
         if st is not None and st["config"]["shards_index_sha256"] != index_sha:
             raise VerificationError(
                 f"{self.ckpt_path} was trained on shards whose index.json has sha256 "
