@@ -28,7 +28,7 @@ from c4forge.trainers.device import resolve_device
 from c4forge.trainers.flops import flops_per_example, mfu
 from c4forge.trainers.hf_reference import build_hf_model
 from c4forge.trainers.loss import weighted_cross_entropy
-from c4forge.trainers.model import GLUTransformer
+from c4forge.trainers.models.t5 import GLUTransformer
 from c4forge.trainers.optim import build_optimizer
 
 

@@ -185,7 +185,7 @@ def test_optimizer_state_round_trips_for_adamwscale(data, tmp_path):
     out = tmp_path / "adamw"
     train(_opts(data, out, optimizer="adamwscale", steps=2, save_every=0, warmup=1))
     from c4forge.trainers.config import ModelConfig
-    from c4forge.trainers.model import GLUTransformer
+    from c4forge.trainers.models.t5 import GLUTransformer
     from c4forge.trainers.optim import build_optimizer
 
     path = ckpt.latest_checkpoint(str(out))

@@ -16,7 +16,9 @@ from typing import Any
 from c4forge.errors import ConfigError, InputError, OutputExistsError, VerificationError
 from c4forge.fsutil import atomic_write_bytes, read_json, sha256_file, write_json
 from c4forge.tokenizers.vocab import proto_fields
+from c4forge.trainers.checkpoint import read_model_tensors, resolve_checkpoint
 from c4forge.trainers.config import ModelConfig
+from c4forge.trainers.models import config_from_dict
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -66,30 +68,6 @@ class Checkpoint:
     state: dict[str, Any]  # trainer_state.json, {} when absent
 
 
-def resolve_checkpoint(path: str) -> str:
-    """A step directory from a run dir, its ``checkpoints/`` dir, or a step dir itself."""
-    if not os.path.exists(path):
-        raise InputError(f"{path}: no such run or checkpoint")
-    if os.path.isfile(os.path.join(path, WEIGHTS_FILE)):
-        return path
-    for ckpt_dir in (os.path.join(path, "checkpoints"), path):
-        latest = os.path.join(ckpt_dir, "latest")
-        if os.path.isfile(latest):
-            with open(latest, encoding="utf-8") as f:
-                name = f.read().strip()
-            if not name:
-                raise VerificationError(f"{latest}: empty (no complete checkpoint recorded)")
-            step_dir = name if os.path.isabs(name) else os.path.join(ckpt_dir, name)
-            if not os.path.isfile(os.path.join(step_dir, WEIGHTS_FILE)):
-                raise VerificationError(
-                    f"{latest} names {name!r}, but {step_dir} has no {WEIGHTS_FILE}"
-                )
-            return step_dir
-    raise InputError(
-        f"{path}: not a run (no checkpoints/latest) nor a checkpoint (no {WEIGHTS_FILE})"
-    )
-
-
 def read_checkpoint_meta(path: str) -> Checkpoint:
     step_dir = resolve_checkpoint(path)
     cfg_path = os.path.join(step_dir, CONFIG_FILE)
@@ -102,7 +80,7 @@ def read_checkpoint_meta(path: str) -> Checkpoint:
     if isinstance(raw, dict) and isinstance(raw.get("model"), dict):
         raw = raw["model"]  # tolerate {"model": {...}, ...} wrappers
     try:
-        cfg = ModelConfig.from_dict(raw)
+        _, cfg = config_from_dict(raw)
     except (ConfigError, TypeError) as err:
         raise VerificationError(f"{cfg_path}: {err}") from err
     state: dict[str, Any] = {}
@@ -118,36 +96,18 @@ def read_checkpoint_meta(path: str) -> Checkpoint:
 def load_weights(ckpt: Checkpoint) -> dict:
     """The checkpoint's tensors, checked name by name and shape by shape against the config."""
     import torch
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
 
-    from c4forge.trainers.model import GLUTransformer
+    from c4forge.trainers.models import build_model, family_of
 
-    path = os.path.join(ckpt.directory, WEIGHTS_FILE)
-    try:
-        tensors = load_file(path)
-    except (SafetensorError, OSError, ValueError) as err:
-        raise VerificationError(f"{path}: unreadable safetensors file ({err})") from err
     with torch.device("meta"):
-        expected = {k: tuple(v.shape) for k, v in GLUTransformer(ckpt.config).state_dict().items()}
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    if missing or unexpected:
-        raise VerificationError(
-            f"{path}: does not match its config.json — missing {missing[:5]}"
-            f"{'…' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}"
-        )
-    for name, shape in expected.items():
-        if tuple(tensors[name].shape) != shape:
-            raise VerificationError(
-                f"{path}: {name} has shape {tuple(tensors[name].shape)}, config says {shape}"
-            )
-    return {k: v.float().contiguous() for k, v in tensors.items()}
+        model = build_model(family_of(ckpt.config), ckpt.config)
+        expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    return read_model_tensors(ckpt.directory, expected)
 
 
 def load_model(path: str):
     """A ``GLUTransformer`` with the weights of a run or checkpoint (eval mode, CPU)."""
-    from c4forge.trainers.model import GLUTransformer
+    from c4forge.trainers.models.t5 import GLUTransformer
 
     ckpt = read_checkpoint_meta(path)
     model = GLUTransformer(ckpt.config)

@@ -42,7 +42,7 @@ from c4forge.trainers.device import DeviceInfo, is_out_of_memory, resolve_device
 from c4forge.trainers.flops import flops_per_example, mfu
 from c4forge.trainers.loss import weighted_cross_entropy
 from c4forge.trainers.metrics import CURVE, MetricsLog, plot_loss_curve
-from c4forge.trainers.model import GLUTransformer
+from c4forge.trainers.models.t5 import GLUTransformer
 from c4forge.trainers.optim import (
     DEFAULT_GRAD_CLIP,
     DEFAULT_LR,
