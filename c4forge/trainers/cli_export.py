@@ -67,6 +67,6 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         f"{summary['parameters'] / 1e6:.1f}M parameters, vocab {summary['vocab_size']} / "
         f"embedding {summary['embedding_size']})\n"
         f"  -> {summary['output']}: {', '.join(summary['files'])}\n"
-        f"  load with: transformers.T5ForConditionalGeneration.from_pretrained({output!r})"
+        f"  load with: transformers.{summary['architecture']}.from_pretrained({output!r})"
     )
     return 0

@@ -173,7 +173,7 @@ def find_vocabulary(ckpt: Checkpoint, override: str | None):
     return vocab
 
 
-def tokenizer_json(vocab) -> str | None:
+def tokenizer_json(vocab, extra_names: list[str] | None = None, template=None) -> str | None:
     """HF fast-tokenizer ``tokenizer.json`` equivalent to ``spiece.model`` + extra ids.
 
     transformers 5.x has only the ``tokenizers``-backed T5Tokenizer; without this file it converts
@@ -181,6 +181,10 @@ def tokenizer_json(vocab) -> str | None:
     is older than sentencepiece's generated code). Built like HF's T5 converter: Unigram over the
     pieces and their scores, the model's precompiled normalizer, Metaspace, ``</s>`` appended, and
     ``<extra_id_k>`` at V − 1 − k. ``None`` when the ``tokenizers`` library is not installed.
+
+    ``extra_names`` renames the extra ids (index k = id V − 1 − k; the bert export names the top
+    three [MASK], [CLS], [SEP]); ``template`` is a ``TemplateProcessing`` post-processor
+    replacing T5's "append </s>".
     """
     try:
         from tokenizers import (
@@ -200,7 +204,7 @@ def tokenizer_json(vocab) -> str | None:
         proto = f.read()
     sp = spm.SentencePieceProcessor(model_proto=proto)
     pieces = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
-    extras = [f"<extra_id_{k}>" for k in range(vocab.extra_ids)]
+    extras = extra_names or [f"<extra_id_{k}>" for k in range(vocab.extra_ids)]
     pieces += [(t, 0.0) for t in reversed(extras)]
     tk = Tokenizer(Unigram(pieces, unk_id=vocab.unk_id, byte_fallback=False))
     charsmap = spm_charsmap(proto)
@@ -213,7 +217,7 @@ def tokenizer_json(vocab) -> str | None:
         ]
     )
     tk.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
-    tk.post_processor = processors.TemplateProcessing(
+    tk.post_processor = template or processors.TemplateProcessing(
         single=["$A", "</s>"],
         pair=["$A", "</s>", "$B", "</s>"],
         special_tokens=[("</s>", vocab.eos_id)],
@@ -254,38 +258,87 @@ def export(
     dropout_rate: float | None = None,
     model_max_length: int | None = None,
 ) -> dict[str, Any]:
-    """Write the HF folder; returns a summary (checkpoint, step, files, parameters)."""
+    """Write the HF folder of the checkpoint's family; returns a summary (checkpoint, step,
+    files, parameters). Everything is checked before the first byte is written."""
     from safetensors.torch import save_file
 
+    from c4forge.trainers.models import family_of
+
     ckpt = read_checkpoint_meta(path)
+    family = family_of(ckpt.config)
+    if family == "bert":
+        from c4forge.trainers.export_bert import bert_files
+
+        bert_files(ckpt.config, None, 0, dropout_rate)  # a non-gelu FFN is refused here
     tensors = load_weights(ckpt)
     vocab = find_vocabulary(ckpt, vocab_path)
     if os.path.exists(output) and os.listdir(output) and not overwrite:
         raise OutputExistsError(f"{output}: exists and is not empty; pass --overwrite")
-    if embed_token_copies:  # for a transformers release that reports them missing
-        tensors["encoder.embed_tokens.weight"] = tensors["shared.weight"].clone()
-        tensors["decoder.embed_tokens.weight"] = tensors["shared.weight"].clone()
-    max_len = model_max_length or _nested(ckpt.state, "inputs_length") or 512
+    max_len = int(model_max_length or _nested(ckpt.state, "inputs_length") or 512)
+    if family == "bert":
+        files = bert_files(ckpt.config, vocab, max_len, dropout_rate)
+        architecture = "BertForPreTraining"
+    else:
+        if embed_token_copies:  # for a transformers release that reports them missing
+            tensors["encoder.embed_tokens.weight"] = tensors["shared.weight"].clone()
+            tensors["decoder.embed_tokens.weight"] = tensors["shared.weight"].clone()
+        files = t5_files(ckpt.config, vocab, max_len, dropout_rate)
+        architecture = "T5ForConditionalGeneration"
 
+    def write_weights(folder: str) -> None:
+        save_file(tensors, os.path.join(folder, WEIGHTS_FILE), metadata={"format": "pt"})
+
+    write_folder(output, files, write_weights)
+    n_params = sum(t.numel() for k, t in tensors.items() if "embed_tokens" not in k)
+    return {
+        "checkpoint": ckpt.directory,
+        "step": ckpt.state.get("step"),
+        "output": output,
+        "files": sorted(os.listdir(output)),
+        "parameters": n_params,
+        "ffn": ckpt.config.ffn,
+        "family": family,
+        "architecture": architecture,
+        "vocab_size": vocab.vocab_size,
+        "embedding_size": ckpt.config.embedding_size,
+        "weights_sha256": sha256_file(os.path.join(output, WEIGHTS_FILE)),
+    }
+
+
+def t5_files(cfg: ModelConfig, vocab, max_len: int, dropout_rate: float | None) -> dict[str, Any]:
+    """The T5 folder's files besides the weights: name → dict (JSON) or bytes."""
+    files: dict[str, Any] = {
+        CONFIG_FILE: hf_config_dict(cfg, dropout_rate),
+        "generation_config.json": {
+            "decoder_start_token_id": 0,
+            "eos_token_id": 1,
+            "pad_token_id": 0,
+        },
+    }
+    with open(vocab.plain_model_path, "rb") as f:
+        files["spiece.model"] = f.read()
+    files.update(tokenizer_files(vocab, max_len))
+    fast = tokenizer_json(vocab)
+    if fast is not None:
+        files["tokenizer.json"] = fast.encode("utf-8")
+    return files
+
+
+def write_folder(output: str, files: dict[str, Any], write_weights) -> None:
+    """Write ``files`` (and the weights) into a temporary folder next to ``output``, fsync,
+    then rename it into place, so a reader never sees half of an export."""
     parent = os.path.dirname(os.path.abspath(output))
     os.makedirs(parent, exist_ok=True)
     tmp = os.path.join(parent, f".{os.path.basename(os.path.abspath(output))}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     try:
-        save_file(tensors, os.path.join(tmp, WEIGHTS_FILE), metadata={"format": "pt"})
-        write_json(os.path.join(tmp, CONFIG_FILE), hf_config_dict(ckpt.config, dropout_rate))
-        write_json(
-            os.path.join(tmp, "generation_config.json"),
-            {"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0},
-        )
-        with open(vocab.plain_model_path, "rb") as f:
-            atomic_write_bytes(os.path.join(tmp, "spiece.model"), f.read())
-        for name, obj in tokenizer_files(vocab, int(max_len)).items():
-            write_json(os.path.join(tmp, name), obj)
-        fast = tokenizer_json(vocab)
-        if fast is not None:
-            atomic_write_bytes(os.path.join(tmp, "tokenizer.json"), fast.encode("utf-8"))
+        write_weights(tmp)
+        for name, content in files.items():
+            if isinstance(content, bytes):
+                atomic_write_bytes(os.path.join(tmp, name), content)
+            else:
+                write_json(os.path.join(tmp, name), content)
         for name in os.listdir(tmp):
             with open(os.path.join(tmp, name), "rb") as f:
                 os.fsync(f.fileno())
@@ -299,18 +352,6 @@ def export(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    n_params = sum(t.numel() for k, t in tensors.items() if "embed_tokens" not in k)
-    return {
-        "checkpoint": ckpt.directory,
-        "step": ckpt.state.get("step"),
-        "output": output,
-        "files": sorted(os.listdir(output)),
-        "parameters": n_params,
-        "ffn": ckpt.config.ffn,
-        "vocab_size": vocab.vocab_size,
-        "embedding_size": ckpt.config.embedding_size,
-        "weights_sha256": sha256_file(os.path.join(output, WEIGHTS_FILE)),
-    }
 
 
 def spm_charsmap(model_proto: bytes) -> bytes | None:

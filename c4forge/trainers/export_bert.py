@@ -46,3 +46,43 @@ def hf_bert_config_dict(cfg: Any, dropout_rate: float | None = None) -> dict[str
         "pad_token_id": 0,
         "tie_word_embeddings": True,
     }
+
+
+def bert_files(cfg: Any, vocab: Any, max_len: int, dropout_rate: float | None) -> dict[str, Any]:
+    """The folder's files besides the weights (name → dict for JSON, or bytes). With ``vocab``
+    None only the config is made (the early check that the FFN exports)."""
+    files: dict[str, Any] = {"config.json": hf_bert_config_dict(cfg, dropout_rate)}
+    if vocab is None:
+        return files
+    from tokenizers import processors
+
+    from c4forge.trainers.export import tokenizer_json
+
+    if vocab.extra_ids < len(BERT_SPECIALS):
+        raise ConfigError(f"a bert vocabulary needs ≥ 3 extra ids, this one has {vocab.extra_ids}")
+    v = vocab.vocab_size
+    names = [*BERT_SPECIALS, *(f"<extra_id_{k}>" for k in range(3, vocab.extra_ids))]
+    cls_id, sep_id = v - 2, v - 3
+    template = processors.TemplateProcessing(
+        single=["[CLS]", "$A:0", "[SEP]:0"],
+        pair=["[CLS]", "$A:0", "[SEP]:0", "$B:1", "[SEP]:1"],
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    files["tokenizer.json"] = tokenizer_json(vocab, names, template).encode("utf-8")
+    specials = {
+        "cls_token": "[CLS]",
+        "sep_token": "[SEP]",
+        "mask_token": "[MASK]",
+        "pad_token": "<pad>",
+        "unk_token": "<unk>",
+    }
+    files["tokenizer_config.json"] = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": int(max_len),
+        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
+        **specials,
+    }
+    files["special_tokens_map.json"] = specials
+    with open(vocab.plain_model_path, "rb") as f:
+        files["spiece.model"] = f.read()  # the plain SentencePiece model, for reference
+    return files
