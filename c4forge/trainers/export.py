@@ -4,6 +4,13 @@ The model already uses HF's parameter names, so the weights are a state-dict cop
 finding the checkpoint, checking it is complete and consistent, writing HF's config with the flags
 that make both transformers 4.x and 5.x load it untied and unscaled, and shipping the tokenizer.
 The folder is written under a temporary name and renamed, so a reader never sees half of it.
+bert-family runs go to ``export_bert`` (HF ``BertForPreTraining``); the family comes from the
+checkpoint's config.json.
+
+``tie_word_embeddings: false`` is written explicitly (model.md §8). transformers 5.x's
+``T5Config`` nevertheless forces ``tie_word_embeddings = True`` internally and, finding two
+different tensors, logs "…so we will NOT tie them" on every load of an untied T5 (HF's own
+t5-v1_1 checkpoints included); no config key silences it there. 4.x reads the flag and is quiet.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ from c4forge.fsutil import atomic_write_bytes, read_json, sha256_file, write_jso
 from c4forge.tokenizers.vocab import proto_fields
 from c4forge.trainers.checkpoint import read_model_tensors, resolve_checkpoint
 from c4forge.trainers.config import ModelConfig
-from c4forge.trainers.models import config_from_dict
+from c4forge.trainers.models import config_from_dict, run_dir_of
+from c4forge.trainers.vocab_copy import run_vocab_dir
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -129,14 +137,18 @@ def _nested(state: dict[str, Any], *keys: str) -> Any:
 
 
 def find_vocabulary(ckpt: Checkpoint, override: str | None):
-    """The run's vocabulary: ``--vocab`` if given, else what trainer_state.json records, else a
-    ``spiece.model`` / ``sentencepiece.model`` next to the checkpoint or in the run dir."""
+    """The run's vocabulary: ``--vocab`` if given, else the run's own copy (``RUN/vocab``), else
+    what trainer_state.json records, else a ``spiece.model`` / ``sentencepiece.model`` next to the
+    checkpoint or in the run dir."""
     from c4forge.tokenizers.vocab import Vocabulary
 
     candidates: list[str] = []
     if override:
         candidates.append(override)
     else:
+        own = run_vocab_dir(run_dir_of(ckpt.directory))  # RUN/vocab: survives moving the run
+        if own:
+            candidates.append(own)
         recorded = _nested(ckpt.state, "vocab_dir", "vocab_model", "vocab")
         if isinstance(recorded, str):
             candidates.append(recorded)

@@ -25,7 +25,7 @@ import torch
 
 from c4forge import __version__
 from c4forge.errors import ConfigError, OutputExistsError, VerificationError
-from c4forge.fsutil import sha256_file
+from c4forge.fsutil import read_json, sha256_file
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers import distributed as dist
 from c4forge.trainers import models
@@ -277,6 +277,8 @@ class Trainer:
     def _setup_data(self) -> None:
         o = self.opts
         st = self.state
+        self.family = self._family_of_shards()
+        self.fam = training_for(self.family)
         # the vocabulary: --vocab, else the copy a shard set carries (SHARDS/vocab), else what
         # the checkpoint recorded; every one is checked against the shards' fingerprint
         self.vocab_source = o.vocab or find_shards_vocab(o.shards)
@@ -315,10 +317,7 @@ class Trainer:
         )
         if self.vocab_dir is None:
             self.vocab_dir = self._guess_vocab_dir()
-        schema = {e["name"] for e in self.shards.index["schema"]}
         obj = self.shards.index["objective"]
-        self.family = self._check_family(str(obj.get("name")), schema)
-        self.fam = training_for(self.family)
         self.inputs_length, self.targets_length = (
             int(obj["inputs_length"]),
             int(obj["targets_length"]),
@@ -345,9 +344,16 @@ class Trainer:
             shuffle_window=t["shuffle_window"],
         )
 
-    def _check_family(self, objective: str, schema: set[str]) -> str:
-        """The family the shards train; a preset or checkpoint of the other one is refused."""
+    def _family_of_shards(self) -> str:
+        """The family the shards train (read from index.json before anything else is checked);
+        a preset or checkpoint of the other family is refused, naming both."""
         o = self.opts
+        try:
+            index = read_json(os.path.join(o.shards, "index.json"))
+            objective = str(index["objective"]["name"])
+            schema = {e["name"] for e in index["schema"]}
+        except (OSError, ValueError, KeyError, TypeError):
+            return "t5"  # unreadable: open_shard_set reports it; nothing is trained anyway
         family = models.family_of_objective(objective, schema, o.shards)
         rows = f"{o.shards} holds {objective} rows, which train the {family} family"
         if self.state is not None:

@@ -112,8 +112,10 @@ def run_dir_of(step_dir: str) -> str:
 def find_vocab_dir(step_dir: str, state: dict[str, Any]) -> str | None:
     """The run's own copy (``RUN/vocab``) first, so a moved run folder still finds it; then the
     vocabulary directory recorded at training time."""
-    own = os.path.join(run_dir_of(step_dir), "vocab")
-    if os.path.isfile(os.path.join(own, "vocab.json")):
+    from c4forge.trainers.vocab_copy import run_vocab_dir
+
+    own = run_vocab_dir(run_dir_of(step_dir))
+    if own:
         return own
     cfg = state.get("config") if isinstance(state.get("config"), dict) else {}
     recorded = cfg.get("vocab_dir") if cfg else None
