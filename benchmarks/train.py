@@ -9,7 +9,11 @@ model TFLOP/s from the spec's encoder-decoder formula, and MFU where the device 
 (``--peak-tflops`` to set one, e.g. for a CPU), and CPU ms per step with tokens per CPU-second
 (``time.process_time``, all threads), the steadier figure on a shared CPU.
 
+The encoder side (``--preset bert-tiny … bert-base``, benchmarks/train_encoder.py): c4forge's
+BERT against HF ``BertForPreTraining`` with the same weights on the same batches.
+
 Usage: ``python benchmarks/train.py --preset small --batch-size 8 --inputs-length 512 --steps 3``
+or ``python benchmarks/train.py --preset bert-base --batch-size 8 --steps 3``
 """
 
 from __future__ import annotations
@@ -96,6 +100,11 @@ def run_model(name, model, data, dev, compile_, steps, warmup):
         opt.zero_grad(set_to_none=True)
         return loss_sum
 
+    return timed(step, data, dev, steps, warmup)
+
+
+def timed(step, data, dev, steps: int, warmup: int) -> tuple[float, float]:
+    """Wall and CPU seconds per step after ``warmup`` untimed steps."""
     for i in range(warmup):
         step(data[i % len(data)])
     if dev.kind == "cuda":
@@ -110,48 +119,16 @@ def run_model(name, model, data, dev, compile_, steps, warmup):
     return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", default="tiny")
-    ap.add_argument("--ffn", default="geglu")
-    ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--inputs-length", type=int, default=512)
-    ap.add_argument("--targets-length", type=int, default=None)
-    ap.add_argument("--embedding-size", type=int, default=32128)
-    ap.add_argument("--shards", help="real rows from a shard directory (sets the lengths)")
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--no-compile", action="store_true")
-    ap.add_argument("--no-hf", action="store_true")
-    ap.add_argument("--peak-tflops", type=float, help="device peak for MFU when not known")
-    args = ap.parse_args()
-    if args.targets_length is None:
-        args.targets_length = t5_lengths(args.inputs_length)
-    dev = resolve_device(args.device)
-    compile_ = dev.kind == "cuda" and not args.no_compile
-    data = batches(args, args.embedding_size, args.steps + args.warmup)
-    cfg = make_config(args.preset, args.embedding_size, ffn=args.ffn)
-    peak = args.peak_tflops * 1e12 if args.peak_tflops else dev.peak_flops
-    flops = flops_per_example(cfg, args.inputs_length, args.targets_length)
-    tokens = args.batch_size * (args.inputs_length + args.targets_length)
-    nonpad = sum(int((b["inputs"] != 0).sum() + (b["targets"] != 0).sum()) for b in data) / len(
-        data
-    )
+def describe(dev, compile_) -> None:
     precision = "bf16 autocast" if dev.kind == "cuda" else "fp32"
     print(
         f"device {dev.name} ({dev.kind}), {precision}, compile {'on' if compile_ else 'off'}, "
         f"torch {torch.__version__}, threads {torch.get_num_threads()}"
     )
-    print(
-        f"preset {args.preset} ffn {cfg.ffn} d_ff {cfg.d_ff}, E {cfg.embedding_size}, batch "
-        f"{args.batch_size} × {args.inputs_length}/{args.targets_length}, {flops:.3g} FLOPs/example, "
-        f"{'real shard rows' if args.shards else 'random full rows'}"
-    )
-    torch.manual_seed(0)
-    models = [("c4forge", GLUTransformer(cfg).to(dev.device))]
-    if not args.no_hf:
-        models.append(("hf-t5", build_hf_model(cfg).to(dev.device)))
+
+
+def report(models, runner, data, dev, compile_, args, flops, tokens, nonpad, peak) -> None:
+    """Time each model with ``runner`` and print one row per model, then the speed-up."""
     header = (
         f"{'model':<9} {'step ms':>9} {'tokens/s':>11} {'non-pad/s':>11} {'TFLOP/s':>8} {'MFU':>7}"
         f" {'CPU ms':>9} {'tokens/CPU-s':>13}"
@@ -159,7 +136,7 @@ def main() -> None:
     print(header)
     results = {}
     for name, model in models:
-        sec, cpu = run_model(name, model, data, dev, compile_, args.steps, args.warmup)
+        sec, cpu = runner(name, model, data, dev, compile_, args.steps, args.warmup)
         results[name] = sec
         tflops = flops * args.batch_size / sec / 1e12
         util = mfu(flops, args.batch_size / sec, peak) if peak else math.nan
@@ -171,8 +148,59 @@ def main() -> None:
         del model
         if dev.kind == "cuda":
             torch.cuda.empty_cache()
-    if "hf-t5" in results:
-        print(f"speed-up over HF T5: {results['hf-t5'] / results['c4forge']:.2f}×")
+    reference = [n for n in results if n.startswith("hf-")]
+    if reference:
+        name = {"hf-t5": "HF T5", "hf-bert": "HF BERT"}[reference[0]]
+        print(f"speed-up over {name}: {results[reference[0]] / results['c4forge']:.2f}×")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--ffn", default=None, help="default geglu (t5), gelu (bert)")
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--inputs-length", type=int, default=None, help="default 512 (t5), 128 (bert)")
+    ap.add_argument("--predictions", type=int, default=20, help="bert: masked positions per row")
+    ap.add_argument("--targets-length", type=int, default=None)
+    ap.add_argument("--embedding-size", type=int, default=32128)
+    ap.add_argument("--shards", help="real rows from a shard directory (sets the lengths)")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--no-hf", action="store_true")
+    ap.add_argument("--peak-tflops", type=float, help="device peak for MFU when not known")
+    args = ap.parse_args()
+    dev = resolve_device(args.device)
+    compile_ = dev.kind == "cuda" and not args.no_compile
+    peak = args.peak_tflops * 1e12 if args.peak_tflops else dev.peak_flops
+    if args.preset.startswith("bert-"):
+        from train_encoder import main_bert  # benchmarks/ is the script's directory
+
+        args.inputs_length = args.inputs_length or 128
+        main_bert(args, dev, compile_, peak)
+        return
+    args.inputs_length = args.inputs_length or 512
+    if args.targets_length is None:
+        args.targets_length = t5_lengths(args.inputs_length)
+    data = batches(args, args.embedding_size, args.steps + args.warmup)
+    cfg = make_config(args.preset, args.embedding_size, ffn=args.ffn or "geglu")
+    flops = flops_per_example(cfg, args.inputs_length, args.targets_length)
+    tokens = args.batch_size * (args.inputs_length + args.targets_length)
+    nonpad = sum(int((b["inputs"] != 0).sum() + (b["targets"] != 0).sum()) for b in data) / len(
+        data
+    )
+    describe(dev, compile_)
+    print(
+        f"preset {args.preset} ffn {cfg.ffn} d_ff {cfg.d_ff}, E {cfg.embedding_size}, batch "
+        f"{args.batch_size} × {args.inputs_length}/{args.targets_length}, {flops:.3g} FLOPs/example, "
+        f"{'real shard rows' if args.shards else 'random full rows'}"
+    )
+    torch.manual_seed(0)
+    models = [("c4forge", GLUTransformer(cfg).to(dev.device))]
+    if not args.no_hf:
+        models.append(("hf-t5", build_hf_model(cfg).to(dev.device)))
+    report(models, run_model, data, dev, compile_, args, flops, tokens, nonpad, peak)
 
 
 if __name__ == "__main__":
