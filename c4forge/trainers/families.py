@@ -55,6 +55,7 @@ class T5Training:
     parts = ("loss",)
     stats: tuple[tuple[str, int], ...] = ()  # (metric name, index of the part count it divides)
     columns = T5_COLUMNS
+    checks_rows = False  # span-corruption rows need no check beyond the shard set's own
 
     def row_tokens(self, inputs_length: int, targets_length: int) -> int:
         return inputs_length + targets_length
@@ -106,6 +107,7 @@ class BertTraining:
     parts = ("mlm_loss", "nsp_loss")
     stats = (("mlm_acc", 0), ("nsp_acc", 1))
     columns = BERT_COLUMNS
+    checks_rows = True
 
     def row_tokens(self, inputs_length: int, targets_length: int) -> int:
         return inputs_length  # targets_length is max_predictions_per_seq: not extra tokens

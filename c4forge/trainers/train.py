@@ -290,7 +290,7 @@ class Trainer:
             if run_vocab is not None and run_vocab["sha256"] != saved["sha256"]:
                 raise VerificationError(
                     f"{self.ckpt_path} was trained with vocabulary {saved['sha256']} "
-                    f"({saved.get('vocab_size')} ids); --vocab {o.vocab} is {run_vocab['sha256']} "
+                    f"({saved.get('vocab_size')} ids); {self.vocab_source} is {run_vocab['sha256']} "
                     f"({run_vocab.get('vocab_size')} ids)"
                 )
             run_vocab = run_vocab or saved
@@ -479,6 +479,8 @@ class Trainer:
     def _check_first_rows(self) -> None:
         """The family's row checks on the first shard of each split, before anything is written
         (every other shard is checked when the loader first decodes it)."""
+        if not self.fam.checks_rows:
+            return
         for split in ("train", "validation"):
             shards = self.shards.split_shards(split) if split in self.shards.index["splits"] else []
             if shards:
