@@ -157,10 +157,14 @@ def test_registry_builds_and_loads_every_family(tmp_path):
         loaded = models.load_pretrained(str(run))
         assert loaded.family == family and loaded.step == 7 and not loaded.model.training
         assert loaded.config == cfg and len(loaded.fingerprint) == 64
+        assert models.config_from_dict(family, cfg.to_dict()) == cfg
+        assert models.read_config(cfg.to_dict()) == (family, cfg)
         a, b = model.state_dict(), loaded.model.state_dict()
         assert all(torch.equal(a[k], b[k]) for k in a)
         again = models.load_pretrained(loaded.checkpoint)  # a step-N folder works too
         assert again.fingerprint == loaded.fingerprint
+    with pytest.raises(ConfigError, match="a bert model config is not a t5 config"):
+        models.config_from_dict("t5", make_config("bert-tiny", 1152).to_dict())
     with pytest.raises(ConfigError, match="cannot build"):
         models.build_model("t5", make_config("bert-tiny", 1152))
     with pytest.raises(InputError, match="no such run"):

@@ -25,7 +25,7 @@ from c4forge.fsutil import atomic_write_bytes, read_json, sha256_file, write_jso
 from c4forge.tokenizers.vocab import proto_fields
 from c4forge.trainers.checkpoint import read_model_tensors, resolve_checkpoint
 from c4forge.trainers.config import ModelConfig
-from c4forge.trainers.models import config_from_dict, run_dir_of
+from c4forge.trainers.models import read_config, run_dir_of
 from c4forge.trainers.vocab_copy import run_vocab_dir
 
 WEIGHTS_FILE = "model.safetensors"
@@ -88,7 +88,7 @@ def read_checkpoint_meta(path: str) -> Checkpoint:
     if isinstance(raw, dict) and isinstance(raw.get("model"), dict):
         raw = raw["model"]  # tolerate {"model": {...}, ...} wrappers
     try:
-        _, cfg = config_from_dict(raw)
+        _, cfg = read_config(raw)
     except (ConfigError, TypeError) as err:
         raise VerificationError(f"{cfg_path}: {err}") from err
     state: dict[str, Any] = {}

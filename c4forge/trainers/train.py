@@ -390,7 +390,7 @@ class Trainer:
         o, st = self.opts, self.state
         family_module = models.family_module(self.family)
         if st is not None:
-            _, self.cfg = models.config_from_dict(st["config"]["model"])
+            _, self.cfg = models.read_config(st["config"]["model"])
             if o.preset is not None or any(getattr(o, k) is not None for k in MODEL_OPTIONS[1:]):
                 overrides: dict[str, Any] = dict(
                     ffn=o.ffn or self.cfg.ffn, d_ff=o.d_ff, attn=o.attn, dropout_rate=o.dropout

@@ -72,10 +72,18 @@ def config_family(data: dict[str, Any]) -> str:
     return str(data.get("family", "t5"))
 
 
-def config_from_dict(data: dict[str, Any]) -> tuple[str, Any]:
-    """``(family, config)`` from a checkpoint's ``config.json``."""
+def read_config(data: dict[str, Any]) -> tuple[str, Any]:
+    """``(family, config)`` from a checkpoint's ``config.json`` (the family read from it)."""
     family = config_family(data)
     return family, family_module(family).Config.from_dict(data)
+
+
+def config_from_dict(family: str, data: dict[str, Any]) -> Any:
+    """The ``family``'s config from its ``to_dict`` form; a config of another family is refused."""
+    found = config_family(data) if "family" in data else family
+    if found != family:
+        raise ConfigError(f"a {found} model config is not a {family} config")
+    return family_module(family).Config.from_dict(data)
 
 
 def family_of(config: Any) -> str:
@@ -134,7 +142,7 @@ def load_pretrained(path: str, device: Any = "cpu") -> Pretrained:
     if not os.path.isfile(cfg_path):
         raise VerificationError(f"{step_dir}: config.json is missing (incomplete checkpoint)")
     try:
-        family, config = config_from_dict(read_json(cfg_path))
+        family, config = read_config(read_json(cfg_path))
     except (ConfigError, TypeError, ValueError) as err:
         raise VerificationError(f"{cfg_path}: {err}") from err
     state_path = os.path.join(step_dir, "trainer_state.json")
