@@ -73,7 +73,8 @@ def batches(args, embedding_size: int, n: int) -> list[dict[str, torch.Tensor]]:
     ]
 
 
-def run_model(name, model, data, dev, compile_, steps, warmup):
+def make_step(name, model, dev, compile_):
+    """One training step of ``model`` on a batch (Adafactor), as a closure."""
     model.train()
     opt = build_optimizer("adafactor", model.parameters())
     fwd = torch.compile(model) if compile_ else model
@@ -100,23 +101,37 @@ def run_model(name, model, data, dev, compile_, steps, warmup):
         opt.zero_grad(set_to_none=True)
         return loss_sum
 
-    return timed(step, data, dev, steps, warmup)
+    return step
 
 
-def timed(step, data, dev, steps: int, warmup: int) -> tuple[float, float]:
-    """Wall and CPU seconds per step after ``warmup`` untimed steps."""
+def interleaved(steps_by_model: dict, data, dev, steps: int, warmup: int) -> dict:
+    """Wall and CPU seconds per step of each model, after ``warmup`` untimed steps each.
+
+    The models take turns step by step, so on a shared machine every model sees the same load
+    (timing one model after the other made the later one look faster or slower by the load
+    of the moment). CPU seconds are this process's (all threads): on a shared CPU box, tokens
+    per CPU-second is steadier than wall time, which counts the time other processes hold
+    the cores.
+    """
+
+    def sync() -> None:
+        if dev.kind == "cuda":
+            torch.cuda.synchronize()
+
     for i in range(warmup):
-        step(data[i % len(data)])
-    if dev.kind == "cuda":
-        torch.cuda.synchronize()
-    t0, c0 = time.perf_counter(), time.process_time()
+        for step in steps_by_model.values():
+            step(data[i % len(data)])
+    sync()
+    wall = dict.fromkeys(steps_by_model, 0.0)
+    cpu = dict.fromkeys(steps_by_model, 0.0)
     for i in range(steps):
-        step(data[(warmup + i) % len(data)])
-    if dev.kind == "cuda":
-        torch.cuda.synchronize()
-    # CPU seconds of this process (all threads): on a shared CPU box, tokens per CPU-second is
-    # steadier than wall time, which counts the time other processes hold the cores.
-    return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
+        for name, step in steps_by_model.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            step(data[(warmup + i) % len(data)])
+            sync()
+            wall[name] += time.perf_counter() - t0
+            cpu[name] += time.process_time() - c0
+    return {name: (wall[name] / steps, cpu[name] / steps) for name in steps_by_model}
 
 
 def describe(dev, compile_) -> None:
@@ -127,16 +142,17 @@ def describe(dev, compile_) -> None:
     )
 
 
-def report(models, runner, data, dev, compile_, args, flops, tokens, nonpad, peak) -> None:
-    """Time each model with ``runner`` and print one row per model, then the speed-up."""
+def report(models, make, data, dev, compile_, args, flops, tokens, nonpad, peak) -> None:
+    """Time the models' steps (``make`` builds each), interleaved; one row per model."""
     header = (
         f"{'model':<9} {'step ms':>9} {'tokens/s':>11} {'non-pad/s':>11} {'TFLOP/s':>8} {'MFU':>7}"
         f" {'CPU ms':>9} {'tokens/CPU-s':>13}"
     )
     print(header)
+    steps = {name: make(name, model, dev, compile_) for name, model in models}
+    timings = interleaved(steps, data, dev, args.steps, args.warmup)
     results = {}
-    for name, model in models:
-        sec, cpu = runner(name, model, data, dev, compile_, args.steps, args.warmup)
+    for name, (sec, cpu) in timings.items():
         results[name] = sec
         tflops = flops * args.batch_size / sec / 1e12
         util = mfu(flops, args.batch_size / sec, peak) if peak else math.nan
@@ -145,9 +161,6 @@ def report(models, runner, data, dev, compile_, args, flops, tokens, nonpad, pea
             f"{tflops:>8.3f} {'n/a' if math.isnan(util) else f'{100 * util:.1f}%':>7}"
             f" {1000 * cpu:>9.1f} {tokens / cpu:>13,.0f}"
         )
-        del model
-        if dev.kind == "cuda":
-            torch.cuda.empty_cache()
     reference = [n for n in results if n.startswith("hf-")]
     if reference:
         name = {"hf-t5": "HF T5", "hf-bert": "HF BERT"}[reference[0]]
@@ -200,7 +213,7 @@ def main() -> None:
     models = [("c4forge", GLUTransformer(cfg).to(dev.device))]
     if not args.no_hf:
         models.append(("hf-t5", build_hf_model(cfg).to(dev.device)))
-    report(models, run_model, data, dev, compile_, args, flops, tokens, nonpad, peak)
+    report(models, make_step, data, dev, compile_, args, flops, tokens, nonpad, peak)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import contextlib
 
 import numpy as np
 import torch
-from train import describe, report, timed
+from train import describe, report
 
 from c4forge.trainers.data import DataPlan, TrainStream, open_shard_set
 from c4forge.trainers.families import BERT_COLUMNS, BertTraining
@@ -54,8 +54,8 @@ def bert_batches(args, vocab_size: int, n: int) -> list[dict[str, torch.Tensor]]
     return out
 
 
-def run_bert_model(name, model, data, dev, compile_, steps, warmup):
-    """Timed AdamW steps of MLM + NSP loss (ours: the trainer's sums; HF: its labels= path)."""
+def make_bert_step(name, model, dev, compile_):
+    """One AdamW step of MLM + NSP loss (ours: the trainer's sums; HF: its labels= path)."""
     model.train()
     opt = build_optimizer("adamw", weight_decay_groups(model.named_parameters()), lr=1e-4)
     fwd = torch.compile(model) if compile_ else model
@@ -88,7 +88,7 @@ def run_bert_model(name, model, data, dev, compile_, steps, warmup):
         opt.zero_grad(set_to_none=True)
         return loss
 
-    return timed(step, data, dev, steps, warmup)
+    return step
 
 
 def main_bert(args, dev, compile_, peak) -> None:
@@ -108,4 +108,4 @@ def main_bert(args, dev, compile_, peak) -> None:
     models = [("c4forge", ours)]
     if not args.no_hf and cfg.ffn == "gelu":  # HF BERT has no gated FFN
         models.append(("hf-bert", build_hf_bert(cfg, ours).to(dev.device)))
-    report(models, run_bert_model, data, dev, compile_, args, flops, tokens, nonpad, peak)
+    report(models, make_bert_step, data, dev, compile_, args, flops, tokens, nonpad, peak)
