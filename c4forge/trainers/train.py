@@ -1,4 +1,8 @@
-"""The training loop of ``c4forge train`` (model.md §4–§7).
+"""The training loop of ``c4forge train`` (model.md §4–§7, finetune.md §2).
+
+The shards' objective picks the model family (``models/``: t5 for span corruption and the other
+encoder-decoder objectives, bert for ``bert_mlm_nsp``); what differs between families (columns,
+device batches, loss parts, metrics, FLOPs) comes from ``families.py``, the rest is shared.
 
 One process per device. The data position is the global step (data.py), so a resumed run rebuilds
 its loader at ``step`` and continues with the exact next batch; weights, optimizer state and RNG
@@ -8,7 +12,12 @@ to the host: the loss and token counts accumulate on the device and are read eve
 
 Loss normalisation (model.md §5): the weight count ``W`` of the *global* batch is all-reduced
 first; every rank back-propagates ``world · Σ_local w·CE / W`` per micro-batch, and DDP's
-gradient average turns that into exactly the single-device gradient of ``Σ w·CE / W``.
+gradient average turns that into exactly the single-device gradient of ``Σ w·CE / W`` (for each
+loss part of the family: bert's MLM and NSP parts have their own counts).
+
+With dropout (bert's default 0.1) the masks of micro-batch ``m`` of step ``s`` come from a seed of
+``(seed, s, m)`` counted over the global batch, so exact resume and "2 ranks = 1 rank × 2
+accumulation steps" hold with dropout on.
 """
 
 from __future__ import annotations

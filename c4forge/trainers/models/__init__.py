@@ -24,9 +24,8 @@ FAMILIES: dict[str, str] = {
     "t5": "c4forge.trainers.models.t5",
     "bert": "c4forge.trainers.models.bert",
 }
-# what each family trains on (the shard set's objective decides the family, finetune.md §1)
-FAMILY_ROWS = {"t5": "encoder-decoder rows (span_corruption and the other T5 objectives)",
-               "bert": "bert_mlm_nsp rows"}  # fmt: skip
+# the objectives the bert family trains on; every inputs/targets objective trains t5 (the shard
+# set's objective decides the family, finetune.md §1)
 BERT_OBJECTIVES = ("bert_mlm_nsp",)
 
 
