@@ -3,7 +3,7 @@ Beam's FileSystems, as a Dataflow run writes them to a bucket.
 
 The bucket is faked by `MemFileSystem`, a minimal in-memory Beam `FileSystem` registered under
 the `membucket://` scheme (Beam finds FileSystem subclasses by scheme). It fakes the storage, not
-the code under test: the shard job, `c4forge.formats.storage` and Beam's `FileSystems` dispatch
+the code under test: the shard job, `c4forge.io.storage` and Beam's `FileSystems` dispatch
 all run for real. Objects become visible only when their writer is closed, like GCS objects.
 The job runs with one in-process worker so that it shares this process's memory.
 """

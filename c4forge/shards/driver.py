@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from c4forge.formats import shards as fmt
-from c4forge.formats import storage
+from c4forge.io import storage
 from c4forge.shards.job import ShardsBuild, ShardsJob, resolve
 from c4forge.shards.output import finish, finished_shards, gather_stats, prepare_output
 from c4forge.shards.report import ProgressWatcher, summary_lines

@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from c4forge.formats import shards as fmt
-from c4forge.formats import storage
+from c4forge.io import storage
 from c4forge.shards.job import ShardsBuild
 from c4forge.shards.rows import CLEAN_STATS_DIR
 

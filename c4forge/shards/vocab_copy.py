@@ -19,8 +19,8 @@ from typing import Any
 
 from c4forge import __version__
 from c4forge.errors import VerificationError
-from c4forge.formats import storage
 from c4forge.formats.shards import VOCAB_DIR, VOCAB_INDEX_KEY, check_vocab_copy
+from c4forge.io import storage
 
 INDEX_KEY = VOCAB_INDEX_KEY
 
@@ -42,7 +42,7 @@ def vocab_files(vocab: Any, source: str) -> tuple[tuple[str, bytes], ...]:
                     files.append((name, f.read()))
         return tuple(files)
     # A plain SentencePiece model: make the folder `c4forge vocab` would have made of it.
-    from c4forge.fsutil import dumps_pretty
+    from c4forge.io.storage import dumps_pretty
 
     descriptor = {
         **vocab.descriptor(),
