@@ -25,7 +25,7 @@ from clean_fixtures import (
 )
 
 from c4forge import cli
-from c4forge.fsutil import read_json
+from c4forge.io.storage import read_json
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARC = os.path.join(REPO, "tests", "data", "warc", "whirlwind.warc.gz")
@@ -75,6 +75,43 @@ def test_path_list_with_a_missing_entry(tmp_path, capsys):
 def test_option_errors(tmp_path, capsys, option, message):
     assert clean(GENUINE_WET_DIR, "--output", str(tmp_path / "out"), *option) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--dedupe", "lines"], "unknown option '--dedupe'"),  # issue 12: was exit 0, spans
+        (["--direct_num_workers=two"], "bad Beam pipeline option"),
+        (["--engine", "spark", "--project", "p"], "unknown option for the Spark engine"),
+        (["--engine", "spark", "--conf", "executor.memory=4g"], "start with 'spark.'"),
+    ],
+)
+def test_unknown_pass_through_options_fail_before_work(tmp_path, capsys, extra, message):
+    """A misspelt option is a one-line error (exit 2) before any work, never a silently
+    different corpus; no output folder is created."""
+    out = tmp_path / "out"
+    assert clean(GENUINE_WET_DIR, "--output", str(out), *extra) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert "did you mean --dedup" in err or "--dedupe" not in extra
+    assert not out.exists()
+
+
+def test_shards_pass_through_options_are_checked(tmp_path, capsys):
+    rc = cli.main(
+        [
+            "shards",
+            str(tmp_path),
+            "--vocab",
+            str(tmp_path),
+            "-o",
+            str(tmp_path / "s"),
+            "--objectve",
+            "prefix_lm",
+        ]
+    )
+    assert rc == 2
+    assert "unknown option '--objectve'" in capsys.readouterr().err
 
 
 def test_warc_of_responses_is_refused_with_a_clear_message(tmp_path, capsys):
@@ -258,8 +295,8 @@ def test_auto_shard_count_and_names():
 
 
 def test_user_error_is_recovered_from_a_worker_traceback():
+    from c4forge.engines.errors import user_error_from
     from c4forge.errors import InputError
-    from c4forge.pipeline.clean_beam import user_error_from
 
     remote = RuntimeError(
         "Traceback (most recent call last):\n  File ...\nc4forge.errors.InputError: x.warc.gz: "

@@ -23,7 +23,7 @@ from warcio.warcwriter import WARCWriter
 
 from c4forge import cli
 from c4forge.filters.counting import full_counters
-from c4forge.fsutil import read_json
+from c4forge.io.storage import read_json
 from c4forge.pipeline import summary
 from c4forge.pipeline.funnel_chart import render_funnel_png
 

@@ -91,7 +91,7 @@ def render_funnel_png(stats: Mapping) -> bytes:
 
 
 def write_funnel_png(stats: Mapping, path: str) -> str:
-    from c4forge.formats.storage import atomic_writer
+    from c4forge.io.storage import atomic_writer
 
     data = render_funnel_png(stats)
     with atomic_writer(path) as f:
