@@ -64,11 +64,10 @@ class LocalEngine(Engine):
         from c4forge.pipeline import clean_output as co
 
         by_split = _grouped(coll)
-        options = job.shard_options
+        counts = co.shard_counts({k: len(v) for k, v in by_split.items()}, job.shard_options)
         stats = []
-        for split in co.SPLITS:
+        for split, n in counts.items():
             docs = by_split.get(split, [])
-            n = co.resolve_shards(options[split], len(docs))
             shards = _grouped([(co.shard_of(d.url_md5, n), d) for d in docs])
             for i in range(n):
                 stats.append(co.write_shard(job.output, split, i, n, shards.get(i, []), job.format))

@@ -96,7 +96,7 @@ def load_domain_list(path: str | None = None) -> DomainList:
                 f"damaged: sha256 {digest}, expected {BUNDLED_SHA256}; reinstall c4forge"
             )
         return DomainList(_parse(raw, "(bundled)"), digest, "bundled")
-    from c4forge.formats import storage
+    from c4forge.io import storage
 
     if not storage.exists(path):
         raise InputError(f"RealNews domain list {path} does not exist")

@@ -8,7 +8,7 @@ key has no page is only counted. The list is therefore an input of the job, read
 and joined as a shuffle; nothing here builds an in-memory set of it.
 
 This module holds the engine-free parts: resolving ``FILE|GLOB``, streaming normalized URLs
-out of one file (gzip detected from the magic bytes, a damaged gzip is an error, never a
+out of one file (local or remote; gzip detected from the magic bytes, a damaged gzip is an error, never a
 silently shorter list), the driver's one streamed validation pass (sha256 for ``stats.json``,
 URL count, "not empty"), and the join decision for one key.
 """
@@ -39,19 +39,22 @@ P = TypeVar("P")
 
 
 def resolve_url_list(spec: str) -> list[str]:
-    """The files of ``--url-list`` (a file, or a glob of files), sorted; a one-line error when
-    nothing is there. Remote paths (``gs://``, ``s3://``) must name one file."""
-    from c4forge.formats import storage
+    """The files of ``--url-list`` (a file, or a glob of files, local or remote), sorted; a
+    one-line error when nothing is there."""
+    from c4forge.io import storage
 
     if not spec:
         raise InputError("--variant webtextlike needs --url-list FILE|GLOB (OpenWebText URL files)")
     if storage.is_remote(spec):
         if any(c in spec for c in GLOB_CHARS):
-            raise InputError(f"--url-list {spec}: remote globs are not supported; name one file")
+            files = sorted(p for p, _ in storage.match(spec))
+            if not files:
+                raise InputError(f"--url-list glob {spec!r} matches no file")
+            return files
         if not storage.exists(spec):
             raise InputError(f"--url-list {spec} does not exist")
         return [spec]
-    path = spec[len("file://") :] if spec.startswith("file://") else spec
+    path = storage.normalize(spec)
     if any(c in path for c in GLOB_CHARS):
         files = sorted(os.path.abspath(p) for p in glob.glob(path) if os.path.isfile(p))
         if not files:
@@ -65,7 +68,7 @@ def resolve_url_list(spec: str) -> list[str]:
 
 
 def _open(path: str) -> io.BufferedIOBase:
-    from c4forge.formats import storage
+    from c4forge.io import storage
 
     return storage.open_read(path)  # type: ignore[return-value]
 
