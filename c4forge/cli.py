@@ -20,7 +20,7 @@ from c4forge.errors import C4ForgeError
 # subcommand -> module; order is the order of `c4forge --help`.
 COMMANDS: dict[str, str] = {
     "demo": "c4forge.demo",
-    "clean": "c4forge.pipeline.clean_cli",
+    "clean": "c4forge.clean.cli",
     "vocab": "c4forge.tokenizers.cli",
     "shards": "c4forge.pipeline.shards_cli",
     "train": "c4forge.trainers.cli_train",

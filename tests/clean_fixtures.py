@@ -114,7 +114,7 @@ def reference_clean(paths: list[str], dedup: str = "spans") -> tuple[dict, list[
     from c4forge.clean.config import CleanJob
     from c4forge.clean.plan import build_plan
     from c4forge.engines.local import LocalEngine
-    from c4forge.pipeline.inputs import InputFile
+    from c4forge.io.inputs import InputFile
 
     job = CleanJob(tuple(paths), "unused", dedup=dedup, input_format="wet")
     plan, engine = build_plan(job), LocalEngine()

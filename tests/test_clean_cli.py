@@ -97,6 +97,23 @@ def test_unknown_pass_through_options_fail_before_work(tmp_path, capsys, extra, 
     assert not out.exists()
 
 
+def test_misspelt_option_from_a_shell_is_one_line(tmp_path):
+    """As a user sees it: exit 2 and exactly one line on stderr (no Beam import noise)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "c4forge", "clean", GENUINE_WET_DIR, "-o", str(out)]
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(cli.__file__)))
+    proc = subprocess.run([*argv, "--dedupe", "lines"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "c4forge clean: error: unknown option '--dedupe': not a c4forge option and not a Beam "
+        "pipeline option for runner DirectRunner (did you mean --dedup?)"
+    ]
+    assert not out.exists()
+
+
 def test_shards_pass_through_options_are_checked(tmp_path, capsys):
     rc = cli.main(
         [
@@ -271,7 +288,7 @@ def test_finished_output_is_kept_refused_or_replaced(lines_case, tmp_path, capsy
 
 
 def test_resolve_inputs_sorts_dedups_and_reads_path_lists(tmp_path):
-    from c4forge.pipeline.inputs import inputs_block, resolve_inputs
+    from c4forge.io.inputs import inputs_block, resolve_inputs
 
     wet = sorted(
         os.path.join(GENUINE_WET_DIR, n) for n in os.listdir(GENUINE_WET_DIR) if ".wet" in n
@@ -287,7 +304,7 @@ def test_resolve_inputs_sorts_dedups_and_reads_path_lists(tmp_path):
 
 
 def test_auto_shard_count_and_names():
-    from c4forge.pipeline import clean_output as co
+    from c4forge.clean import output as co
 
     assert [co.auto_shards(n) for n in (0, 1, 356_000, 356_001)] == [1, 1, 1, 2]
     assert co.shard_name("train", 3, 1024) == "c4-train.00003-of-01024.json.gz"

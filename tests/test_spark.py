@@ -12,6 +12,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
+from c4forge.clean import cli as clean_cli  # noqa: E402
 from c4forge.clean.config import CleanJob  # noqa: E402
 from c4forge.clean.driver import run_clean  # noqa: E402
 from c4forge.clean.plan import NearDedupStage  # noqa: E402
@@ -28,7 +29,6 @@ from c4forge.errors import ConfigError, InputError  # noqa: E402
 from c4forge.filters.counting import CounterBag  # noqa: E402
 from c4forge.filters.minhash import MAX_ROUNDS, make_params, near_dedup_local  # noqa: E402
 from c4forge.passthrough import spark_conf_pairs  # noqa: E402
-from c4forge.pipeline import clean_cli  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 SAMPLE = ROOT / "c4forge/data/sample/real-warc-html-to-wet.resiliparse.warc.wet.gz"

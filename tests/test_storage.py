@@ -16,10 +16,10 @@ from apache_beam.io.filesystem import BeamIOError
 from memfs import MemFileSystem
 
 from c4forge import cli
+from c4forge.clean import output as co
+from c4forge.clean import stats as cs
 from c4forge.errors import StorageError
 from c4forge.io import storage
-from c4forge.pipeline import clean_output as co
-from c4forge.pipeline import clean_stats as cs
 
 FAIL = "failbucket"
 

@@ -17,12 +17,12 @@ pytest.importorskip("pyspark")
 from test_variants_filters import REALNEWS_SURVIVORS  # noqa: E402
 
 from c4forge import cli  # noqa: E402
+from c4forge.clean import cli as clean_cli  # noqa: E402
 from c4forge.clean.driver import run_clean  # noqa: E402
 from c4forge.engines.local import LocalEngine  # noqa: E402
 from c4forge.engines.spark import SparkEngine, make_context  # noqa: E402
 from c4forge.filters.counting import conservation_errors  # noqa: E402
 from c4forge.filters.urls import normalize_url  # noqa: E402
-from c4forge.pipeline import clean_cli  # noqa: E402
 from c4forge.samples import (  # noqa: E402
     c4_sample_as_wet,
     dolma_sample_as_wet,

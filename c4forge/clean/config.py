@@ -140,7 +140,7 @@ class CleanJob:
 
     # -- validation -----------------------------------------------------------------------------
     def _validate(self, given_output: str) -> None:
-        from c4forge.pipeline.clean_output import parse_shards_option
+        from c4forge.clean.output import parse_shards_option
 
         for name, value, allowed in (
             ("--dedup", self.dedup, DEDUP_MODES),
@@ -183,16 +183,20 @@ class CleanJob:
 
     # -- derived values -------------------------------------------------------------------------
     @property
-    def shard_options(self) -> dict[str, str | int | bool]:
-        """Per split: ``"auto"`` or a shard count; ``by_language``: one shard set per language
-        (mC4's layout)."""
-        from c4forge.pipeline.clean_output import parse_shards_option
+    def shard_options(self) -> dict[str, str | int]:
+        """Per split: ``"auto"`` or a shard count."""
+        from c4forge.clean.output import parse_shards_option
 
         return {
             "train": parse_shards_option(self.train_shards, "--train-shards"),
             "validation": parse_shards_option(self.validation_shards, "--validation-shards"),
-            "by_language": self.spec.multilingual,
         }
+
+    @property
+    def output_options(self) -> dict[str, str | int | bool]:
+        """What the shard writers need: ``shard_options`` plus ``by_language`` (one shard set
+        per language, mC4's layout)."""
+        return {**self.shard_options, "by_language": self.spec.multilingual}
 
     @property
     def keep_sentences(self) -> bool:
@@ -207,8 +211,8 @@ class CleanJob:
     def record(self) -> dict[str, Any]:
         """stats.json's ``config``: everything that changes the output, nothing that does not
         (workers, runner, engine, paths); constants and resource fingerprints included."""
+        from c4forge.clean.stats import constants
         from c4forge.clean.variant_resources import job_resources
-        from c4forge.pipeline.clean_stats import constants
 
         config: dict[str, Any] = {
             "variant": self.spec.describe(),

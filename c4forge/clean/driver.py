@@ -20,14 +20,14 @@ import sys
 import time
 from typing import Any
 
+from c4forge.clean import output as co
+from c4forge.clean import progress as pg
+from c4forge.clean import stats as cs
 from c4forge.clean.config import CleanJob
 from c4forge.clean.plan import Plan, build_plan
 from c4forge.errors import C4ForgeError, ConfigError, VerificationError
 from c4forge.io import storage
-from c4forge.pipeline import clean_output as co
-from c4forge.pipeline import clean_stats as cs
-from c4forge.pipeline import progress as pg
-from c4forge.pipeline.inputs import InputFile, inputs_block
+from c4forge.io.inputs import InputFile, inputs_block
 
 FUNNEL_NAME = "funnel.png"
 
@@ -120,8 +120,8 @@ def finish(
 
 def run_clean(job: CleanJob, engine: Any = None) -> int:
     """Run ``job`` on ``engine`` (default: the job's own engine, closed at the end)."""
+    from c4forge.clean import summary
     from c4forge.engines.errors import user_error_from
-    from c4forge.pipeline import summary
 
     started = time.monotonic()
     own = engine is None
@@ -161,11 +161,19 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
     wall = time.monotonic() - started
     png = None
     if job.report:
-        from c4forge.pipeline.funnel_chart import write_funnel_png
+        from c4forge.clean.funnel_chart import write_funnel_png
 
         png = write_funnel_png(stats, storage.join(job.output, FUNNEL_NAME))
     if not job.quiet:
         print(
-            summary.render(stats, job.output, wall, engine.description, engine.counter_source, png)
+            summary.render(
+                stats,
+                job.output,
+                wall,
+                engine.description,
+                engine.counter_source,
+                png,
+                stages=plan.funnel,
+            )
         )
     return 0

@@ -276,8 +276,8 @@ def badwords(doc: Doc, count: Count, *, language: str, fraction: float) -> Itera
 
 def split(doc: Doc, count: Count) -> Iterator[tuple[str, Any]]:
     """→ (split, OutDoc): the output key of the document (c4_rules.md §11)."""
+    from c4forge.clean.output import make_out_doc
     from c4forge.filters.split import split_of
-    from c4forge.pipeline.clean_output import make_out_doc
 
     name = split_of(doc.normalized_url)
     count("split", name)

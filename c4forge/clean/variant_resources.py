@@ -13,7 +13,7 @@ from typing import Any
 
 
 def job_resources(job: Any) -> dict[str, Any]:
-    from c4forge.pipeline.clean_stats import resource_fingerprints
+    from c4forge.clean.stats import resource_fingerprints
 
     v = job.spec
     out = resource_fingerprints(job.language)

@@ -88,8 +88,8 @@ def badwords_by_language(doc: Doc, count: Count, *, fraction: float) -> Iterator
 
 def split_by_language(doc: Doc, count: Count) -> Iterator[tuple[str, Any]]:
     """→ (``{lang}`` / ``{lang}-validation``, OutDoc): one shard set per language (mC4)."""
+    from c4forge.clean.output import make_out_doc
     from c4forge.filters.split import release_split_name, split_of
-    from c4forge.pipeline.clean_output import make_out_doc
 
     name = split_of(doc.normalized_url)
     count("split", name)

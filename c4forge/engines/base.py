@@ -84,7 +84,7 @@ class Engine(ABC):
 
     # -- job level ------------------------------------------------------------------------------
     def resolve_inputs(self, job: Any) -> list[Any]:
-        from c4forge.pipeline.inputs import resolve_inputs
+        from c4forge.io.inputs import resolve_inputs
 
         return resolve_inputs(list(job.inputs), job.input_format)
 

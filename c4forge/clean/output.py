@@ -1,6 +1,6 @@
 """Writing C4 shards (c4_rules.md §12, formats.md §1): names, shard assignment, bytes.
 
-Everything here is a plain function so the Beam writer DoFn, the Spark driver and tests produce
+Everything here is a plain function so the Beam writer DoFn, the Spark engine and tests produce
 the same bytes. Determinism comes from three choices: the shard of a document is
 ``int(md5(url), 16) % N``; a shard is sorted by ``(md5(url) hex, url)``; gzip gets mtime 0, no
 file name and level 6. Files appear under their final name only when complete (temporary

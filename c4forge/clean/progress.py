@@ -47,8 +47,8 @@ from typing import Any, NamedTuple
 from c4forge.errors import ConfigError
 from c4forge.filters.counting import Count, CounterBag
 from c4forge.io import storage
+from c4forge.io.inputs import InputFile
 from c4forge.io.storage import dumps_pretty
-from c4forge.pipeline.inputs import InputFile
 
 WORK_DIR = "_work"
 FORMAT = "c4forge.clean.progress"
