@@ -44,8 +44,8 @@ class Engine(ABC):
     tag: str = "engine"  # how the start-up log line names ``description``
     description: str = ""
     counter_source: str = "exact"
-    # Whether the front runs per chunk of inputs with its records under OUTPUT/_work
-    # (``records_front(job)``) and how many inputs make a chunk.
+    # Name suffix of a chunk's front records under OUTPUT/_work ("" = a folder, Spark's pickle
+    # files); whether the front keeps such records is ``records_front(job)``.
     work_suffix: str = ""
 
     # -- primitives -----------------------------------------------------------------------------
