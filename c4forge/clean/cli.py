@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 from c4forge.clean.config import CleanJob
+from c4forge.filters.variants import variants_help
 from c4forge.pipeline.cli_common import add_runner_args
 
 
@@ -35,10 +36,38 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("--output", "-o", required=True, help="output folder (local, gs://, s3://)")
     p.add_argument(
+        "--variant",
+        default="en",
+        metavar="NAME",
+        help="corpus variant (TFDS c4 configs; default en): " + variants_help(),
+    )
+    p.add_argument(
         "--dedup",
         choices=["spans", "lines", "none"],
-        default="spans",
-        help="corpus-wide dedup: paper's 3-sentence spans (default), TFDS lines, none",
+        default=None,
+        help="corpus-wide dedup: paper's 3-sentence spans, TFDS lines, none; default per "
+        "variant: spans for en, en.noblocklist, realnewslike, webtextlike; none for en.noclean; "
+        "lines (no sentence minimum) for multilingual",
+    )
+    p.add_argument(
+        "--url-list",
+        default=None,
+        metavar="FILE|GLOB",
+        help="webtextlike: OpenWebText URL files (one URL per line, plain or .gz)",
+    )
+    p.add_argument(
+        "--languages",
+        default=None,
+        metavar="CODES",
+        help="multilingual: CLD3 codes to keep, e.g. en,de,fr (default: mC4's 107; und is "
+        "always kept)",
+    )
+    p.add_argument(
+        "--domain-list",
+        default=None,
+        metavar="JSON",
+        help="realnewslike: a domain_to_allowed_subdomains.json to use instead of the bundled "
+        "RealNews list",
     )
     p.add_argument(
         "--format",
@@ -83,8 +112,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--badwords-fraction",
         type=float,
-        default=1.0,
-        help="fraction of bad-word pages dropped (1.0 = C4; mC4 used 0.999)",
+        default=None,
+        help="fraction of bad-word pages dropped (default per variant: 1.0 = C4; mC4 0.999)",
     )
     p.add_argument(
         "--resume",

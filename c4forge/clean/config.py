@@ -8,6 +8,7 @@ stats.json (what changes the output, nothing that does not: workers, runner, pat
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ class CleanJob:
 
     inputs: tuple[str, ...]
     output: str
-    dedup: str = "spans"
+    dedup: str | None = None  # None: the variant's default (``en``: spans)
     format: str = "jsonl"
     language: str = "en"
     input_format: str = "auto"
@@ -45,7 +46,11 @@ class CleanJob:
     ngram: int = 5
     num_perm: int = 128
     threshold: float = 0.8
-    badwords_fraction: float = 1.0
+    badwords_fraction: float | None = None  # None: the variant's (en 1.0, mC4 0.999)
+    variant: str = "en"  # issue 10: c4forge.filters.variants
+    url_list: str | None = None  # webtextlike: FILE|GLOB of URL files
+    languages: str | tuple[str, ...] | None = None  # multilingual: CLD3 codes kept
+    domain_list: str | None = None  # realnewslike: another domain_to_allowed_subdomains.json
     train_shards: str | int = "auto"
     validation_shards: str | int = "auto"
     engine: str = "beam"
@@ -63,6 +68,7 @@ class CleanJob:
         object.__setattr__(self, "passthrough", tuple(self.passthrough))
         given = self.output
         object.__setattr__(self, "output", _local_output(given))
+        self._resolve_variant()
         self._validate(given)
 
     @classmethod
@@ -73,6 +79,64 @@ class CleanJob:
 
     def replace(self, **changes: Any) -> CleanJob:
         return dataclasses.replace(self, **changes)
+
+    # -- variants (issue 10) ----------------------------------------------------------------------
+    @property
+    def spec(self) -> Any:
+        """The ``Variant`` this job builds (``c4forge.filters.variants``)."""
+        from c4forge.filters.variants import get_variant
+
+        return get_variant(self.variant)
+
+    def _resolve_variant(self) -> None:
+        """Fill the variant's defaults (dedup, bad-words fraction) and refuse options that do
+        not belong to it; check its resources now, before any work (one-line errors)."""
+        v = self.spec  # ConfigError for an unknown name
+        object.__setattr__(self, "dedup", v.resolve_dedup(self.dedup))
+        if self.badwords_fraction is None:
+            object.__setattr__(self, "badwords_fraction", v.badwords_fraction)
+        elif v.badwords_fraction == 0.0:
+            raise ConfigError(
+                f"--variant {v.name} has no bad-words filter; --badwords-fraction does not apply"
+            )
+        for flag, value, owner in (
+            ("--url-list", self.url_list, "webtextlike"),
+            ("--languages", self.languages, "multilingual"),
+            ("--domain-list", self.domain_list, "realnewslike"),
+        ):
+            if value is not None and v.name != owner:
+                raise ConfigError(f"{flag} is an option of --variant {owner}, not {v.name}")
+        if v.webtext:
+            from c4forge.filters.url_list import resolve_url_list
+
+            resolve_url_list(self.url_list or "")  # InputError: missing, empty glob, a folder
+        if v.realnews:
+            _ = self.domains  # InputError: damaged or missing domain list
+        if v.multilingual:
+            from c4forge.filters.langid_cld3 import parse_languages, require_gcld3
+
+            require_gcld3()  # ConfigError that says what to install
+            object.__setattr__(self, "languages", parse_languages(self.languages))
+
+    @functools.cached_property
+    def domains(self) -> Any:
+        """The RealNews domain list (bundled unless ``--domain-list``), validated."""
+        from c4forge.filters.realnews import load_domain_list
+
+        return load_domain_list(self.domain_list)
+
+    @functools.cached_property
+    def url_list_files(self) -> tuple[str, ...]:
+        from c4forge.filters.url_list import resolve_url_list
+
+        return tuple(resolve_url_list(self.url_list or ""))
+
+    @functools.cached_property
+    def url_list_info(self) -> Any:
+        """One streamed pass over the whole URL list (sha256, URL count, not empty, intact)."""
+        from c4forge.filters.url_list import inspect_url_list
+
+        return inspect_url_list(self.url_list_files)
 
     # -- validation -----------------------------------------------------------------------------
     def _validate(self, given_output: str) -> None:
@@ -129,6 +193,12 @@ class CleanJob:
         }
 
     @property
+    def output_options(self) -> dict[str, str | int | bool]:
+        """What the shard writers need: ``shard_options`` plus ``by_language`` (one shard set
+        per language, mC4's layout)."""
+        return {**self.shard_options, "by_language": self.spec.multilingual}
+
+    @property
     def keep_sentences(self) -> bool:
         """Span dedup rebuilds lines from their Punkt sentences, so clean keeps them."""
         return self.dedup == "spans"
@@ -141,9 +211,11 @@ class CleanJob:
     def record(self) -> dict[str, Any]:
         """stats.json's ``config``: everything that changes the output, nothing that does not
         (workers, runner, engine, paths); constants and resource fingerprints included."""
-        from c4forge.clean.stats import constants, resource_fingerprints
+        from c4forge.clean.stats import constants
+        from c4forge.clean.variant_resources import job_resources
 
         config: dict[str, Any] = {
+            "variant": self.spec.describe(),
             "language": self.language,
             "dedup": self.dedup,
             "format": self.format,
@@ -153,8 +225,10 @@ class CleanJob:
             "near_dedup": self.near_dedup,
             "shards": {"train": self.train_shards, "validation": self.validation_shards},
             "constants": constants(),
-            "resources": resource_fingerprints(self.language),
+            "resources": job_resources(self),
         }
+        if self.spec.multilingual:
+            config["languages"] = list(self.languages or ())
         if self.near_dedup != "none":
             config["near_dedup_params"] = {
                 "ngram": self.ngram,

@@ -92,13 +92,22 @@ def finish(
 ) -> dict:
     """stats.json from the run's counters and shards (conservation checked), written last;
     stale shards of an earlier run removed."""
-    counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in co.SPLITS}
+    keys = co.output_keys({x["split"]: 1 for x in shard_stats}, job.spec.multilingual)
+    counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in keys}
     outputs = cs.outputs_block(shard_stats, counts)
-    counters = cs.full_counters(raw, job.dedup, plan.near_dedup)
+    stages = None if job.variant == "en" else plan.funnel
+    counters = cs.full_counters(raw, job.dedup, plan.near_dedup, stages, plan.language_id)
     written = {x["file"] for x in shard_stats}
     co.remove_files(job.output, [n for n in co.list_shard_files(job.output) if n not in written])
     stats = cs.make_stats(
-        config, inputs, counters, outputs, job.dedup, plan.near_dedup, plan.funnel
+        config,
+        inputs,
+        counters,
+        outputs,
+        job.dedup,
+        plan.near_dedup,
+        plan.funnel,
+        by_language=job.spec.multilingual,
     )
     if stats["conservation_errors"]:
         raise VerificationError(
@@ -129,7 +138,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         _log(
             job,
             f"c4forge clean: {inputs['count']} input file(s), {summary.human_bytes(inputs['bytes'])}"
-            f" → {job.output} [dedup={job.dedup}, near-dedup={job.near_dedup}, "
+            f" → {job.output} [variant={job.variant}, dedup={job.dedup}, near-dedup={job.near_dedup}, "
             f"{engine.tag}={engine.description}]",
         )
         plan = build_plan(job)

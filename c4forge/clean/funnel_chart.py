@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 
-from c4forge.clean.summary import funnel, run_description
+from c4forge.clean.summary import funnel, language_id, run_description
 
 
 def _note(prev: int, value: int, drops: Mapping[str, int]) -> str:
@@ -35,7 +35,7 @@ def render_funnel_png(stats: Mapping) -> bytes:
 
     config = stats["config"]
     counters = stats["counters"]
-    steps = funnel(counters, config.get("input_format", "auto"))
+    steps = funnel(counters, config.get("input_format", "auto"), language_id=language_id(config))
     labels = ["records read"] + [s.title for s in steps]
     values = [steps[0].pages_in if steps else 0] + [s.pages_out for s in steps]
     notes = [""] + [_note(s.pages_in, s.pages_out, s.drops) for s in steps]

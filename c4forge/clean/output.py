@@ -15,7 +15,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import IO, Any, NamedTuple
 
 from c4forge.errors import ConfigError
@@ -26,7 +26,8 @@ SPLITS = ("train", "validation")
 DOCS_PER_SHARD = 356_000  # C4's average shard size (c4/en 3.0.1: 364.6M docs / 1024 shards)
 GZIP_LEVEL = 6
 EXTENSIONS = {"jsonl": "json.gz", "parquet": "parquet"}
-SHARD_RE = re.compile(r"^c4-(train|validation)\.(\d{5,})-of-(\d{5,})\.(json\.gz|parquet)$")
+# train / validation, or a language's sets (mC4: c4-de.…, c4-de-validation.…, c4-zh-Latn.…)
+SHARD_RE = re.compile(r"^c4-([A-Za-z][A-Za-z-]*)\.(\d{5,})-of-(\d{5,})\.(json\.gz|parquet)$")
 
 
 class OutDoc(NamedTuple):
@@ -67,6 +68,29 @@ def parse_shards_option(value: str | int, flag: str) -> str | int:
 
 def resolve_shards(option: str | int, documents: int) -> int:
     return auto_shards(documents) if option == "auto" else int(option)
+
+
+def split_kind(key: str) -> str:
+    """``train`` or ``validation`` for an output key (``de-validation`` is a validation set)."""
+    return "validation" if key == "validation" or key.endswith("-validation") else "train"
+
+
+def output_keys(docs_per_key: Mapping[str, int], by_language: bool = False) -> list[str]:
+    """The shard sets of a run: always ``train`` and ``validation`` (empty ones included);
+    by language (``--variant multilingual``), both sets of every language with a document,
+    named as the public mC4 release's splits (``de``, ``de-validation``)."""
+    if not by_language:
+        return list(SPLITS)
+    suffix = "-validation"
+    langs = sorted({k[: -len(suffix)] if k.endswith(suffix) else k for k in docs_per_key})
+    return [k for lang in langs for k in (lang, f"{lang}{suffix}")]
+
+
+def shard_counts(docs_per_key: Mapping[str, int], options: Mapping[str, Any]) -> dict[str, int]:
+    """Shard count of every output key (``options``: ``train`` / ``validation`` as
+    ``auto`` or a count, applied to each language's sets; ``by_language``)."""
+    keys = output_keys(docs_per_key, bool(options.get("by_language")))
+    return {k: resolve_shards(options[split_kind(k)], docs_per_key.get(k, 0)) for k in keys}
 
 
 def shard_of(url_md5: str, count: int) -> int:

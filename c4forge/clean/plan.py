@@ -94,6 +94,26 @@ class JoinStage:
 
 
 @dataclass(frozen=True)
+class ListJoinStage:
+    """Documents restricted to the keys of a second input (``--variant webtextlike``): the
+    list files are read as a source (``read(path, count) -> (k, n)*``, streamed on the
+    workers), the documents keyed by ``doc_key``, and one co-group per key decides
+    (``apply(k, docs, entries, count)``). The list never sits in the driver's memory."""
+
+    name: str
+    paths: tuple[str, ...]
+    read: Fn
+    doc_key: Fn
+    apply: Fn
+    shuffle_key: str
+
+    def expand(self, engine: Any, docs: Any) -> Any:
+        listed = engine.source(f"{self.name}/list", list(self.paths), self.read)
+        keyed = engine.flat_map(docs, f"{self.name}/key", self.doc_key)
+        return engine.cogroup(self.name, keyed, listed, self.apply)
+
+
+@dataclass(frozen=True)
 class NearDedupStage:
     """MinHash-LSH (issue 5): LSH buckets → verified pairs → connected components by
     large-star/small-star rounds in a bounded loop (every engine: until the edge set stops
@@ -158,6 +178,7 @@ class Plan:
     funnel: tuple[str, ...]  # page-flow stages in order (conservation identities, summary)
     dedup: str
     near_dedup: bool
+    language_id: str = "langdetect"  # "cld3" for --variant multilingual
 
     @property
     def stages(self) -> tuple[Any, ...]:
@@ -173,18 +194,52 @@ class Plan:
 
 
 def build_plan(job: Any) -> Plan:
-    """The stages of c4_rules.md §1 for ``job`` (a ``CleanJob``), in the reference order."""
+    """The stages of c4_rules.md §1 for ``job`` (a ``CleanJob``), in the reference order; the
+    job's corpus variant (issue 10, TFDS ``_get_pages_pcollection``) adds, swaps or drops
+    stages: read → length → [realnews] → URL dedup → clean or [as-is] → [webtext join] →
+    [paragraph] → [dedup] → [near-dedup] → langdetect or [CLD3] → [bad words] → split.
+
+    The ``clean`` slot holds the page → document step: the line and page rules, or the page
+    unchanged for variants without them (``en.noclean``, ``multilingual``; then ``clean`` is
+    not a funnel stage). The URL-list join and the paragraph filter follow it as document
+    stages, so the resumable fronts (clean per page, before URL dedup) stay as they are. The
+    documents are the reference's: the join decides on the normalized URL alone and the
+    paragraph filter runs where there is no clean step. One consequence: with ``webtextlike``
+    the clean counters also count pages that the list then drops.
+    """
+    from c4forge.clean import variant_steps as vs
     from c4forge.filters import minhash as mh
 
+    v = job.spec
     read = functools.partial(
         steps.read_input, max_record_bytes=job.max_record_bytes, input_format=job.input_format
     )
-    page_stages = (MapStage("length", steps.length),)
+    page_stages: tuple[MapStage, ...] = (MapStage("length", steps.length),)
+    if v.realnews:
+        page_stages += (MapStage("realnews", functools.partial(vs.realnews, domains=job.domains)),)
     url_dedup = GroupStage(
         "url_dedup", steps.key_by_normalized_url, steps.url_dedup, "normalized URL"
     )
-    clean = MapStage("clean", functools.partial(steps.clean, keep_sentences=job.dedup == "spans"))
+    keep_sentences = job.dedup == "spans"
+    if v.clean:
+        clean = MapStage("clean", functools.partial(steps.clean, keep_sentences=keep_sentences))
+    else:
+        clean = MapStage("clean", functools.partial(vs.to_doc, keep_sentences=keep_sentences))
     doc_stages: list[Any] = []
+    if v.webtext:
+        doc_stages.append(
+            ListJoinStage(
+                "webtext",
+                job.url_list_files,
+                vs.list_urls,
+                vs.key_by_normalized_url,
+                vs.webtext_join,
+                "normalized URL",
+            )
+        )
+    if v.paragraph_filter:
+        doc_stages.append(MapStage("paragraph", vs.paragraph))
+    min_sentences = v.min_sentences_after_dedup
     if job.dedup == "spans":
         doc_stages.append(
             JoinStage(
@@ -192,7 +247,7 @@ def build_plan(job: Any) -> Plan:
                 steps.span_occurrences,
                 steps.span_removals,
                 steps.key_by_url,
-                steps.apply_span_removals,
+                functools.partial(steps.apply_span_removals, min_sentences=min_sentences),
                 "md5 of a three-sentence span",
             )
         )
@@ -203,7 +258,7 @@ def build_plan(job: Any) -> Plan:
                 steps.line_occurrences,
                 steps.owner_to_url,
                 steps.key_by_url,
-                steps.apply_line_dedup,
+                functools.partial(steps.apply_line_dedup, min_sentences=min_sentences),
                 "md5 of a line",
                 combine=steps.line_owner,
             )
@@ -211,19 +266,31 @@ def build_plan(job: Any) -> Plan:
     near = job.near_dedup == "minhash"
     if near:
         doc_stages.append(NearDedupStage(mh.STAGE, job.minhash_params(), mh.MAX_ROUNDS))
-    doc_stages += [
-        MapStage("langid", functools.partial(steps.langid, language=job.language)),
-        MapStage(
-            "badwords",
-            functools.partial(
+    if v.multilingual:
+        langs = frozenset(job.languages)
+        doc_stages.append(MapStage("langid", functools.partial(vs.langid_cld3, languages=langs)))
+    else:
+        doc_stages.append(MapStage("langid", functools.partial(steps.langid, language=job.language)))
+    if v.badwords_fraction > 0.0:
+        if v.multilingual:
+            fn = functools.partial(vs.badwords_by_language, fraction=job.badwords_fraction)
+        else:
+            fn = functools.partial(
                 steps.badwords, language=job.language, fraction=job.badwords_fraction
-            ),
-        ),
-        MapStage("split", steps.split),
-    ]
-    funnel = tuple(
-        s
-        for s in counting.FLOW
-        if (s != "dedup" or job.dedup != "none") and (s != counting.NEAR_DEDUP_STAGE or near)
+            )
+        doc_stages.append(MapStage("badwords", fn))
+    doc_stages.append(MapStage("split", vs.split_by_language if v.multilingual else steps.split))
+    # the page flow in plan order (for en exactly counting.FLOW's order)
+    flow = [s.name for s in (*page_stages, url_dedup, clean, *doc_stages)]
+    funnel = tuple(["wet", *(s for s in flow if s in counting.FLOW and (s != "clean" or v.clean))])
+    return Plan(
+        read,
+        page_stages,
+        url_dedup,
+        clean,
+        tuple(doc_stages),
+        funnel,
+        job.dedup,
+        near,
+        "cld3" if v.multilingual else "langdetect",
     )
-    return Plan(read, page_stages, url_dedup, clean, tuple(doc_stages), funnel, job.dedup, near)

@@ -62,11 +62,16 @@ def resource_fingerprints(language: str) -> dict[str, Any]:
 
 
 def full_counters(
-    raw: Mapping[str, Mapping[str, int]], dedup: str, near_dedup: bool = False
+    raw: Mapping[str, Mapping[str, int]],
+    dedup: str,
+    near_dedup: bool = False,
+    stages: Sequence[str] | None = None,
+    language_id: str = "langdetect",
 ) -> dict[str, dict[str, int]]:
     """stats.json's counters block: ``counting.full_counters`` (every reason of the run's
-    stages, zeros included; the issue-5 extensions only when they apply)."""
-    return counting.full_counters(raw, dedup, near_dedup)
+    stages, zeros included; the issue-5 extensions only when they apply; a variant's plan
+    names its stages)."""
+    return counting.full_counters(raw, dedup, near_dedup, stages, language_id)
 
 
 def conservation(
@@ -125,6 +130,26 @@ def totals_block(
     }
 
 
+def languages_block(counters: Mapping[str, Mapping[str, int]], outputs: Mapping) -> dict:
+    """Per language (``--variant multilingual``): pages CLD3 gave it, bad-words outcomes,
+    documents written per split. Read from the counters' ``:<code>`` breakdowns."""
+    langid = counters.get("langid", {})
+    bad = counters.get("badwords", {})
+    out = {}
+    for lang in sorted(r.split(":", 1)[1] for r in langid if r.startswith("passed:")):
+        train = outputs.get(lang, {}).get("documents", 0)
+        validation = outputs.get(f"{lang}-validation", {}).get("documents", 0)
+        out[lang] = {
+            "identified": langid[f"passed:{lang}"],
+            "badwords_dropped": bad.get(f"contains_badword:{lang}", 0),
+            "badwords_soft_passed": bad.get(f"soft_passed:{lang}", 0),
+            "train": train,
+            "validation": validation,
+            "documents": train + validation,
+        }
+    return out
+
+
 def make_stats(
     config: dict,
     inputs: dict,
@@ -133,14 +158,16 @@ def make_stats(
     dedup: str,
     near_dedup: bool | None = None,
     funnel: Sequence[str] | None = None,
+    by_language: bool = False,
 ) -> dict[str, Any]:
-    """stats.json; ``funnel``: the plan's page-flow stages (conservation identities)."""
+    """stats.json; ``funnel``: the plan's page-flow stages (conservation identities);
+    ``by_language``: add the per-language block (mC4)."""
     errors = conservation(counters, dedup, near_dedup, funnel)
     written = sum(o["documents"] for o in outputs.values())
-    split_total = sum(counters.get("split", {}).values())
+    split_total = sum(n for r, n in counters.get("split", {}).items() if ":" not in r)
     if written != split_total:
         errors.append(f"documents written: {written} != split total {split_total}")
-    return {
+    stats = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "c4forge_version": c4forge.__version__,
@@ -151,6 +178,9 @@ def make_stats(
         "totals": totals_block(counters, inputs, outputs),
         "conservation_errors": errors,
     }
+    if by_language:
+        stats["languages"] = languages_block(counters, outputs)
+    return stats
 
 
 def stats_text(stats: dict) -> str:

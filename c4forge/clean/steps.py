@@ -24,6 +24,7 @@ class Doc(NamedTuple):
     normalized_url: str
     text: str
     sentences: Any = None
+    language: str = "en"  # set by language ID (CLD3 in --variant multilingual)
 
 
 # --- read and per-page stages ------------------------------------------------------------------
@@ -109,13 +110,18 @@ def span_removals(key: str, occurrences: Iterable[tuple], count: Count) -> Itera
 
 
 def apply_span_removals(
-    url: str, docs: Iterable[Doc], removals: Iterable[tuple], count: Count
+    url: str,
+    docs: Iterable[Doc],
+    removals: Iterable[tuple],
+    count: Count,
+    *,
+    min_sentences: int = 3,
 ) -> Iterator[Doc]:
     from c4forge.filters import dedup as dd
 
     found = [dd.SpanRemoval(*r) for r in removals]
     for doc in docs:  # one doc per url after URL dedup; removals may exist without a doc
-        text = dd.apply_span_removals(doc.sentences, found, count)
+        text = dd.apply_span_removals(doc.sentences, found, count, min_sentences)
         if text is not None:
             yield doc._replace(text=text, sentences=None)
 
@@ -138,14 +144,20 @@ def owner_to_url(item: tuple[str, tuple], count: Count) -> Iterator[tuple[str, s
 
 
 def apply_line_dedup(
-    url: str, docs: Iterable[Doc], owned: Iterable[str], count: Count
+    url: str,
+    docs: Iterable[Doc],
+    owned: Iterable[str],
+    count: Count,
+    *,
+    min_sentences: int = 3,
 ) -> Iterator[Doc]:
+    """``min_sentences=0``: no Punkt recheck (variants without the line rules, as TFDS)."""
     from c4forge.filters import dedup as dd
     from c4forge.filters.sentences import split_sentences
 
     keys = list(owned)
     for doc in docs:
-        text = dd.apply_line_dedup(doc.text, keys, count, split_sentences)
+        text = dd.apply_line_dedup(doc.text, keys, count, split_sentences, min_sentences)
         if text is not None:
             yield doc._replace(text=text)
 

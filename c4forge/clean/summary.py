@@ -19,12 +19,16 @@ DETAIL_LABEL = {
     "url_dedup": "groups",
     "near_dedup": "pairs",
     "langid": "by language",
+    "webtext": "list",
     "badwords": "kept",
 }
 TITLES = {
     "wet": "records → pages",  # named after the input format by ``wet_title``
     "length": "length ≤ 190,000 chars",
+    "realnews": "RealNews domains",
     "url_dedup": "URL dedup",
+    "webtext": "URL list (WebText-like)",
+    "paragraph": "≥ 3 paragraphs of ≥ 200 chars",
     "clean": "line & page rules",
     "dedup": "dedup",
     "near_dedup": "near-dedup (MinHash)",
@@ -38,7 +42,12 @@ def _detail_reasons(stage: str) -> tuple[str, ...]:
     and kept pages by kind (bad words). ``wet``'s file counters go to the inputs line."""
     if stage == "wet":
         return ()
-    known = REASONS["dedup_spans"] + REASONS["dedup_lines"] if stage == "dedup" else REASONS[stage]
+    if stage == "dedup":
+        known = REASONS["dedup_spans"] + REASONS["dedup_lines"]
+    elif stage == "langid":
+        known = REASONS["langid"] + REASONS["langid_cld3"]
+    else:
+        known = REASONS[stage]
     flow = FLOW[stage]
     return tuple(dict.fromkeys(r for r in known if r not in flow.drops and r != "passed"))
 
@@ -80,12 +89,14 @@ def funnel(
     counters: Mapping[str, Mapping[str, int]],
     input_format: str = "auto",
     stages: Sequence[str] | None = None,
+    language_id: str = "langdetect",
 ) -> list[Step]:
     """The pages through each stage that ran, in order, with the reasons for every drop.
 
     ``stages``: the run's page-flow stages (a clean plan's ``funnel``, the list the
     conservation check reads); by default the stages of ``counting.FLOW`` present in the
-    counters (a stats.json read back, with no plan at hand)."""
+    counters (a stats.json read back, with no plan at hand). ``language_id``: ``cld3`` for
+    ``--variant multilingual`` (its langid row's title)."""
 
     def g(stage: str, reason: str) -> int:
         return counters.get(stage, {}).get(reason, 0)
@@ -107,6 +118,8 @@ def funnel(
                 }
             )
         title = wet_title(counters, input_format) if stage == "wet" else TITLES[stage]
+        if stage == "langid" and language_id == "cld3":
+            title = "CLD3 p ≥ 0.95 (else und)"
         out = sum(g(stage, r) for r in flow.kept)
         steps.append(Step(stage, title, current, out, drops, detail))
         current = out
@@ -133,11 +146,20 @@ def _reasons(d: Mapping[str, int], limit: int = 6) -> str:
     return text
 
 
+def language_id(config: Mapping) -> str:
+    """``langdetect`` or ``cld3`` (``--variant multilingual``), from stats.json's config."""
+    return config.get("variant", {}).get("language_id", "langdetect")
+
+
 def run_description(config: Mapping, counters: Mapping[str, Mapping[str, int]]) -> str:
-    """One line: input format (and how pages were made), dedup mode, near-dedup parameters."""
+    """One line: variant, input format (and how pages were made), dedup mode, near-dedup
+    parameters."""
     wet, warc = input_kinds(counters, config.get("input_format", "auto"))
     kinds = [k for k, read in (("WET text", wet), ("WARC HTML → text (resiliparse)", warc)) if read]
     text = f"input: {' + '.join(kinds)}; dedup: {config.get('dedup', '?')}"
+    variant = config.get("variant", {}).get("name", "en")
+    if variant != "en":
+        text = f"variant: {variant}; {text}"
     near = config.get("near_dedup", "none")
     if near != "none":
         p = config.get("near_dedup_params", {})
@@ -175,7 +197,9 @@ def render(
     )
     lines.append(f"  {run_description(stats['config'], c)}")
     lines.append("")
-    steps = funnel(c, stats["config"].get("input_format", "auto"), stages)
+    steps = funnel(
+        c, stats["config"].get("input_format", "auto"), stages, language_id(stats["config"])
+    )
     width = max([26, *(len(step.title) + 2 for step in steps)])
     lines.append(f"  {'stage':<{width}}{'in':>10}{'out':>10}{'kept':>8}  dropped by")
     first = None
@@ -211,6 +235,17 @@ def render(
     counters_src = f", {source} counters" if source else ""
     lines.append(f"  conservation check: {check}{counters_src}")
     lines.append(f"  output: {output}")
+    languages = stats.get("languages")
+    if languages:
+        ranked = sorted(languages.items(), key=lambda kv: (-kv[1]["documents"], kv[0]))
+        lines.append(
+            f"    {len(languages)} language(s), c4-{{lang}}.… and c4-{{lang}}-validation.… each: "
+            + ", ".join(f"{lang} {v['documents']:,}" for lang, v in ranked)
+        )
+        lines.append("    stats.json (every counter, per-language counts, checksums)")
+        if png:
+            lines.append(f"    {png.rsplit('/', 1)[-1]} (funnel chart)")
+        return "\n".join(lines)
     for split_name, o in stats["outputs"].items():
         files = o["files"]
         pattern = (

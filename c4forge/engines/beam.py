@@ -168,20 +168,21 @@ def _choose_front_copy(key: str, records: Iterable[Any], count: Any) -> Iterator
 
 
 class CountSplitsFn(beam.CombineFn):
-    """Documents per split, zeros included (so an empty corpus still gets its empty shards)."""
+    """Documents per output key (``shard_counts`` adds the empty sets, so an empty corpus
+    still gets its empty shards)."""
 
     def create_accumulator(self) -> dict[str, int]:
-        return dict.fromkeys(co.SPLITS, 0)
+        return {}
 
     def add_input(self, acc: dict[str, int], element: tuple[str, Any]) -> dict[str, int]:
-        acc[element[0]] += 1
+        acc[element[0]] = acc.get(element[0], 0) + 1
         return acc
 
     def merge_accumulators(self, accs: Iterable[dict[str, int]]) -> dict[str, int]:
-        out = dict.fromkeys(co.SPLITS, 0)
+        out: dict[str, int] = {}
         for a in accs:
             for k, v in a.items():
-                out[k] += v
+                out[k] = out.get(k, 0) + v
         return out
 
     def extract_output(self, acc: dict[str, int]) -> dict[str, int]:
@@ -189,7 +190,7 @@ class CountSplitsFn(beam.CombineFn):
 
 
 def shard_counts(split_docs: dict[str, int], options: dict[str, Any]) -> dict[str, int]:
-    return {s: co.resolve_shards(options[s], split_docs.get(s, 0)) for s in co.SPLITS}
+    return co.shard_counts(split_docs, options)
 
 
 def _assign_shard(element: tuple[str, co.OutDoc], counts: dict, options: dict):
@@ -288,7 +289,8 @@ class BeamEngine(Engine):
             self.pipeline
             | f"{lbl}/inputs" >> beam.Create(items)
             | f"{lbl}/spread" >> beam.Reshuffle()
-            | lbl >> beam.ParDo(_SourceFn(fn, self.progress_dir))
+            # the progress bar counts the job's input files only (not, e.g., a URL list)
+            | lbl >> beam.ParDo(_SourceFn(fn, self.progress_dir if label == "wet" else None))
         )
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
@@ -345,7 +347,7 @@ class BeamEngine(Engine):
 
     def write_shards(self, coll: Any, job: Any) -> list[dict]:
         manifest = storage.join(job.output, MANIFEST_NAME)
-        shards = coll | "output" >> WriteShards(job.output, job.format, job.shard_options)
+        shards = coll | "output" >> WriteShards(job.output, job.format, job.output_options)
         _ = (
             shards
             | "CollectShardStats" >> beam.combiners.ToList()

@@ -89,11 +89,10 @@ class LocalEngine(Engine):
 
         with self._timed("output"):
             by_split = _grouped(coll)
-            options = job.shard_options
+            counts = co.shard_counts({k: len(v) for k, v in by_split.items()}, job.output_options)
             stats = []
-            for split in co.SPLITS:
+            for split, n in counts.items():
                 docs = by_split.get(split, [])
-                n = co.resolve_shards(options[split], len(docs))
                 shards = _grouped([(co.shard_of(d.url_md5, n), d) for d in docs])
                 for i in range(n):
                     stats.append(

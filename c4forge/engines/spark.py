@@ -446,14 +446,11 @@ class SparkEngine(Engine):
 
     def write_shards(self, coll: Any, job: Any) -> list[dict]:
         split_docs = materialize(coll)
-        per_split = dict.fromkeys(co.SPLITS, 0)
-        per_split.update(split_docs.countByKey())
-        options = job.shard_options
-        counts = {s: co.resolve_shards(options[s], per_split[s]) for s in co.SPLITS}
+        counts = co.shard_counts(dict(split_docs.countByKey()), job.output_options)
         keyed = split_docs.map(
             lambda kv: ((kv[0], co.shard_of(kv[1].url_md5, counts[kv[0]])), kv[1])
         )
-        markers = self.sc.parallelize([((s, i), None) for s in co.SPLITS for i in range(counts[s])])
+        markers = self.sc.parallelize([((s, i), None) for s, n in counts.items() for i in range(n)])
         n_shards = sum(counts.values())
         stats = (
             keyed.union(markers)

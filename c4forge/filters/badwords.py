@@ -205,3 +205,8 @@ def badwords_fingerprint(language: str) -> dict:
         "word_boundaries": words.language not in NO_BOUNDARY_LANGUAGES,
         "source": "LDNOOBW List-of-Dirty-Naughty-Obscene-and-Otherwise-Bad-Words (CC BY 4.0)",
     }
+
+
+def list_languages() -> list[str]:
+    """Language codes that have a list (mC4's per-language filter), sorted."""
+    return sorted(_files())

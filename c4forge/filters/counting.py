@@ -65,8 +65,11 @@ FLOW: dict[str, Flow] = {
         ("pages",),
     ),
     "length": Flow(("too_long_page",), ("passed",)),
+    "realnews": Flow(("bad_domain", "bad_subdomain"), ("passed",)),  # --variant realnewslike
     "url_dedup": Flow(("duplicate_url",), ("passed",)),
     "clean": Flow(("loremipsum", "squigglybracket", "too_few_sentences"), ("passed",)),
+    "webtext": Flow(("not_in_list",), ("passed",)),  # --variant webtextlike
+    "paragraph": Flow(("too_few_paragraphs",), ("passed",)),  # --variant multilingual
     "dedup": Flow(("empty", "too_few_sentences"), ("passed",)),
     NEAR_DEDUP_STAGE: Flow(("removed",), ("passed",)),
     "langid": Flow(
@@ -90,7 +93,11 @@ REASONS: dict[str, tuple[str, ...]] = {
         *FLOW["wet"].outcomes,
     ),
     "length": ("too_long_page", "passed"),
+    "realnews": FLOW["realnews"].outcomes,
     "url_dedup": ("duplicate_url", "passed", "tie_text_md5"),
+    # the list side of the join: URLs read, blank lines, listed URLs without a page (info)
+    "webtext": (*FLOW["webtext"].outcomes, "list_urls", "blank_lines", "missing_page"),
+    "paragraph": FLOW["paragraph"].outcomes,
     "clean": (
         "too_long_word",
         "no_endmark",
@@ -120,23 +127,49 @@ REASONS: dict[str, tuple[str, ...]] = {
     ),
     NEAR_DEDUP_STAGE: NEAR_DEDUP_REASONS,
     "langid": FLOW["langid"].outcomes,
+    # CLD3 (--variant multilingual): only ignored_language drops a page; und_* pages are kept
+    # (as `und`, counted in passed too). `passed:<code>` breakdowns are added dynamically.
+    "langid_cld3": ("und_not_reliable", "und_low_confidence", "ignored_language", "passed"),
     "badwords": FLOW["badwords"].outcomes,
     "split": FLOW["split"].outcomes,
 }
 
 
+# Stages only some corpus variants run (issue 10): never part of a run unless its plan lists them.
+VARIANT_STAGES: frozenset[str] = frozenset({"realnews", "webtext", "paragraph"})
+
+
 def stage_reasons(
-    dedup: str, *, warc: bool = False, near_dedup: bool = False
+    dedup: str,
+    *,
+    warc: bool = False,
+    near_dedup: bool = False,
+    stages: Sequence[str] | None = None,
+    language_id: str = "langdetect",
 ) -> dict[str, tuple[str, ...]]:
     """The stages present for a run; the exact-dedup namespace is always called ``dedup``.
 
     Without ``warc`` / ``near_dedup`` this is exactly §13's list (the extensions are left out).
+    ``stages``: the run's counter stages (a clean plan's ``counter_stages``; ``wet`` is always
+    there), for corpus variants; by default the ``en`` job's. ``language_id="cld3"`` lists the
+    CLD3 reasons under ``langid``.
     """
     out: dict[str, tuple[str, ...]] = {}
     for stage, reasons in REASONS.items():
         if stage.startswith("dedup_"):
-            if stage == f"dedup_{dedup}":
+            if stage == f"dedup_{dedup}" and (stages is None or "dedup" in stages):
                 out["dedup"] = reasons
+            continue
+        if stage.startswith("langid"):
+            if stage != ("langid_cld3" if language_id == "cld3" else "langid"):
+                continue
+            if stages is None or "langid" in stages:
+                out["langid"] = reasons
+            continue
+        if stages is None:
+            if stage in VARIANT_STAGES:
+                continue
+        elif stage != "wet" and stage not in stages:
             continue
         if stage == NEAR_DEDUP_STAGE and not near_dedup:
             continue
@@ -176,18 +209,25 @@ class CounterBag:
 
 
 def full_counters(
-    raw: Mapping[str, Mapping[str, int]], dedup: str, near_dedup: bool = False
+    raw: Mapping[str, Mapping[str, int]],
+    dedup: str,
+    near_dedup: bool = False,
+    stages: Sequence[str] | None = None,
+    language_id: str = "langdetect",
 ) -> dict[str, dict[str, int]]:
     """Every reason of the run's stages present, zeros included, sorted (stats.json's block).
 
     The ``dedup`` stage only when dedup runs; the WARC reasons when any WARC record was counted
-    (a run on WET files gives exactly §13's list); the ``near_dedup`` stage when MinHash ran.
+    (a run on WET files gives exactly §13's list); the ``near_dedup`` stage when MinHash ran;
+    ``stages`` / ``language_id`` as in ``stage_reasons`` (corpus variants).
     """
     wet = raw.get("wet", {})
     warc = any(wet.get(r, 0) for r in WARC_REASONS)
+    reasons_of = stage_reasons(
+        dedup, warc=warc, near_dedup=near_dedup, stages=stages, language_id=language_id
+    )
     out: dict[str, dict[str, int]] = {
-        stage: dict.fromkeys(reasons, 0)
-        for stage, reasons in stage_reasons(dedup, warc=warc, near_dedup=near_dedup).items()
+        stage: dict.fromkeys(reasons, 0) for stage, reasons in reasons_of.items()
     }
     for stage, reasons in raw.items():
         bucket = out.setdefault(stage, {})
@@ -219,7 +259,9 @@ def conservation_errors(
     if chain is None:
         if near_dedup is None:
             near_dedup = NEAR_DEDUP_STAGE in c
-        chain = [s for s in FLOW if (s != "dedup" or dedup != "none")]
+        chain = [
+            s for s in FLOW if (s != "dedup" or dedup != "none") and s not in VARIANT_STAGES
+        ]
         if not near_dedup:
             chain.remove(NEAR_DEDUP_STAGE)
     checks = [

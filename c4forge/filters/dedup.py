@@ -119,13 +119,17 @@ def count_span_key(
 
 
 def apply_span_removals(
-    sentences: Sequence[Sequence[str]], removals: Iterable[SpanRemoval], count: Count
+    sentences: Sequence[Sequence[str]],
+    removals: Iterable[SpanRemoval],
+    count: Count,
+    min_sentences: int = MIN_SENTENCES,
 ) -> str | None:
     """Step 4–5 for one page: delete marked sentences, rebuild lines, recheck the page.
 
     Marks are a union over removals (overlap caveat of §8.1). Every line is rebuilt as its
     remaining sentences joined by one space, as c4 1.0.0 did, even where nothing was removed.
     Returns the new text, or ``None`` when the page is dropped (``empty``/``too_few_sentences``).
+    ``min_sentences=0`` skips the recheck, for variants without the line rules (as lines).
     """
     marked: dict[int, set[int]] = {}
     for r in removals:
@@ -145,7 +149,7 @@ def apply_span_removals(
     if kept_sentences == 0:
         count(STAGE, "empty")
         return None
-    if kept_sentences < MIN_SENTENCES:
+    if kept_sentences < min_sentences:
         count(STAGE, "too_few_sentences")
         return None
     count(STAGE, "passed")
@@ -194,12 +198,16 @@ def apply_line_dedup(
     owned_keys: Iterable[str],
     count: Count,
     split_sentences: Callable[[str], list[str]],
+    min_sentences: int = MIN_SENTENCES,
 ) -> str | None:
     """Steps 3–5 for one page: keep owned lines at their first occurrence, recheck with Punkt.
 
     ``owned_keys`` are the keys this page owns (joined by url). ``split_sentences`` is Punkt;
     it runs on the **joined** text as in the reference, so a page can lose a sentence here
-    without losing a line (a line ending in ``"`` merges with the next).
+    without losing a line (a line ending in ``"`` merges with the next). ``min_sentences=0``
+    skips the recheck (and Punkt): the reference's ``remove_duplicate_text(pages,
+    min_num_sentences=0)`` for variants without the line rules (``multilingual``,
+    ``en.noclean``).
     """
     owned = set(owned_keys)
     seen: set[str] = set()
@@ -218,7 +226,7 @@ def apply_line_dedup(
     if not new_text:
         count(STAGE, "empty")
         return None
-    if len(split_sentences(new_text)) < MIN_SENTENCES:
+    if min_sentences and len(split_sentences(new_text)) < min_sentences:
         count(STAGE, "too_few_sentences")
         return None
     count(STAGE, "passed")
@@ -246,7 +254,10 @@ def dedup_spans_local(
 
 
 def dedup_lines_local(
-    pages: Sequence[tuple[str, str]], count: Count, split_sentences: Callable[[str], list[str]]
+    pages: Sequence[tuple[str, str]],
+    count: Count,
+    split_sentences: Callable[[str], list[str]],
+    min_sentences: int = MIN_SENTENCES,
 ) -> dict[str, str | None]:
     """``{url: new text or None}`` for ``(url, text)`` pages, by the three line steps."""
     candidates: dict[str, list[LineOwner]] = {}
@@ -257,6 +268,6 @@ def dedup_lines_local(
     for key, cands in candidates.items():
         owned.setdefault(line_owner(cands).url, []).append(key)
     return {
-        url: apply_line_dedup(text, owned.get(url, []), count, split_sentences)
+        url: apply_line_dedup(text, owned.get(url, []), count, split_sentences, min_sentences)
         for url, text in pages
     }

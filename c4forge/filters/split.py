@@ -16,3 +16,15 @@ def split_of(normalized_url: str) -> str:
     """``"validation"`` iff md5(normalized_url) as an integer is divisible by 1000."""
     h = int(hashlib.md5(normalized_url.encode("utf-8")).hexdigest(), 16)
     return "validation" if h % VALIDATION_MODULUS == 0 else "train"
+
+
+def release_split_name(split: str, language: str | None = None) -> str:
+    """The split part of a shard name: ``train`` / ``validation`` for C4, and as in the public
+    mC4 release (TFDS multilingual split names) ``{lang}`` / ``{lang}-validation`` for
+    ``--variant multilingual``, so shards are ``c4-de.00000-of-00004.json.gz`` and
+    ``c4-de-validation.00000-of-00001.json.gz`` (``und`` included)."""
+    if split not in ("train", "validation"):
+        raise ValueError(f"unknown split {split!r}")
+    if language is None:
+        return split
+    return language if split == "train" else f"{language}-validation"

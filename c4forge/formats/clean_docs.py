@@ -21,7 +21,7 @@ from c4forge.io.storage import check_format
 
 CLEAN_STATS_FORMAT = "c4forge.clean.stats"
 _SHARD_RE = re.compile(
-    r"^c4-(?P<split>[A-Za-z0-9_]+)\.(?P<index>\d+)-of-(?P<count>\d+)\.(?P<ext>json\.gz|json|parquet)$"
+    r"^c4-(?P<split>[A-Za-z0-9_-]+)\.(?P<index>\d+)-of-(?P<count>\d+)\.(?P<ext>json\.gz|json|parquet)$"
 )
 
 

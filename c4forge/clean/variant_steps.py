@@ -1,0 +1,97 @@
+"""The per-element functions of the corpus variants' stages (issue 10), beside ``steps``.
+
+Same conventions as ``c4forge.clean.steps``: module-level functions (``functools.partial`` of
+them in the plan), ``fn(item, count)`` for a map, ``fn(k, lefts, rights, count)`` for a
+co-group; each returns an iterable. The rules themselves are in ``c4forge.filters``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from c4forge.clean.steps import Doc
+from c4forge.filters.counting import Count
+
+
+def realnews(page: Any, count: Count, *, domains: Any) -> Iterator[Any]:
+    """RealNews domain filter on the normalized URL (after length, before URL dedup)."""
+    from c4forge.filters.realnews import realnews_filter
+
+    if realnews_filter(page.normalized_url, domains, count):
+        yield page
+
+
+def to_doc(page: Any, count: Count, *, keep_sentences: bool) -> Iterator[Doc]:
+    """The ``clean`` slot of variants without C4's line rules: the page as it is (nothing
+    counted). Span dedup, if asked for, gets each line's Punkt sentences."""
+    if keep_sentences:
+        from c4forge.filters.sentences import split_sentences
+
+        sentences = [split_sentences(line) for line in page.text.splitlines()]
+        yield Doc(page.url, page.timestamp, page.normalized_url, "", sentences)
+    else:
+        yield Doc(page.url, page.timestamp, page.normalized_url, page.text)
+
+
+def list_urls(path: str, count: Count) -> Iterator[tuple[str, int]]:
+    """One URL-list file → ``(normalized URL, 1)`` per listed URL, streamed."""
+    from c4forge.filters.url_list import iter_list_urls
+
+    for url in iter_list_urls(path, count):
+        yield url, 1
+
+
+def key_by_normalized_url(doc: Doc, count: Count) -> Iterator[tuple[str, Doc]]:
+    yield doc.normalized_url, doc
+
+
+def webtext_join(key: str, docs: Iterable[Doc], listed: Iterable[int], count: Count) -> Iterator[Doc]:
+    from c4forge.filters.url_list import webtext_join as join
+
+    kept = join(list(docs), sum(listed), count)
+    if kept is not None:
+        yield kept
+
+
+def paragraph(doc: Doc, count: Count) -> Iterator[Doc]:
+    from c4forge.filters.paragraphs import paragraph_filter
+
+    if paragraph_filter(doc.text, count):
+        yield doc
+
+
+def langid_cld3(doc: Doc, count: Count, *, languages: frozenset[str]) -> Iterator[Doc]:
+    from c4forge.filters.langid_cld3 import cld3_language
+
+    lang = cld3_language(doc.text, count, languages)
+    if lang is not None:
+        yield doc._replace(language=lang)
+
+
+def badwords_by_language(doc: Doc, count: Count, *, fraction: float) -> Iterator[Doc]:
+    """mC4: each page against its own language's list (none → ``no_list``)."""
+    from c4forge.filters.badwords import STAGE, badwords_filter
+
+    bag: dict[str, int] = {}
+
+    def both(stage: str, reason: str, n: int = 1) -> None:
+        count(stage, reason, n)
+        bag[reason] = n
+
+    kept = badwords_filter(doc.text, doc.language, doc.normalized_url, both, fraction)
+    for reason, n in bag.items():
+        count(STAGE, f"{reason}:{doc.language}", n)
+    if kept:
+        yield doc
+
+
+def split_by_language(doc: Doc, count: Count) -> Iterator[tuple[str, Any]]:
+    """→ (``{lang}`` / ``{lang}-validation``, OutDoc): one shard set per language (mC4)."""
+    from c4forge.clean.output import make_out_doc
+    from c4forge.filters.split import release_split_name, split_of
+
+    name = split_of(doc.normalized_url)
+    count("split", name)
+    count("split", f"{name}:{doc.language}")
+    yield release_split_name(name, doc.language), make_out_doc(doc.url, doc.text, doc.timestamp)
