@@ -127,12 +127,17 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             ],
         )
 
+    from c4forge.finetune.demo_step import demo_transfer
+
+    demo_transfer(runs, work, overwrite=args.overwrite)
+
     print("\nc4forge demo finished. Outputs:")
     for label, path in [
         ("clean documents + stats.json + funnel.png", clean),
         ("SentencePiece vocabulary", vocab),
         ("Arrow shards + index.json", shards),
         ("training run (checkpoints, metrics.jsonl, loss_curve.png)", runs),
+        ("SST-2 fine-tuning (results.json, predictions.jsonl)", f"{work}/finetune-sst2-*"),
     ]:
         print(f"  {label:58s} {path}")
     print(

@@ -1,6 +1,7 @@
 """The model a fine-tuning run trains: the T5 model itself (text head), or an encoder with a
-``cls``/``hire`` head. For a T5 encoder the decoder and LM head are removed (never used, never
-saved), and dropout is set to 0.1 as T5 fine-tuned (pretraining ran without dropout)."""
+``cls``/``hire`` head. Parts a head never uses are removed (never trained, never saved): T5's
+decoder and LM head, BERT's MLM/NSP heads (``cls``; the pooler stays, the ``cls`` head uses it).
+T5's dropout is set to 0.1 as T5 fine-tuned (pretraining ran without); BERT keeps its config's."""
 
 from __future__ import annotations
 
@@ -23,4 +24,6 @@ def build_finetune_model(
         del backbone.decoder
         if hasattr(backbone, "lm_head"):
             del backbone.lm_head
+    elif hasattr(backbone, "cls"):  # BertForPreTraining's MLM + NSP heads
+        del backbone.cls
     return EncoderClassifier(family, backbone, head, d_model, num_labels)
