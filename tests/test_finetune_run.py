@@ -226,3 +226,28 @@ def test_sst2_beats_the_majority_class(t5_run, tmp_path):
     majority = max(labels.count(0), labels.count(1)) / len(labels)
     assert len(labels) == 872 and majority == pytest.approx(444 / 872)
     assert res["metrics"]["dev"]["accuracy"] >= 0.58 > majority + 0.07
+
+
+def test_custom_jsonl_finetune_and_evaluate(t5_run, tmp_path):
+    """Real SST-2 rows rewritten as the user's own JSONL (labels as words), a pair-less custom
+    task through finetune and evaluate."""
+    from c4forge.finetune.tasks import get_task, load_glue, split_file
+
+    spec = get_task("sst2")
+    for split in ("train", "dev"):
+        rows = load_glue(spec, split_file(spec, GLUE, split))
+        with open(tmp_path / f"{split}.jsonl", "w") as f:
+            for ex in rows:
+                f.write(json.dumps({"review": ex.text_a, "y": ["neg", "pos"][ex.label]}) + "\n")
+    out = str(tmp_path / "ft")
+    argv = finetune_argv(t5_run, "custom", out, head="cls", text_field="review", label_field="y")
+    argv[argv.index("--data") + 1] = str(tmp_path / "train.jsonl")
+    assert main(argv) == 0
+    res = read_json(os.path.join(out, "results.json"))
+    assert read_json(os.path.join(out, "finetune.json"))["labels"] == ["neg", "pos"]
+    y, p = predictions_by_split(out)["dev"]
+    assert res["metrics"]["dev"]["accuracy"] == pytest.approx(np.mean(np.equal(y, p)))
+    ev = str(tmp_path / "ev")
+    assert main(["evaluate", out, "--task", "custom", "--data", str(tmp_path / "dev.jsonl"),
+                 "-o", ev, "--no-progress"]) == 0  # fmt: skip
+    assert read_json(os.path.join(ev, "results.json"))["metrics"] == res["metrics"]

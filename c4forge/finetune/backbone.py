@@ -114,10 +114,12 @@ def random_init(backbone: Backbone, seed: int) -> Backbone:
 
 def config_from_dict(family: str, data: dict[str, Any]) -> Any:
     """The trainers' model config of ``family`` from its ``to_dict`` form (finetune.json)."""
-    if family == "t5":
-        from c4forge.trainers.config import ModelConfig
+    try:
+        from c4forge.trainers.models import config_from_dict as trainers_config
+    except ImportError:
+        trainers_config = None
+    if trainers_config is not None:
+        return trainers_config(family, data)
+    from c4forge.trainers.config import ModelConfig
 
-        return ModelConfig.from_dict(data)
-    from c4forge.trainers.models import config_from_dict as trainers_config
-
-    return trainers_config(family, data)
+    return ModelConfig.from_dict(data)
