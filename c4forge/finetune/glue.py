@@ -105,6 +105,9 @@ def summarise(runs: list[dict[str, Any]], tasks: list[str], seeds: int) -> list[
             entry["examples_per_s"] = float(
                 np.mean([r["timing"]["train_examples_per_s"] for r in rs])
             )
+            per_cpu = [r["timing"].get("train_examples_per_cpu_s") for r in rs]
+            if all(per_cpu):
+                entry["examples_per_cpu_s"] = float(np.mean(per_cpu))
             entry["wall_seconds"] = float(np.sum([r["timing"].get("wall_seconds", 0) for r in rs]))
             hire = [r["hire_contribution_scores"] for r in rs if "hire_contribution_scores" in r]
             if hire:

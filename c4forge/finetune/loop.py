@@ -315,14 +315,15 @@ class FineTuner:
             disable=not o.progress, dynamic_ncols=True,
         )  # fmt: skip
         self.model.train()
-        train_seconds, window, window_n = 0.0, torch.zeros(()), 0
+        train_seconds, train_cpu, window, window_n = 0.0, 0.0, torch.zeros(()), 0
         last_loss = None
         step = self.start_step
         try:
             while step < self.steps:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 window += self._step(step).float().cpu()
                 train_seconds += time.perf_counter() - t0
+                train_cpu += time.process_time() - c0
                 window_n += 1
                 step += 1
                 bar.update(1)
@@ -359,7 +360,9 @@ class FineTuner:
         timing = {
             "train_seconds": train_seconds,
             "eval_seconds": eval_seconds,
+            "train_cpu_seconds": train_cpu,  # all threads of this process; steadier when shared
             "train_examples_per_s": done * o.batch_size / train_seconds if train_seconds else None,
+            "train_examples_per_cpu_s": done * o.batch_size / train_cpu if train_cpu else None,
             "steps_this_session": done,
         }
         truncated = {"train": self.train_enc.truncated}
