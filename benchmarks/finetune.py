@@ -9,8 +9,8 @@ fine-tuning examples/s, wall and CPU seconds. Runs in one process with one torch
 steadier setting on a shared CPU).
 
 Pretraining (skipped when ``--work`` already holds it): clean → vocab (2,000 pieces) → shards
-(span corruption 128/29; ``bert_mlm_nsp`` 128 for BERT) → ``train`` 300 steps of ``tiny`` with the
-demo's settings (``c4forge demo`` leaves the same folders, so ``--work`` may be a demo folder).
+(span corruption 128/29; ``bert_mlm_nsp`` 128 for BERT) → ``train`` 300 steps of ``tiny`` /
+``bert-tiny`` with the demo's settings (``c4forge demo`` leaves the same folders, so ``--work`` may be a demo folder).
 
 Usage: ``python benchmarks/finetune.py --work c4forge-demo --glue ../shared/data/glue``
 """
@@ -49,12 +49,14 @@ def pretrain(work: str, preset: str, steps: int) -> str:
     if not os.path.exists(os.path.join(vocab, "vocab.json")):
         _cli(["vocab", clean, "-o", vocab, "--vocab-size", "2000"])
     if not os.path.exists(os.path.join(shards, "index.json")):
-        extra = ["--objective", "bert_mlm_nsp"] if bert else ["--inputs-length", "128"]
-        _cli(["shards", clean, "--vocab", vocab, "-o", shards, *extra])
+        extra = ["--objective", "bert_mlm_nsp"] if bert else []
+        _cli(["shards", clean, "--vocab", vocab, "-o", shards, "--inputs-length", "128", *extra])
     if not os.path.exists(os.path.join(run, "checkpoints", "latest")):
+        # the demo's settings: T5 with AdamWScale 3e-3; BERT with its own AdamW at 2e-3
+        recipe = ["--lr", "2e-3"] if bert else ["--optimizer", "adamwscale", "--lr", "3e-3"]
         _cli(["train", shards, "--preset", preset, "--steps", str(steps), "-o", run,
-              "--batch-size", "32", "--device", "cpu", "--vocab", vocab, "--optimizer",
-              "adamwscale", "--lr", "3e-3", "--warmup", str(steps // 10)])  # fmt: skip
+              "--batch-size", "32", "--device", "cpu", "--vocab", vocab, *recipe,
+              "--warmup", str(steps // 10)])  # fmt: skip
     return run
 
 
@@ -64,6 +66,7 @@ def main() -> None:
     p.add_argument("--glue", required=True, help="GLUE folder (CoLA/, SST-2/, …)")
     p.add_argument("--out", default=None, help="fine-tuning outputs (default WORK/glue-bench)")
     p.add_argument("--models", default="tiny,bert-tiny")
+    p.add_argument("--heads", default=None, help="only these heads (default: text; cls,hire)")
     p.add_argument("--tasks", default=",".join(TASKS))
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--steps", type=int, default=150)
@@ -84,6 +87,8 @@ def main() -> None:
     report = []
     for name in args.models.split(","):
         family, heads = MODELS[name]
+        if args.heads:
+            heads = [h for h in args.heads.split(",") if h in heads]
         t0, c0 = time.perf_counter(), time.process_time()
         run = pretrain(args.work, name, args.pretrain_steps)
         pre_cpu = time.process_time() - c0

@@ -150,10 +150,11 @@ def run_glue(o: GlueOptions) -> str:
     runs = []
     total = len(inits) * len(heads) * len(tasks) * o.seeds
     k = 0
-    for init in inits:
-        for head in heads:
-            for task in tasks:
-                for seed in range(o.seeds):
+    # task by task, each seed's inits side by side: an interrupted comparison is still paired
+    for task in tasks:
+        for seed in range(o.seeds):
+            for head in heads:
+                for init in inits:
                     k += 1
                     print(f"c4forge glue: [{k}/{total}] {init} {head} {task} seed {seed}",
                           flush=True)  # fmt: skip
