@@ -75,7 +75,14 @@ def main() -> None:
     p.add_argument("--train-examples", type=int, default=2000)
     p.add_argument("--lr", type=float, default=None, help="cls/hire learning rate (default 5e-4)")
     p.add_argument("--pretrain-steps", type=int, default=300)
+    p.add_argument(
+        "--collect", nargs="+", metavar="DIR",
+        help="only print the table of the finished runs under these folders (results.json)",
+    )  # fmt: skip
     args = p.parse_args()
+    if args.collect:
+        collect(args.collect, args.tasks.split(","), args.seeds)
+        return
 
     import torch
 
@@ -131,6 +138,38 @@ def main() -> None:
               + f" | | | {rep['wall_s']:.0f} | {rep['cpu_s']:.0f} |")  # fmt: skip
     with open(os.path.join(out_root, "bench.json"), "w") as f:
         json.dump({"args": vars(args), "report": report}, f, indent=1)
+
+
+def collect(folders: list[str], tasks: list[str], seeds: int) -> None:
+    """The table of whatever finished (an interrupted or split benchmark): per head/init, tasks
+    with all seeds done; CPU seconds of training summed from the runs' own records."""
+    import glob
+
+    from c4forge.finetune.glue import summarise
+
+    runs = []
+    for folder in folders:
+        pattern = os.path.join(folder, "**", "seed-*", "results.json")
+        runs += [json.load(open(p)) for p in sorted(glob.glob(pattern, recursive=True))]
+    for head in sorted({r["head"] for r in runs}):
+        mine = [r for r in runs if r["head"] == head]
+        done = [t for t in tasks
+                if sum(r["task"] == t for r in mine) == 2 * seeds]  # fmt: skip
+        rows = summarise([r for r in mine if r["task"] in done], done, seeds)
+        print(f"\n{head}: tasks with every seed and both inits done: {', '.join(done)}")
+        print("| init | " + " | ".join(done) + " | mean | ex/CPU-s | train CPU s | eval s |")
+        print("|" + "---|" * (len(done) + 5))
+        for row in rows:
+            cells = [f"{100 * row['tasks'][t]['mean']:.1f} ± {100 * row['tasks'][t]['std']:.1f}"
+                     for t in done]  # fmt: skip
+            rs = [r for r in mine if r["init"] == row["init"] and r["task"] in done]
+            cpu = sum(r["timing"].get("train_cpu_seconds", 0) for r in rs)
+            ev = sum(r["timing"]["eval_seconds"] for r in rs)
+            exc = [row["tasks"][t].get("examples_per_cpu_s") for t in done]
+            exc_s = f"{sum(exc) / len(exc):.0f}" if all(exc) else ""
+            print(f"| {row['init']} | " + " | ".join(cells)
+                  + f" | {100 * row['glue']['mean']:.1f} ± {100 * row['glue']['std']:.1f}"
+                  + f" | {exc_s} | {cpu:.0f} | {ev:.0f} |")  # fmt: skip
 
 
 if __name__ == "__main__":
