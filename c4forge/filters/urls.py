@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from c4forge.filters.counting import Count
     from c4forge.filters.wet import Page
 
 # Reference (tfds text/c4_utils.py `_normalize_url`): unanchored, case-sensitive; the second
@@ -46,3 +47,16 @@ def choose_url_copy(pages: Sequence[Page]) -> tuple[Page, bool]:
     best = min(keyed)
     decided_by_md5 = any(k[0] != best[0] for k in keyed)
     return tied[best[2]], decided_by_md5
+
+
+def choose_url_copy_counted(pages: Sequence[Page], count: Count) -> Page:
+    """``choose_url_copy`` plus its counters (``url_dedup``: every copy but one is a
+    ``duplicate_url``, the survivor ``passed``, an md5 decision ``tie_text_md5``); the one place
+    URL dedup is counted, for every engine and the resumable front."""
+    kept, tie_by_text = choose_url_copy(pages)
+    if len(pages) > 1:
+        count("url_dedup", "duplicate_url", len(pages) - 1)
+    if tie_by_text:
+        count("url_dedup", "tie_text_md5")
+    count("url_dedup", "passed")
+    return kept
