@@ -2,8 +2,7 @@
 initialised model of the same shape) together with its vocabulary and fingerprint.
 
 ``load_backbone`` is the one place that knows how checkpoints are read: through
-``c4forge.trainers.models.load_pretrained`` when the trainers provide it (T5 and BERT), else the
-T5-only ``c4forge.trainers.export`` reader.
+``c4forge.trainers.models.load_pretrained`` (T5 and BERT).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from typing import Any
 import torch
 
 from c4forge.errors import InputError
-from c4forge.fsutil import sha256_file
 
 FAMILIES = ("t5", "bert")
 
@@ -62,44 +60,23 @@ def _vocab_from_dir(directory: str | None, where: str):
 
 
 def load_backbone(path: str, vocab: str | None = None) -> Backbone:
-    """Model (CPU, train mode), family, config and vocabulary of a run or checkpoint folder."""
-    try:
-        from c4forge.trainers.models import load_pretrained  # the trainers' T5 + BERT reader
-    except ImportError:
-        load_pretrained = None
-    if load_pretrained is not None:
-        pre = load_pretrained(path, device="cpu")
-        voc = _vocab_from_dir(vocab or pre.vocab_dir, path)
-        return Backbone(
-            pre.model.train(), pre.family, pre.config, voc, vocab or pre.vocab_dir,
-            pre.fingerprint, pre.step, path,
-        )  # fmt: skip
-    from c4forge.trainers import export
+    """Model (CPU, train mode), family, config and vocabulary of a run or checkpoint folder,
+    read by the trainers' own loader (T5 and BERT)."""
+    from c4forge.trainers.models import load_pretrained
 
-    ckpt = export.read_checkpoint_meta(path)
-    voc = export.find_vocabulary(ckpt, vocab)
-    model = export.load_model(path).train()
-    fingerprint = ckpt.state.get("files", {}).get("model.safetensors") or sha256_file(
-        os.path.join(ckpt.directory, export.WEIGHTS_FILE)
-    )
-    vocab_dir = os.path.dirname(os.path.abspath(voc.plain_model_path))
+    pre = load_pretrained(path, device="cpu")
+    voc = _vocab_from_dir(vocab or pre.vocab_dir, path)
     return Backbone(
-        model, "t5", ckpt.config, voc, vocab_dir, fingerprint, ckpt.state.get("step"),
-        ckpt.directory,
+        pre.model.train(), pre.family, pre.config, voc, vocab or pre.vocab_dir,
+        pre.fingerprint, pre.step, path,
     )  # fmt: skip
 
 
 def build_model(family: str, config: Any) -> torch.nn.Module:
     """A model of this family and shape with fresh weights (drawn from torch's global RNG)."""
-    try:
-        from c4forge.trainers.models import build_model as trainers_build
-    except ImportError:
-        trainers_build = None
-    if trainers_build is not None:
-        return trainers_build(family, config)
-    from c4forge.trainers.model import GLUTransformer
+    from c4forge.trainers.models import build_model as trainers_build
 
-    return GLUTransformer(config)
+    return trainers_build(family, config)
 
 
 def random_init(backbone: Backbone, seed: int) -> Backbone:
@@ -114,12 +91,6 @@ def random_init(backbone: Backbone, seed: int) -> Backbone:
 
 def config_from_dict(family: str, data: dict[str, Any]) -> Any:
     """The trainers' model config of ``family`` from its ``to_dict`` form (finetune.json)."""
-    try:
-        from c4forge.trainers.models import config_from_dict as trainers_config
-    except ImportError:
-        trainers_config = None
-    if trainers_config is not None:
-        return trainers_config(family, data)
-    from c4forge.trainers.config import ModelConfig
+    from c4forge.trainers.models import config_from_dict as trainers_config
 
-    return ModelConfig.from_dict(data)
+    return trainers_config(family, data)

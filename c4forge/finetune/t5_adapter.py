@@ -12,10 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-try:  # the trainers' T5 module moves to c4forge/trainers/models/t5.py
-    from c4forge.trainers.models.t5 import MaskSpec
-except ImportError:
-    from c4forge.trainers.model import MaskSpec
+from c4forge.trainers.models.t5 import MaskSpec
 
 
 def set_dropout(model: nn.Module, rate: float) -> None:
