@@ -25,6 +25,9 @@ COMMANDS: dict[str, str] = {
     "shards": "c4forge.shards.cli",
     "train": "c4forge.trainers.cli_train",
     "export": "c4forge.trainers.cli_export",
+    "finetune": "c4forge.finetune.cli_finetune",
+    "evaluate": "c4forge.finetune.cli_evaluate",
+    "glue": "c4forge.finetune.cli_glue",
 }
 
 # Commands whose unknown arguments are Beam/Spark pipeline options.

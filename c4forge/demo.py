@@ -144,6 +144,10 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             ("BERT MLM+NSP shards (bert_mlm_nsp) + index.json", bert_shards),
             ("bert-tiny pretraining run (metrics.jsonl, loss_curve.png)", bert_run),
         ]
+    from c4forge.finetune.demo_step import demo_transfer
+
+    demo_transfer(runs, work, overwrite=args.overwrite)
+    outputs.append(("SST-2 fine-tuning (results.json, predictions.jsonl)", f"{work}/finetune-sst2-*"))
     print("\nc4forge demo finished. Outputs:")
     for label, path in outputs:
         print(f"  {label:58s} {path}")
