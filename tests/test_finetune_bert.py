@@ -11,7 +11,7 @@ import pytest
 from finetune_fixtures import GLUE, finetune_argv, predictions_by_split
 
 from c4forge.cli import main
-from c4forge.fsutil import read_json
+from c4forge.io.storage import read_json
 
 # The BERT encoder comes from the "bert" branch (c4forge.trainers.models, tests/bert_fixtures.py);
 # until that is merged these tests are skipped, afterwards they run.

@@ -15,7 +15,7 @@ from finetune_fixtures import GLUE, finetune_argv, predictions_by_split, tiny_t5
 from scipy.stats import pearsonr, spearmanr
 
 from c4forge.cli import main
-from c4forge.fsutil import read_json
+from c4forge.io.storage import read_json
 
 
 @pytest.fixture(scope="module")

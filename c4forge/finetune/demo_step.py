@@ -40,7 +40,7 @@ def demo_transfer(run_dir: str, work: str, overwrite: bool = False) -> dict[str,
 
 def _both_inits(run_dir: str, work: str, overwrite: bool) -> dict[str, float]:
     from c4forge.finetune.loop import FinetuneOptions, finetune
-    from c4forge.fsutil import read_json
+    from c4forge.io.storage import read_json
 
     accuracy = {}
     for init in ("pretrained", "random"):

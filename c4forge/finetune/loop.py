@@ -38,7 +38,7 @@ from c4forge.finetune.outputs import (
 )
 from c4forge.finetune.taskdata import load_task_data
 from c4forge.finetune.tasks import CustomFields
-from c4forge.fsutil import write_json
+from c4forge.io.storage import write_json
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers.device import resolve_device
 from c4forge.trainers.loss import decoder_inputs, weighted_cross_entropy

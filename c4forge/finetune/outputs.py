@@ -20,7 +20,7 @@ from typing import Any
 from c4forge.errors import InputError
 from c4forge.finetune.metrics import task_score
 from c4forge.finetune.tasks import TaskSpec, custom_spec, get_task
-from c4forge.fsutil import atomic_write_text, read_json, write_json
+from c4forge.io.storage import atomic_write_text, read_json, write_json
 
 RUN_CONFIG = "finetune.json"
 RESULTS = "results.json"

@@ -17,7 +17,7 @@ from c4forge.finetune.tasks import (
     load_glue,
     split_file,
 )
-from c4forge.fsutil import sha256_file
+from c4forge.io.storage import sha256_file
 
 
 @dataclass
