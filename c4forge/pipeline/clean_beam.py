@@ -193,6 +193,7 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     started = time.monotonic()
     shard_options = validate_args(args)
     args.output = co.local_output(args.output)
+    storage.use_pipeline_options(extra)  # S3 endpoint/credentials for the driver's own calls
     files = resolve_inputs(args.inputs, args.input_format)
     inputs = inputs_block(files)
     config = cs.make_config(args)

@@ -50,7 +50,13 @@ def _match_remote(pattern: str) -> list[InputFile]:
         results = FileSystems.match([pattern])
     except Exception as err:  # Beam raises BeamIOError with per-pattern causes
         raise InputError(f"cannot list {pattern!r}: {err}") from err
-    return [InputFile(m.path, m.size_in_bytes) for r in results for m in r.metadata_list]
+    # A key ending in "/" is a folder marker (S3 consoles, Hadoop's s3a), never an input file.
+    return [
+        InputFile(m.path, m.size_in_bytes)
+        for r in results
+        for m in r.metadata_list
+        if not m.path.endswith("/")
+    ]
 
 
 def _expand_local(spec: str, input_format: str) -> list[InputFile]:

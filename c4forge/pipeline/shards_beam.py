@@ -845,6 +845,7 @@ def run_job(
     from c4forge.pipeline.beam_options import make_runner
 
     started = time.time()
+    storage.use_pipeline_options(list(extra or []))  # S3 endpoint/credentials for the driver
     state = prepare_output(job, overwrite)
     choice = make_runner(runner, workers, list(extra or []))
     if state != "done":
