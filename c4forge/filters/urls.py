@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -32,17 +32,22 @@ def text_md5(text: str) -> str:
     return hashlib.md5(text.encode("utf-8")).hexdigest()
 
 
-def choose_url_copy(pages: Sequence[Page]) -> tuple[Page, bool]:
+def choose_url_copy(
+    pages: Sequence[Page], md5_of: Callable[[Page], str] | None = None
+) -> tuple[Page, bool]:
     """§4.2 / D3: the newest ``timestamp`` (string order = ISO-8601 order); ties by the
     smallest md5 of the text, then the smallest raw url. The flag says whether the md5 decided,
-    i.e. the newest copies did not all have the same text (counted as ``tie_text_md5``)."""
+    i.e. the newest copies did not all have the same text (counted as ``tie_text_md5``).
+    ``md5_of``: the text's md5 when the caller computed it already (pages shuffled without
+    their text)."""
     if not pages:
         raise ValueError("choose_url_copy needs at least one page")
     newest = max(p.timestamp for p in pages)
     tied = [p for p in pages if p.timestamp == newest]
     if len(tied) == 1:
         return tied[0], False
-    keyed = [(text_md5(p.text), p.url, i) for i, p in enumerate(tied)]
+    md5 = md5_of or (lambda p: text_md5(p.text))
+    keyed = [(md5(p), p.url, i) for i, p in enumerate(tied)]
     best = min(keyed)
     decided_by_md5 = any(k[0] != best[0] for k in keyed)
     return tied[best[2]], decided_by_md5

@@ -82,34 +82,28 @@ def build_pipeline(
 ):
     """Wire the stages of c4_rules.md §1 into ``p``; returns the per-shard stats PCollection.
 
-    ``chunks`` (one input file each): run the front resumably (``ResumableFront``)."""
+    ``chunks`` (one input file each): run the front resumably (``FrontFn``)."""
     import apache_beam as beam
 
     from c4forge.pipeline import clean_transforms as ct
 
     keep_sentences = args.dedup == "spans"
     if chunks is not None:
-        front = ct.FrontFn(
+        inputs: list = chunks
+        front: beam.DoFn = ct.FrontFn(
             args.output, args.max_record_bytes, args.input_format, keep_sentences, progress_dir
         )
-        docs = (
-            p
-            | "Inputs" >> beam.Create(chunks)
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "resumable" >> ct.ResumableFront(front)
-        )
     else:
-        paths = [f.path for f in files]
-        pages = (
-            p
-            | "Inputs" >> beam.Create(paths)
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "wet"
-            >> beam.ParDo(ct.ReadWetFn(args.max_record_bytes, progress_dir, args.input_format))
-            | "length" >> beam.ParDo(ct.LengthFn())
-            | "url_dedup" >> ct.UrlDedup()
+        inputs = [f.path for f in files]
+        front = ct.PlainFrontFn(
+            args.max_record_bytes, progress_dir, args.input_format, keep_sentences
         )
-        docs = pages | "clean" >> beam.ParDo(ct.CleanFn(keep_sentences=keep_sentences))
+    docs = (
+        p
+        | "Inputs" >> beam.Create(inputs)
+        | "SpreadFiles" >> beam.Reshuffle()
+        | "front" >> ct.FrontThenUrlDedup(front)
+    )
     if args.dedup == "spans":
         docs = docs | "dedup" >> ct.DedupSpans()
     elif args.dedup == "lines":
@@ -233,6 +227,8 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     if "DONE" not in state:
         raise VerificationError(f"the pipeline ended in state {state}")
 
+    from c4forge.pipeline import clean_transforms as ct
+
     raw_counters, source = cs.counters_from_metrics(result)
     resume_counts = raw_counters.pop(pg.RESUME_NAMESPACE, {})  # progress, not a filter stage
     if args.resume and not args.quiet:
@@ -244,7 +240,14 @@ def run_clean_beam(args: argparse.Namespace, extra: list[str]) -> int:
     near = args.near_dedup != "none"
     counters = cs.full_counters(raw_counters, args.dedup, near)
     manifest_path = storage.join(args.output, MANIFEST_NAME)
-    shard_stats = json.loads(storage.read_bytes(manifest_path))
+    split_docs = {s: raw_counters.get("split", {}).get(s, 0) for s in co.SPLITS}
+    shard_stats = ct.write_empty_shards(
+        args.output,
+        args.format,
+        json.loads(storage.read_bytes(manifest_path)),
+        split_docs,
+        shard_options,
+    )
     counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in co.SPLITS}
     outputs = cs.outputs_block(shard_stats, counts)
     written = {x["file"] for x in shard_stats}

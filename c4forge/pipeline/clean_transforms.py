@@ -79,26 +79,41 @@ def mark_file_read(progress_dir: str | None, path: str) -> None:
             pass
 
 
-class ReadWetFn(CountingDoFn):
-    """One input path → its pages (c4_rules.md §3).
+# --- 1–4: the front (read → length → clean), then URL dedup -------------------------------------
+
+
+class PlainFrontFn(CountingDoFn):
+    """One input path → its ``FrontRecord``s keyed by normalized URL: read → length → clean in
+    one step, before the URL-dedup shuffle (issue 11 §4). Records are ``lean`` (the raw text's
+    md5, not the raw text), so that shuffle carries cleaned text only; clean's counters ride
+    with each record and count for the URL-dedup survivor only, as in the ``--resume`` front.
 
     ``progress_dir`` (local runners only): an empty marker file is created there per finished
     input, so the driver can show a progress bar across worker processes.
     """
 
     def __init__(
-        self, max_record_bytes: int, progress_dir: str | None = None, input_format: str = "wet"
+        self,
+        max_record_bytes: int,
+        progress_dir: str | None,
+        input_format: str,
+        keep_sentences: bool,
     ) -> None:
         self.max_record_bytes = max_record_bytes
         self.progress_dir = progress_dir
         self.input_format = input_format
+        self.keep_sentences = keep_sentences
 
-    def process(self, path: str) -> Iterator[Any]:
-        yield from read_input(path, self.count, self.max_record_bytes, self.input_format)
+    def process(self, path: str) -> Iterator[tuple[str, Any]]:
+        from c4forge.pipeline import progress as pg
+
+        pages = read_input(path, self.count, self.max_record_bytes, self.input_format)
+        for rec in pg.front_records(pages, self.keep_sentences, self.count, lean=True):
+            yield rec.page.normalized_url, rec
         mark_file_read(self.progress_dir, path)
 
 
-# --- 1–4 with --resume: the front, persisted per input (progress.py) --------------------------
+# --- the same front with --resume: persisted per input (progress.py) ----------------------------
 
 
 class FrontFn(CountingDoFn):
@@ -169,12 +184,13 @@ class ChooseFrontCopyFn(CountingDoFn):
             yield Doc(p.url, p.timestamp, p.normalized_url, rec.cleaned_text, rec.sentences)
 
 
-class ResumableFront(beam.PTransform):
-    """Stages 1–4 (wet → length → url_dedup → clean) with per-input progress: (one-file
-    chunks) → Docs, equal to the plain stages' output (clean runs before URL dedup here, on
-    every copy, but its counters count for the kept copy only)."""
+class FrontThenUrlDedup(beam.PTransform):
+    """Stages 1–4 (wet → length → clean, then url_dedup) → Docs: ``fn`` (``PlainFrontFn`` on
+    paths, or ``FrontFn`` on one-file chunks with per-input progress) keys FrontRecords by
+    normalized URL. Clean runs before URL dedup, on every copy, but its counters count for the
+    kept copy only, so counters and Docs equal the reference order's."""
 
-    def __init__(self, fn: FrontFn) -> None:
+    def __init__(self, fn: beam.DoFn) -> None:
         super().__init__()
         self.fn = fn
 
@@ -185,72 +201,6 @@ class ResumableFront(beam.PTransform):
             | "GroupByNormalizedUrl" >> beam.GroupByKey()
             | "url_dedup" >> beam.ParDo(ChooseFrontCopyFn())
         )
-
-
-# --- 2. length --------------------------------------------------------------------------------
-
-
-class LengthFn(CountingDoFn):
-    """Drop pages over 190,000 characters (§5), before URL dedup as in the reference."""
-
-    def process(self, page: Any) -> Iterator[Any]:
-        from c4forge.filters.clean import length_filter
-
-        if length_filter(page.text, self.count):
-            yield page
-
-
-# --- 3. url_dedup -----------------------------------------------------------------------------
-
-
-class ChooseUrlCopyFn(CountingDoFn):
-    """One normalized URL's pages → the kept copy (§4.2, D3)."""
-
-    def process(self, element: tuple[str, Iterable[Any]]) -> Iterator[Any]:
-        from c4forge.filters.urls import choose_url_copy
-
-        _, pages = element
-        pages = list(pages)
-        kept, tie_by_text = choose_url_copy(pages)
-        if len(pages) > 1:
-            self.count("url_dedup", "duplicate_url", len(pages) - 1)
-        if tie_by_text:
-            self.count("url_dedup", "tie_text_md5")
-        self.count("url_dedup", "passed")
-        yield kept
-
-
-class UrlDedup(beam.PTransform):
-    def expand(self, pages):
-        return (
-            pages
-            | "KeyByNormalizedUrl" >> beam.Map(lambda p: (p.normalized_url, p))
-            | "GroupByNormalizedUrl" >> beam.GroupByKey()
-            | "ChooseCopy" >> beam.ParDo(ChooseUrlCopyFn())
-        )
-
-
-# --- 4. clean ---------------------------------------------------------------------------------
-
-
-class CleanFn(CountingDoFn):
-    """Line and page heuristics (§6). Keeps Punkt sentences for span dedup if it runs."""
-
-    def __init__(self, keep_sentences: bool) -> None:
-        self.keep_sentences = keep_sentences
-
-    def process(self, page: Any) -> Iterator[Doc]:
-        from c4forge.filters.clean import clean_page
-
-        cleaned = clean_page(page.text, self.count)
-        if cleaned is None:
-            return
-        if self.keep_sentences:
-            # Span dedup rebuilds every line from its sentences, so the text itself would only
-            # double what the dedup shuffle carries.
-            yield Doc(page.url, page.timestamp, page.normalized_url, "", cleaned.sentences)
-        else:
-            yield Doc(page.url, page.timestamp, page.normalized_url, cleaned.text)
 
 
 # --- 5. dedup ---------------------------------------------------------------------------------
@@ -409,12 +359,6 @@ def _assign_shard(element: tuple[str, co.OutDoc], counts: dict, options: dict):
     return (split, co.shard_of(doc.url_md5, n)), doc
 
 
-def _all_shard_keys(counts: dict, options: dict) -> Iterator[tuple[tuple[str, int], None]]:
-    for split, n in shard_counts(counts, options).items():
-        for i in range(n):
-            yield (split, i), None
-
-
 class WriteShardFn(beam.DoFn):
     """One (split, shard) group → one file, written whole by this worker (atomic rename)."""
 
@@ -425,15 +369,17 @@ class WriteShardFn(beam.DoFn):
     def process(self, element, counts: dict, options: dict) -> Iterator[dict]:
         (split, index), values = element
         n = shard_counts(counts, options)[split]
-        docs = [v for v in values if v is not None]
-        yield co.write_shard(self.directory, split, index, n, docs, self.fmt)
+        yield co.write_shard(self.directory, split, index, n, values, self.fmt)
 
 
 class WriteShards(beam.PTransform):
     """(split, OutDoc) → shard files; returns the PCollection of per-shard stats dicts.
 
     The shard count may depend on the document count (``auto``), so it is computed first and
-    read as a side input; one empty marker per shard makes every shard exist, even if empty.
+    read as a side input. A shard no document falls into is written by the driver
+    (``write_empty_shards``): no marker elements flattened in here, because the local
+    FnApiRunner materialises every multi-input Flatten, i.e. every document would cross the
+    process boundary once more (issue 11 §4).
     """
 
     def __init__(self, directory: str, fmt: str, shard_options: dict[str, Any]) -> None:
@@ -445,15 +391,29 @@ class WriteShards(beam.PTransform):
     def expand(self, split_docs):
         counts = split_docs | "CountPerSplit" >> beam.CombineGlobally(CountSplitsFn())
         counts_si = beam.pvalue.AsSingleton(counts)
-        keyed = split_docs | "AssignShard" >> beam.Map(_assign_shard, counts_si, self.shard_options)
-        markers = counts | "ShardMarkers" >> beam.FlatMap(_all_shard_keys, self.shard_options)
         return (
-            (keyed, markers)
-            | "WithMarkers" >> beam.Flatten()
+            split_docs
+            | "AssignShard" >> beam.Map(_assign_shard, counts_si, self.shard_options)
             | "GroupByShard" >> beam.GroupByKey()
             | "WriteShard"
             >> beam.ParDo(WriteShardFn(self.directory, self.fmt), counts_si, self.shard_options)
         )
+
+
+def write_empty_shards(
+    directory: str, fmt: str, shards: list[dict], split_docs: dict[str, int], options: dict
+) -> list[dict]:
+    """The shards no document fell into (an empty split, a small corpus in many shards),
+    written empty; returns every shard's stats. Called by the driver after the pipeline."""
+    have = {(x["split"], x["index"]) for x in shards}
+    out = list(shards)
+    for split, n in shard_counts(split_docs, options).items():
+        out += [
+            co.write_shard(directory, split, i, n, [], fmt)
+            for i in range(n)
+            if (split, i) not in have
+        ]
+    return sorted(out, key=lambda x: (x["split"], x["index"]))
 
 
 def write_manifest(shards: list[dict], path: str) -> None:

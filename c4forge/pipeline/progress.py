@@ -215,13 +215,21 @@ class FrontRecord(NamedTuple):
     cleaned_text: str | None
     sentences: Any
     clean_counts: tuple[tuple[str, str, int], ...]
+    text_md5: str | None = None  # set when ``page.text`` was left out (``lean``)
 
 
 def front_records(
-    pages: Iterable[Any], keep_sentences: bool, count: Count
+    pages: Iterable[Any], keep_sentences: bool, count: Count, lean: bool = False
 ) -> Iterator[FrontRecord]:
-    """length (counted into ``count`` now) → clean (counted into the record, for later)."""
+    """length (counted into ``count`` now) → clean (counted into the record, for later).
+
+    ``lean`` (issue 11 §4): the record carries the raw text's md5 instead of the raw text,
+    which nothing after clean reads except URL dedup's tie-break. The URL-dedup shuffle then
+    moves cleaned text only (and nothing of a page clean dropped), not every raw page."""
+    import dataclasses as dc
+
     from c4forge.filters.clean import clean_page, length_filter
+    from c4forge.filters.urls import text_md5
 
     for page in pages:
         if not length_filter(page.text, count):
@@ -233,21 +241,27 @@ def front_records(
             for s, reasons in sorted(page_bag.counts.items())
             for r, n in sorted(reasons.items())
         )
+        md5 = None
+        if lean:
+            md5, page = text_md5(page.text), dc.replace(page, text="")
         if cleaned is None:
-            yield FrontRecord(page, None, None, counts)
+            yield FrontRecord(page, None, None, counts, md5)
         elif keep_sentences:
-            yield FrontRecord(page, "", cleaned.sentences, counts)
+            yield FrontRecord(page, "", cleaned.sentences, counts, md5)
         else:
-            yield FrontRecord(page, cleaned.text, None, counts)
+            yield FrontRecord(page, cleaned.text, None, counts, md5)
 
 
 def choose_front_copy(records: Iterable[FrontRecord], count: Count) -> FrontRecord | None:
     """URL dedup (§4.2) over one normalized URL's records; counts ``url_dedup`` and the kept
     copy's clean counters. Returns the kept record, or ``None`` when clean dropped it."""
-    from c4forge.filters.urls import choose_url_copy
+    from c4forge.filters.urls import choose_url_copy, text_md5
 
     recs = list(records)
-    kept, tie_by_text = choose_url_copy([r.page for r in recs])
+    by_page = {id(r.page): r for r in recs}
+    kept, tie_by_text = choose_url_copy(
+        [r.page for r in recs], md5_of=lambda p: by_page[id(p)].text_md5 or text_md5(p.text)
+    )
     if len(recs) > 1:
         count("url_dedup", "duplicate_url", len(recs) - 1)
     if tie_by_text:
