@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import collections
 import hashlib
-import importlib.util
 import json
 import os
 import resource
@@ -38,12 +37,12 @@ import threading
 import time
 from pathlib import Path
 
+import corpus as corpus_mod  # benchmarks/corpus.py: this folder is sys.path[0] for a script
+
 _HERE = Path(__file__).resolve().parent
 ROOT = _HERE.parent
+# then off the path: benchmarks/langdetect.py must not shadow the real langdetect package
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-_spec = importlib.util.spec_from_file_location("c4forge_bench_corpus", _HERE / "corpus.py")
-corpus_mod = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(corpus_mod)
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -83,7 +82,7 @@ def _cpu_and_role(pid: int) -> tuple[float, str] | None:
     return cpu, role
 
 
-def run_e2e(corpus: Path, workers: int, extra: list[str]) -> dict:
+def run_e2e(corpus: Path, workers: int, extra: list[str], tree: Path = ROOT) -> dict:
     out = Path(tempfile.mkdtemp(prefix="c4forge-scaling-")) / "out"
     cmd = [sys.executable, "-m", "c4forge", "clean", str(corpus), "-o", str(out)]
     cmd += ["--workers", str(workers), "--quiet", *extra]
@@ -159,18 +158,21 @@ def cmd_e2e(args: argparse.Namespace) -> int:
     results = []
     print(f"corpus: {corpus} ({len(corpus_mod.corpus_files(corpus))} files)")
     print("run workers   wall s   CPU s  controller  workers (each)            load  docs  digest")
+    trees = [ROOT, *[Path(t) for t in args.compare]]
     for r in range(args.repeat):
-        for n in args.workers:
-            res = run_e2e(corpus, n, args.job_args)
-            res["run"] = r + 1
-            results.append(res)
-            print(
-                f"{r + 1:>3} {n:>7} {res['wall_s']:>8.2f} {res['cpu_s']:>7.2f} "
-                f"{res['controller_cpu_s']:>11.2f} {res['worker_cpu_s']:>8.2f} "
-                f"{str(res['per_worker_cpu_s']):<16} {res['load_1min']:>5.2f} "
-                f"{res['documents']:>5} {res['digest']}",
-                flush=True,
-            )
+        for tree in trees:
+            for n in args.workers:
+                res = run_e2e(corpus, n, args.job_args, tree)
+                res["run"], res["tree"] = r + 1, str(tree)
+                results.append(res)
+                print(
+                    f"{tree.name:>8} "
+                    f"{r + 1:>3} {n:>7} {res['wall_s']:>8.2f} {res['cpu_s']:>7.2f} "
+                    f"{res['controller_cpu_s']:>11.2f} {res['worker_cpu_s']:>8.2f} "
+                    f"{str(res['per_worker_cpu_s']):<16} {res['load_1min']:>5.2f} "
+                    f"{res['documents']:>5} {res['digest']}",
+                    flush=True,
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     _summary(results)
@@ -178,21 +180,22 @@ def cmd_e2e(args: argparse.Namespace) -> int:
 
 
 def _summary(results: list[dict]) -> None:
-    by_n: dict[int, list[dict]] = collections.defaultdict(list)
+    groups: dict[tuple[str, int], list[dict]] = collections.defaultdict(list)
     for r in results:
-        by_n[r["workers"]].append(r)
-    print("\nworkers  wall s (min / median / max)   CPU s (min / median / max)")
-    for n, rs in sorted(by_n.items()):
+        groups[(Path(r.get("tree", ROOT)).name, r["workers"])].append(r)
+    print("\ntree      workers  wall s (min / median / max)   CPU s (min / median / max)")
+    for (tree, n), rs in sorted(groups.items()):
         walls = sorted(r["wall_s"] for r in rs)
         cpus = sorted(r["cpu_s"] for r in rs)
         print(
-            f"{n:>7}  {walls[0]:.1f} / {walls[len(walls) // 2]:.1f} / {walls[-1]:.1f}"
+            f"{tree:<9} {n:>7}  {walls[0]:.1f} / {walls[len(walls) // 2]:.1f} / {walls[-1]:.1f}"
             f"        {cpus[0]:.1f} / {cpus[len(cpus) // 2]:.1f} / {cpus[-1]:.1f}"
         )
-    if 1 in by_n and 2 in by_n:
-        pairs = [(a["wall_s"], b["wall_s"]) for a, b in zip(by_n[1], by_n[2], strict=False)]
-        speedups = sorted(a / b for a, b in pairs)
-        print(f"speed-up wall 2 vs 1 per alternating pair: {[round(s, 2) for s in speedups]}")
+    for tree in sorted({t for t, _ in groups}):
+        one, two = groups.get((tree, 1), []), groups.get((tree, 2), [])
+        speedups = [round(a["wall_s"] / b["wall_s"], 2) for a, b in zip(one, two, strict=False)]
+        if speedups:
+            print(f"{tree}: wall speed-up of 2 workers over 1, per alternating pair: {speedups}")
     digests = {r["digest"] for r in results}
     print(f"shard digests: {sorted(digests)} ({'identical' if len(digests) == 1 else 'DIFFER'})")
 
@@ -354,6 +357,13 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     e.add_argument("--repeat", type=int, default=3)
     e.add_argument("--json", help="write every run's figures here")
+    e.add_argument(
+        "--compare",
+        nargs="*",
+        default=[],
+        metavar="TREE",
+        help="other source trees (e.g. a checkout of the previous commit), run alternately",
+    )
     s = sub.add_parser("shuffle")
     for p in (e, s):
         p.add_argument("--pages", type=int, default=20_000)
