@@ -90,6 +90,7 @@ def test_spark_submit_to_a_standalone_cluster_equals_beam(beam_out, tmp_path):
 JVM_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector"
 
 
+@pytest.mark.slow
 def test_local_spark_console_shows_only_c4forge_lines(tmp_path):
     """No Spark start-up noise on a default `--engine spark` run: no log4j banner, no
     SPARK_LOCAL_IP or NativeCodeLoader warning, no pandas FutureWarning from pyspark."""
