@@ -8,11 +8,12 @@ Two measurements:
    ``RUSAGE_CHILDREN``) and pages per CPU second (robust when the machine is shared), and peak
    memory (sum of the RSS of the job's process tree, sampled every 0.2 s).
 2. **Stage shares** (single core, one process): Beam does not expose per-stage CPU time, so the
-   plain filter functions run in sequence over the same pages, each timed: parse (gzip + WARC
-   + page text + URL normalisation), URL dedup, length + line rules (clean, without Punkt),
-   sentence split (Punkt calls made by clean_page), span dedup (the in-memory equivalent of
-   the shuffle; the Beam shuffle adds serialisation on top), langdetect, bad words, split,
-   write (JSON + gzip level of the shards).  Stock langdetect is timed on every 10th page that
+   clean plan runs on the in-process local engine (``c4forge.engines.local``: the same stages
+   as the Beam and Spark engines, over lists), which times each stage: wet (gzip + WARC + page
+   text + URL normalisation), length, url_dedup, clean (line rules, without Punkt), sentence
+   split (Punkt calls made by clean_page), dedup (the in-memory equivalent of the shuffle; a
+   Beam shuffle adds serialisation on top), langid, badwords, split, output (JSON + gzip
+   shards written to a temporary folder).  Stock langdetect is timed on every 10th page that
    reaches langid and scaled, to show what the fast backend saves.
 
 ``--langdetect fast|stock|as-is`` chooses the backend of the end-to-end job through the
@@ -25,9 +26,7 @@ Usage: ``python benchmarks/clean.py [--workers 1 2] [--langdetect fast] [--skip-
 from __future__ import annotations
 
 import argparse
-import gzip
 import importlib.util
-import io
 import json
 import os
 import resource
@@ -142,126 +141,87 @@ def _digest(content_hashes: list[str]) -> str:
 
 
 def stage_profile(files: list[Path], stock_every: int) -> None:
+    """The clean plan on the in-process local engine, CPU time per stage (one process)."""
+    from c4forge.clean.config import CleanJob
+    from c4forge.clean.plan import build_plan
+    from c4forge.engines.local import LocalEngine
     from c4forge.filters import clean as clean_mod
     from c4forge.filters import langid
     from c4forge.filters.badwords import badwords_filter
     from c4forge.filters.counting import CounterBag
-    from c4forge.filters.dedup import dedup_spans_local
     from c4forge.filters.langdetect_fast import detect_langs_fast
-    from c4forge.filters.split import split_of
-    from c4forge.filters.urls import choose_url_copy
-    from c4forge.filters.wet import read_wet
-    from c4forge.pipeline.clean_output import GZIP_LEVEL
-
-    bag = CounterBag()
-    t: dict[str, float] = defaultdict(float)
-    clock = time.process_time
+    from c4forge.io.inputs import InputFile
 
     # warm-ups outside the timed regions (tables, Punkt parameters, bad-words regex)
     detect_langs_fast("warm up")
     clean_mod.split_sentences("Warm up. Punkt.")
     badwords_filter("warm up", "en", "x", CounterBag())
 
+    punkt_seconds = 0.0
     punkt = clean_mod.split_sentences
 
     def timed_punkt(line: str) -> list[str]:
-        a = clock()
+        nonlocal punkt_seconds
+        a = time.process_time()
         try:
             return punkt(line)
         finally:
-            t["sentence split"] += clock() - a
+            punkt_seconds += time.process_time() - a
 
-    a = clock()
-    pages = []
-    in_bytes = 0
-    for path in files:
-        in_bytes += path.stat().st_size
-        with open(path, "rb") as f:
-            pages.extend(read_wet(f, str(path), bag))
-    t["parse"] = clock() - a
-    n_pages = len(pages)
-
-    a = clock()
-    groups: dict[str, list] = defaultdict(list)
-    for p in pages:
-        groups[p.normalized_url].append(p)
-    unique = [choose_url_copy(g)[0] for g in groups.values()]
-    t["URL dedup"] = clock() - a
-
+    out = Path(tempfile.mkdtemp(prefix="c4forge-bench-profile-"))
+    job = CleanJob(tuple(str(f) for f in files), str(out), input_format="wet")
+    plan, engine = build_plan(job), LocalEngine()
+    in_bytes = sum(f.stat().st_size for f in files)
     clean_mod.split_sentences = timed_punkt
     try:
-        a = clock()
-        cleaned = []
-        for p in unique:
-            if clean_mod.length_filter(p.text, bag):
-                c = clean_mod.clean_page(p.text, bag)
-                if c is not None:
-                    cleaned.append((p, c))
-        t["clean (line rules)"] = clock() - a - t["sentence split"]
+        docs = engine.front(plan, [InputFile(str(f), f.stat().st_size) for f in files], job, None)
     finally:
         clean_mod.split_sentences = punkt
+    reached_langid: list[str] = []
+    for stage in plan.doc_stages:
+        if stage.name == "langid":
+            reached_langid = [d.text for d in docs]
+        docs = stage.expand(engine, docs)
+    stats = engine.write_shards(docs, job)
+    shutil.rmtree(out, ignore_errors=True)
 
-    a = clock()
-    new_text = dedup_spans_local([(p.url, c.sentences) for p, c in cleaned], bag)
-    deduped = [(p, new_text[p.url]) for p, _ in cleaned if new_text[p.url] is not None]
-    t["dedup (spans, in memory)"] = clock() - a
-
-    original = langid._detect_langs
-    langid._detect_langs = detect_langs_fast
-    try:
-        a = clock()
-        english = [(p, txt) for p, txt in deduped if langid.langid_filter(txt, bag)]
-        t["langdetect (fast)"] = clock() - a
-    finally:
-        langid._detect_langs = original
-    sample = [txt for _, txt in deduped[::stock_every]]
     # langid.py picks its backend from C4FORGE_LANGDETECT (fast by default): force the stock
-    # langdetect here, or this "stock" figure would time the fast backend again.
+    # langdetect on every stock_every-th page that reached langid, scaled to all of them.
+    sample = reached_langid[::stock_every]
     backend = langid._BACKEND
     langid._BACKEND = "stock"
     try:
         langid.langid_filter("warm up the stock profiles", CounterBag())  # loads the profiles
-        a = clock()
+        a = time.process_time()
         for txt in sample:
             langid.langid_filter(txt, CounterBag())
-        stock_langid = (clock() - a) * len(deduped) / max(len(sample), 1)
+        stock_langid = (time.process_time() - a) * len(reached_langid) / max(len(sample), 1)
     finally:
         langid._BACKEND = backend
 
-    a = clock()
-    kept = [(p, txt) for p, txt in english if badwords_filter(txt, "en", p.normalized_url, bag)]
-    t["bad words"] = clock() - a
-
-    a = clock()
-    splits = {"train": io.BytesIO(), "validation": io.BytesIO()}
-    gz = {
-        k: gzip.GzipFile(fileobj=v, mode="wb", compresslevel=GZIP_LEVEL, mtime=0)
-        for k, v in splits.items()
-    }
-    for p, txt in kept:
-        doc = {"text": txt, "timestamp": p.timestamp, "url": p.url}
-        line = json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
-        gz[split_of(p.normalized_url)].write(line.encode("utf-8"))
-    for g in gz.values():
-        g.close()
-    t["split + write"] = clock() - a
-
+    t = dict(engine.seconds)
+    t["clean"] -= punkt_seconds
+    t["sentence split (Punkt in clean)"] = punkt_seconds
+    c = engine.counters()
+    n_pages = c["wet"].get("pages", 0)
+    written = sum(s["documents"] for s in stats)
     total = sum(t.values())
     print(
-        f"\nStage profile, one process, CPU time: {n_pages:,} pages ({in_bytes / 1e6:.1f} MB "
-        f"gzip WET) -> {len(unique):,} unique URLs -> {len(cleaned):,} cleaned -> "
-        f"{len(deduped):,} after dedup -> {len(english):,} English -> {len(kept):,} written"
+        f"\nStage profile (local engine, one process, CPU time): {n_pages:,} pages "
+        f"({in_bytes / 1e6:.1f} MB gzip WET) -> {c['url_dedup']['passed']:,} unique URLs -> "
+        f"{c['clean']['passed']:,} cleaned -> {c['dedup']['passed']:,} after dedup -> "
+        f"{c['langid']['passed']:,} English -> {written:,} written"
     )
     for name, secs in t.items():
         per_page = secs / n_pages * 1e3
-        print(f"  {name:<26} {secs:7.2f} s  {secs / total:6.1%}  {per_page:.3f} ms/input page")
-    print(f"  {'total':<26} {total:7.2f} s  -> {n_pages / total:,.0f} pages/s on one core")
-    swapped = total - t["langdetect (fast)"] + stock_langid
+        print(f"  {name:<32} {secs:7.2f} s  {secs / total:6.1%}  {per_page:.3f} ms/input page")
+    print(f"  {'total':<32} {total:7.2f} s  -> {n_pages / total:,.0f} pages/s on one core")
+    swapped = total - t["langid"] + stock_langid
     print(
         f"  with stock langdetect (timed on every {stock_every}th langid page, scaled): langid "
         f"{stock_langid:.1f} s = {stock_langid / swapped:.0%} of {swapped:.1f} s -> "
         f"{n_pages / swapped:,.0f} pages/s; fast langdetect is "
-        f"x{stock_langid / t['langdetect (fast)']:.0f} on this stage"
+        f"x{stock_langid / t['langid']:.0f} on this stage"
     )
 
 

@@ -11,8 +11,8 @@ near-dedup on its own at two corpus sizes.
 2. **Near-dedup alone** (``--near-pages``, default 1,000 and 4,000): pages are made *inside*
    the workers from the 1,000 real C4 documents (page ``i`` = document ``i % 1000`` with 1 % of
    its words replaced for every further copy, so each document has ``n / 1000`` near copies),
-   then MinHash-LSH near-dedup runs (Beam: ``near_dedup_beam.add_near_dedup``; Spark:
-   ``clean_spark.near_dedup_rdd``). Printed: pages/s, removed pages, and peak RSS of the
+   then the plan's MinHash-LSH near-dedup stage runs (``c4forge.clean.plan.NearDedupStage``
+   on ``engines.beam.BeamEngine`` / ``engines.spark.SparkEngine``). Printed: pages/s, removed pages, and peak RSS of the
    largest *worker* process versus the driver/JVM. The claim under test: a worker's memory
    does not grow with the number of pages (each holds one bucket / one node at a time); the
    DirectRunner's driver and Spark's JVM hold the shuffled data, which is their job.
@@ -213,11 +213,11 @@ def end_to_end(pages: int) -> None:
 _DOCS: list[str] = []
 
 
-def make_page(i: int):  # -> SDoc, built inside the worker
+def make_page(i: int):  # -> Doc, built inside the worker
     import gzip
     import random
 
-    from c4forge.pipeline.clean_spark import SDoc
+    from c4forge.clean.steps import Doc
 
     if not _DOCS:
         with gzip.open(C4_SAMPLE, "rt", encoding="utf-8") as f:
@@ -231,38 +231,38 @@ def make_page(i: int):  # -> SDoc, built inside the worker
             words[k] = words[k][::-1]
         text = " ".join(words)
     url = f"https://bench{copy}.example/{base}"
-    return SDoc(url, "2019-04-20T00:00:00Z", url, text)
+    return Doc(url, "2019-04-20T00:00:00Z", url, text)
 
 
 def near_only(engine: str, n: int) -> None:
-    from c4forge.filters.minhash import make_params
+    from c4forge.clean.plan import NearDedupStage
+    from c4forge.filters.minhash import MAX_ROUNDS, make_params
 
-    params = make_params()
+    stage = NearDedupStage("near_dedup", make_params(), MAX_ROUNDS)
     t0 = time.monotonic()
     if engine == "spark":
-        from c4forge.pipeline.clean_spark import CountersParam, make_context, near_dedup_rdd
+        from c4forge.engines.spark import SparkEngine, make_context
 
         sc = make_context("local[2]", None, [])
         t0 = time.monotonic()  # JVM start excluded
-        acc = sc.accumulator({}, CountersParam())
+        spark = SparkEngine(spark_context=sc)
+        spark.parts = 4
         docs = sc.parallelize(range(n), 8).map(make_page)
-        kept = near_dedup_rdd(docs, params, acc, 4).count()
-        counters = acc.value["near_dedup"]
+        kept = stage.expand(spark, docs).count()
+        counters = spark.counters()["near_dedup"]
         sc.stop()
     else:
         import apache_beam as beam
 
-        from c4forge.pipeline.beam_options import make_runner
-        from c4forge.pipeline.clean_stats import counters_from_metrics
-        from c4forge.pipeline.near_dedup_beam import add_near_dedup
+        from c4forge.clean.config import CleanJob
+        from c4forge.engines.beam import BeamEngine
 
-        choice = make_runner(None, 2, [])
-        p = beam.Pipeline(runner=choice.runner, options=choice.options)
+        beam_engine = BeamEngine(CleanJob(("-",), "-", workers=2))
+        p = beam_engine.pipeline
         docs = p | beam.Create(list(range(n))) | beam.Reshuffle() | beam.Map(make_page)
-        _ = add_near_dedup(docs, params) | beam.combiners.Count.Globally()
-        result = p.run()
-        result.wait_until_finish()
-        counters = counters_from_metrics(result)[0]["near_dedup"]
+        _ = stage.expand(beam_engine, docs) | beam.combiners.Count.Globally()
+        beam_engine.execute()
+        counters = beam_engine.counters()["near_dedup"]
         kept = counters.get("passed", 0)
     wall = time.monotonic() - t0
     print(json.dumps({"wall": wall, "kept": kept, "counters": counters}))

@@ -298,7 +298,7 @@ def cmd_shuffle(args: argparse.Namespace) -> int:
 
 WORKER_IMPORTS = """
 from apache_beam.runners.worker import sdk_worker_main
-import c4forge.pipeline.clean_transforms
+import c4forge.engines.beam
 from c4forge.filters import badwords, clean, langid
 langid.langid_filter("This is a fairly long English sentence for the detector.", lambda *a: None)
 """

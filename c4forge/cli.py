@@ -2,9 +2,10 @@
 
 Each subcommand lives in its own module, which exposes ``register(subparsers)`` (argparse only,
 no heavy imports, so `--help` is instant) and ``run(args, extra) -> int``. ``extra`` holds the
-arguments argparse did not recognise; commands that run Beam jobs pass them to
-``PipelineOptions`` unchanged (``--runner DataflowRunner --project …``), every other command
-rejects them.
+arguments argparse did not recognise; for the commands that run Beam/Spark jobs they are engine
+options, checked here against the engine's own option set (``c4forge.passthrough``: Beam's
+``PipelineOptions`` for the runner, ``--conf spark.*`` for ``--engine spark``) before any work,
+then passed on unchanged; every other command rejects them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from c4forge.errors import C4ForgeError
 # subcommand -> module; order is the order of `c4forge --help`.
 COMMANDS: dict[str, str] = {
     "demo": "c4forge.demo",
-    "clean": "c4forge.pipeline.clean_cli",
+    "clean": "c4forge.clean.cli",
     "vocab": "c4forge.tokenizers.cli",
     "shards": "c4forge.pipeline.shards_cli",
     "train": "c4forge.trainers.cli_train",
@@ -42,6 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    return action.choices[command]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -49,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments for '{args.command}': {' '.join(extra)}")
     module = importlib.import_module(COMMANDS[args.command])
     try:
+        if extra:
+            from c4forge import passthrough
+
+            own = passthrough.own_options(_subparser(parser, args.command))
+            engine = getattr(args, "engine", "beam")
+            passthrough.check(engine, getattr(args, "runner", None), extra, own)
         return int(module.run(args, extra) or 0)
     except C4ForgeError as err:
         print(f"c4forge {args.command}: error: {err}", file=sys.stderr)

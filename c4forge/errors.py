@@ -19,3 +19,7 @@ class OutputExistsError(C4ForgeError):
 
 class VerificationError(C4ForgeError):
     """A manifest, checksum, vocabulary or schema does not match what was expected."""
+
+
+class StorageError(C4ForgeError):
+    """Listing, reading or writing a (usually remote) path failed; never read as "absent"."""

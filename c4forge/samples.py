@@ -24,7 +24,7 @@ import json
 import os
 from importlib import resources
 
-from c4forge.fsutil import atomic_write_bytes
+from c4forge.io.storage import atomic_write_bytes
 
 SAMPLE_PACKAGE = "c4forge.data"
 DERIVED_WET = "real-warc-html-to-wet.resiliparse.warc.wet.gz"

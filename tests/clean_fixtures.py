@@ -4,9 +4,9 @@ WET files are written with warcio's own ``WARCWriter`` from real text: pages of 
 real C4 sample (c4forge/data/sample, 1,000 C4 documents) under their real URLs. Only the
 defects under test are constructed (a cut gzip, bytes that are not UTF-8, a 50 MB line).
 
-``reference_clean`` runs the same filter functions as the Beam job in a plain loop (dicts
-instead of shuffles); the tests compare the Beam job's counters and documents with it, so a
-page lost or duplicated by the pipeline wiring (a join, a group, a shard) shows up.
+``reference_clean`` runs the clean plan on the in-process local engine (lists instead of
+shuffles); the tests compare the Beam and Spark engines' counters and documents with it, so a
+page lost or duplicated by an engine's wiring (a join, a group, a shard) shows up.
 """
 
 from __future__ import annotations
@@ -107,57 +107,22 @@ def span_scenario(docs: list[dict], donor: dict) -> tuple[list[dict], str, str]:
 
 
 def reference_clean(paths: list[str], dedup: str = "spans") -> tuple[dict, list[dict]]:
-    """(counters, documents) by running the c4forge.filters functions in a loop."""
-    from c4forge.filters import dedup as dd
-    from c4forge.filters.badwords import badwords_filter
-    from c4forge.filters.clean import clean_page, length_filter
-    from c4forge.filters.counting import CounterBag
-    from c4forge.filters.langid import langid_filter
-    from c4forge.filters.sentences import split_sentences
-    from c4forge.filters.split import split_of
-    from c4forge.filters.urls import choose_url_copy
-    from c4forge.filters.wet import open_binary, read_wet
+    """(counters, documents) of the clean plan run by the in-process local engine (Python
+    lists, no shuffles): the tests compare the Beam and Spark engines' counters and documents
+    with it, so a page lost or duplicated by an engine's wiring (a join, a group, a shard)
+    shows up."""
+    from c4forge.clean.config import CleanJob
+    from c4forge.clean.plan import build_plan
+    from c4forge.engines.local import LocalEngine
+    from c4forge.io.inputs import InputFile
 
-    bag = CounterBag()
-    by_url: dict[str, list] = {}
-    for path in sorted(paths):
-        with open_binary(path) as stream:
-            for page in read_wet(stream, os.path.basename(path), bag):
-                if length_filter(page.text, bag):
-                    by_url.setdefault(page.normalized_url, []).append(page)
-    kept = []
-    for group in by_url.values():
-        page, tie = choose_url_copy(group)
-        if len(group) > 1:
-            bag("url_dedup", "duplicate_url", len(group) - 1)
-        if tie:
-            bag("url_dedup", "tie_text_md5")
-        bag("url_dedup", "passed")
-        kept.append(page)
-    cleaned = {}
-    for page in kept:
-        c = clean_page(page.text, bag)
-        if c is not None:
-            cleaned[page.url] = (page, c)
-    if dedup == "spans":
-        texts = dd.dedup_spans_local([(u, c.sentences) for u, (_, c) in cleaned.items()], bag)
-    elif dedup == "lines":
-        texts = dd.dedup_lines_local(
-            [(u, c.text) for u, (_, c) in cleaned.items()], bag, split_sentences
-        )
-    else:
-        texts = {u: c.text for u, (_, c) in cleaned.items()}
-    out = []
-    for url, text in texts.items():
-        page = cleaned[url][0]
-        if text is None or not langid_filter(text, bag, "en"):
-            continue
-        if not badwords_filter(text, "en", page.normalized_url, bag, 1.0):
-            continue
-        split = split_of(page.normalized_url)
-        bag("split", split)
-        out.append({"split": split, "text": text, "timestamp": page.timestamp, "url": url})
-    return bag.as_dict(dedup if dedup != "none" else None), out
+    job = CleanJob(tuple(paths), "unused", dedup=dedup, input_format="wet")
+    plan, engine = build_plan(job), LocalEngine()
+    docs = engine.front(plan, [InputFile(p, 0) for p in sorted(paths)], job, None)
+    for stage in plan.doc_stages:
+        docs = stage.expand(engine, docs)
+    out = [{"split": s, "text": d.text, "timestamp": d.timestamp, "url": d.url} for s, d in docs]
+    return engine.bag.as_dict(dedup if dedup != "none" else None), out
 
 
 def read_shard(path: str) -> list[dict]:

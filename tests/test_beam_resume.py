@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from clean_fixtures import GENUINE_WET_DIR, REPO, c4_docs, doc_records, span_scenario, wet_bytes
 
+from c4forge.clean import progress as pg
 from c4forge.filters.counting import CounterBag
 from c4forge.filters.wet import Page
-from c4forge.pipeline import progress as pg
 
 FILES = 6
 PER_FILE = 30
@@ -171,9 +171,13 @@ def test_front_records_round_trip_and_survivor_counts(tmp_path) -> None:
     doc = c4_docs(0, 1)[0]
     newer = Page(doc["url"], "2019-07-20T00:00:00Z", doc["text"], "example.com/a")
     older = Page(doc["url"] + "?x", "2000-01-01T00:00:00Z", "Short.", "example.com/a")
+    from c4forge.clean.config import CleanJob
+    from c4forge.clean.plan import build_plan
+
     for keep_sentences in (True, False):
+        job = CleanJob(("x",), str(tmp_path), dedup="spans" if keep_sentences else "lines")
         front = CounterBag()
-        recs = list(pg.front_records([older, newer], keep_sentences, front))
+        recs = list(pg.front_records([older, newer], build_plan(job), front))
         # length passes both now; the clean counters are held per record, for later
         assert front.counts == {"length": {"passed": 2}}
         assert recs[0].cleaned_text is None and recs[1].cleaned_text is not None

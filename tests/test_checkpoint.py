@@ -17,7 +17,7 @@ import train_fixtures as fx  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
 from c4forge.errors import OutputExistsError, VerificationError  # noqa: E402
-from c4forge.fsutil import read_json, write_json  # noqa: E402
+from c4forge.io.storage import read_json, write_json  # noqa: E402
 from c4forge.trainers import checkpoint as ckpt  # noqa: E402
 from c4forge.trainers.metrics import read_metrics  # noqa: E402
 from c4forge.trainers.train import TrainOptions, train  # noqa: E402

@@ -25,7 +25,7 @@ from clean_fixtures import (
 )
 
 from c4forge import cli
-from c4forge.fsutil import read_json
+from c4forge.io.storage import read_json
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARC = os.path.join(REPO, "tests", "data", "warc", "whirlwind.warc.gz")
@@ -75,6 +75,60 @@ def test_path_list_with_a_missing_entry(tmp_path, capsys):
 def test_option_errors(tmp_path, capsys, option, message):
     assert clean(GENUINE_WET_DIR, "--output", str(tmp_path / "out"), *option) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--dedupe", "lines"], "unknown option '--dedupe'"),  # issue 12: was exit 0, spans
+        (["--direct_num_workers=two"], "bad Beam pipeline option"),
+        (["--engine", "spark", "--project", "p"], "unknown option for the Spark engine"),
+        (["--engine", "spark", "--conf", "executor.memory=4g"], "start with 'spark.'"),
+    ],
+)
+def test_unknown_pass_through_options_fail_before_work(tmp_path, capsys, extra, message):
+    """A misspelt option is a one-line error (exit 2) before any work, never a silently
+    different corpus; no output folder is created."""
+    out = tmp_path / "out"
+    assert clean(GENUINE_WET_DIR, "--output", str(out), *extra) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert "did you mean --dedup" in err or "--dedupe" not in extra
+    assert not out.exists()
+
+
+def test_misspelt_option_from_a_shell_is_one_line(tmp_path):
+    """As a user sees it: exit 2 and exactly one line on stderr (no Beam import noise)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "c4forge", "clean", GENUINE_WET_DIR, "-o", str(out)]
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(cli.__file__)))
+    proc = subprocess.run([*argv, "--dedupe", "lines"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "c4forge clean: error: unknown option '--dedupe': not a c4forge option and not a Beam "
+        "pipeline option for runner DirectRunner (did you mean --dedup?)"
+    ]
+    assert not out.exists()
+
+
+def test_shards_pass_through_options_are_checked(tmp_path, capsys):
+    rc = cli.main(
+        [
+            "shards",
+            str(tmp_path),
+            "--vocab",
+            str(tmp_path),
+            "-o",
+            str(tmp_path / "s"),
+            "--objectve",
+            "prefix_lm",
+        ]
+    )
+    assert rc == 2
+    assert "unknown option '--objectve'" in capsys.readouterr().err
 
 
 def test_warc_of_responses_is_refused_with_a_clear_message(tmp_path, capsys):
@@ -234,7 +288,7 @@ def test_finished_output_is_kept_refused_or_replaced(lines_case, tmp_path, capsy
 
 
 def test_resolve_inputs_sorts_dedups_and_reads_path_lists(tmp_path):
-    from c4forge.pipeline.inputs import inputs_block, resolve_inputs
+    from c4forge.io.inputs import inputs_block, resolve_inputs
 
     wet = sorted(
         os.path.join(GENUINE_WET_DIR, n) for n in os.listdir(GENUINE_WET_DIR) if ".wet" in n
@@ -250,7 +304,7 @@ def test_resolve_inputs_sorts_dedups_and_reads_path_lists(tmp_path):
 
 
 def test_auto_shard_count_and_names():
-    from c4forge.pipeline import clean_output as co
+    from c4forge.clean import output as co
 
     assert [co.auto_shards(n) for n in (0, 1, 356_000, 356_001)] == [1, 1, 1, 2]
     assert co.shard_name("train", 3, 1024) == "c4-train.00003-of-01024.json.gz"
@@ -258,8 +312,8 @@ def test_auto_shard_count_and_names():
 
 
 def test_user_error_is_recovered_from_a_worker_traceback():
+    from c4forge.engines.errors import user_error_from
     from c4forge.errors import InputError
-    from c4forge.pipeline.clean_beam import user_error_from
 
     remote = RuntimeError(
         "Traceback (most recent call last):\n  File ...\nc4forge.errors.InputError: x.warc.gz: "

@@ -33,7 +33,7 @@ from clean_fixtures import (
 
 from c4forge import cli
 from c4forge.filters.counting import conservation_errors
-from c4forge.fsutil import read_json
+from c4forge.io.storage import read_json
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from memfs import SCHEME, MemFileSystem
 from c4forge.cli import main
 from c4forge.errors import InputError
 from c4forge.filters.counting import CounterBag
-from c4forge.pipeline.inputs import resolve_inputs
+from c4forge.io.inputs import resolve_inputs
 
 BUCKET = f"{SCHEME}://bucket"
 GENUINE = sorted(os.path.join(GENUINE_WET_DIR, n) for n in os.listdir(GENUINE_WET_DIR))

@@ -13,7 +13,7 @@ import torch
 
 from c4forge.cli import main
 from c4forge.errors import InputError, OutputExistsError, VerificationError
-from c4forge.fsutil import sha256_file, write_json
+from c4forge.io.storage import sha256_file, write_json
 from c4forge.trainers.config import make_config
 from c4forge.trainers.export import export, load_model, resolve_checkpoint
 from c4forge.trainers.loss import decoder_inputs

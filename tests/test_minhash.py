@@ -195,10 +195,10 @@ def test_beam_wiring_matches_local(docs: list[dict]) -> None:
     import apache_beam as beam
     from apache_beam.testing.util import assert_that, equal_to
 
-    from c4forge.pipeline.beam_options import make_runner
-    from c4forge.pipeline.clean_stats import counters_from_metrics
-    from c4forge.pipeline.clean_transforms import Doc
-    from c4forge.pipeline.near_dedup_beam import add_near_dedup
+    from c4forge.clean.plan import NearDedupStage
+    from c4forge.clean.steps import Doc
+    from c4forge.engines.beam import BeamEngine
+    from c4forge.filters.minhash import MAX_ROUNDS
 
     rng = random.Random(3)
     pages = [(d["url"], d["text"]) for d in docs[:40]]
@@ -213,14 +213,15 @@ def test_beam_wiring_matches_local(docs: list[dict]) -> None:
     removed = near_dedup_local(pages, params, bag)
     assert len(removed) >= 12
 
-    choice = make_runner(None, 1, [])
-    p = beam.Pipeline(runner=choice.runner, options=choice.options)
-    docs_in = p | beam.Create([Doc(u, "2019-04-18T00:00:00Z", u, t) for u, t in pages])
-    # 4 unrolled rounds are plenty for these small components (checked: unconverged == 0)
-    kept = add_near_dedup(docs_in, params, max_rounds=4) | beam.Map(lambda d: d.url)
+    engine = BeamEngine()  # one in-process DirectRunner worker
+    docs_in = engine.pipeline | beam.Create(
+        [Doc(u, "2019-04-18T00:00:00Z", u, t) for u, t in pages]
+    )
+    # the plan's bound (MAX_ROUNDS, as on Spark), unrolled: extra rounds change nothing
+    stage = NearDedupStage("near_dedup", params, MAX_ROUNDS)
+    kept = stage.expand(engine, docs_in) | beam.Map(lambda d: d.url)
     assert_that(kept, equal_to([u for u, _ in pages if u not in removed]))
-    result = p.run()
-    result.wait_until_finish()
-    counters, _ = counters_from_metrics(result)
+    engine.execute()
+    counters = engine.counters()
     assert counters["near_dedup"] == bag.counts["near_dedup"]
     assert counters["near_dedup"].get("unconverged", 0) == 0

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from c4forge.clean.progress import BEAM_DATA_SUFFIX, WorkDir, plan_chunks
 from c4forge.errors import ConfigError
-from c4forge.pipeline.inputs import InputFile
-from c4forge.pipeline.progress import BEAM_DATA_SUFFIX, WorkDir, plan_chunks
+from c4forge.io.inputs import InputFile
 
 ROOT = Path(__file__).parent.parent
 # Three chunks of one file each (C4FORGE_CHUNK_FILES=1): a real crawl WARC, two real WETs.

@@ -19,7 +19,7 @@ from memfs import MemFileSystem  # tests/memfs.py: the test-only in-memory bucke
 
 from c4forge.cli import main
 from c4forge.formats import shards as S
-from c4forge.formats import storage
+from c4forge.io import storage
 
 SAMPLE = os.path.join(
     os.path.dirname(__file__), "..", "c4forge", "data", "sample", "c4-sample.00000-of-00001.json.gz"

@@ -12,20 +12,23 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from c4forge.errors import ConfigError, InputError  # noqa: E402
-from c4forge.filters.counting import CounterBag  # noqa: E402
-from c4forge.filters.minhash import make_params, near_dedup_local  # noqa: E402
-from c4forge.pipeline import clean_cli  # noqa: E402
-from c4forge.pipeline.clean_spark import (  # noqa: E402
-    CountersParam,
-    SDoc,
+from c4forge.clean import cli as clean_cli  # noqa: E402
+from c4forge.clean.config import CleanJob  # noqa: E402
+from c4forge.clean.driver import run_clean  # noqa: E402
+from c4forge.clean.plan import NearDedupStage  # noqa: E402
+from c4forge.clean.steps import Doc  # noqa: E402
+from c4forge.engines.local import LocalEngine  # noqa: E402
+from c4forge.engines.spark import (  # noqa: E402
+    SparkEngine,
     check_master,
     hadoop_list,
     make_context,
-    near_dedup_rdd,
-    run_clean_spark,
-    spark_conf_pairs,
+    resolve_all,
 )
+from c4forge.errors import ConfigError, InputError  # noqa: E402
+from c4forge.filters.counting import CounterBag  # noqa: E402
+from c4forge.filters.minhash import MAX_ROUNDS, make_params, near_dedup_local  # noqa: E402
+from c4forge.passthrough import spark_conf_pairs  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 SAMPLE = ROOT / "c4forge/data/sample/real-warc-html-to-wet.resiliparse.warc.wet.gz"
@@ -34,10 +37,11 @@ WARC_DIR = ROOT / "tests/data/warc"
 C4_SAMPLE = ROOT / "c4forge/data/sample/c4-sample.00000-of-00001.json.gz"
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
+def parse(argv: list[str]) -> CleanJob:
+    """The typed job the CLI builds from ``argv`` (validated)."""
     parser = argparse.ArgumentParser()
     clean_cli.register(parser.add_subparsers())
-    return parser.parse_args(["clean", *argv])
+    return clean_cli.job_from_args(parser.parse_args(["clean", *argv]), [])
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +56,11 @@ def _stats(out: Path) -> dict:
 
 
 def test_spark_output_is_byte_identical_to_beam(sc, tmp_path: Path) -> None:
-    from c4forge.pipeline.clean_beam import run_clean_beam
-
     inputs = [str(SAMPLE), str(WET_DIR)]
     beam_out, spark_out = tmp_path / "beam", tmp_path / "spark"
-    assert (
-        run_clean_beam(parse([*inputs, "-o", str(beam_out), "--workers", "1", "--quiet"]), []) == 0
-    )
+    assert run_clean(parse([*inputs, "-o", str(beam_out), "--workers", "1", "--quiet"])) == 0
     args = parse([*inputs, "-o", str(spark_out), "--engine", "spark", "--quiet"])
-    assert run_clean_spark(args, [], spark_context=sc) == 0
+    assert run_clean(args, SparkEngine(spark_context=sc)) == 0
 
     beam, spark = _stats(beam_out), _stats(spark_out)
     assert spark["conservation_errors"] == []
@@ -81,7 +81,7 @@ def test_warc_input_near_dedup_and_hadoop_paths(sc, tmp_path: Path) -> None:
     wet_file = str(WET_DIR / "whirlwind.warc.wet.gz")
     argv = [wet_file, warc_uri, "-o", str(out), "--engine", "spark", "--quiet"]
     args = parse([*argv, "--near-dedup", "minhash"])
-    assert run_clean_spark(args, [], spark_context=sc) == 0
+    assert run_clean(args, SparkEngine(spark_context=sc)) == 0
     stats = _stats(out)
     assert stats["conservation_errors"] == []
     wet = stats["counters"]["wet"]
@@ -109,8 +109,6 @@ def test_hadoop_listing_expands_globs_and_folders(sc) -> None:
 
 
 def test_input_list_with_duplicates_lists_each_file_once(sc, tmp_path: Path) -> None:
-    from c4forge.pipeline.clean_spark import resolve_all
-
     whirlwind = WET_DIR / "whirlwind.warc.wet.gz"
     listing = tmp_path / "paths.txt"
     listing.write_text(f"{whirlwind}\n{whirlwind}\n")
@@ -136,7 +134,7 @@ def test_warc_given_as_wet_is_a_clear_error(sc, tmp_path: Path) -> None:
         ]
     )
     with pytest.raises(InputError, match="whirlwind.warc.gz.*crawl WARC"):
-        run_clean_spark(args, [], spark_context=sc)
+        run_clean(args, SparkEngine(spark_context=sc))
 
 
 def test_near_dedup_rdd_equals_in_memory_driver(sc) -> None:
@@ -153,11 +151,15 @@ def test_near_dedup_rdd_equals_in_memory_driver(sc) -> None:
     params = make_params()
     bag = CounterBag()
     expected = near_dedup_local(pages, params, bag)
-    acc = sc.accumulator({}, CountersParam())
-    rdd = sc.parallelize([SDoc(u, "t", u, t) for u, t in pages], 3)
-    kept = {d.url for d in near_dedup_rdd(rdd, params, acc, 2).collect()}
+    stage = NearDedupStage("near_dedup", params, MAX_ROUNDS)
+    docs = [Doc(u, "t", u, t) for u, t in pages]
+    spark = SparkEngine(spark_context=sc)
+    kept = {d.url for d in stage.expand(spark, sc.parallelize(docs, 3)).collect()}
     assert kept == {u for u, _ in pages} - expected
-    assert acc.value["near_dedup"] == bag.counts["near_dedup"]
+    assert spark.counters()["near_dedup"] == bag.counts["near_dedup"]
+    local = LocalEngine()  # the same plan stage in-process: same decision, same counters
+    assert {d.url for d in stage.expand(local, docs)} == kept
+    assert local.counters() == spark.counters()
 
 
 def test_masters() -> None:
@@ -192,27 +194,92 @@ def test_unreachable_master_from_the_cli_exits_2(tmp_path: Path, capsys) -> None
 
 
 def test_conf_pass_through() -> None:
-    assert spark_conf_pairs(["--conf", "spark.executor.memory=4g", "--conf=a.b=c"]) == [
+    assert spark_conf_pairs(["--conf", "spark.executor.memory=4g", "--conf=spark.a.b=c"]) == [
         ("spark.executor.memory", "4g"),
-        ("a.b", "c"),
+        ("spark.a.b", "c"),
     ]
     with pytest.raises(ConfigError, match="unknown option for the Spark engine"):
         spark_conf_pairs(["--project", "p"])
+    with pytest.raises(ConfigError, match="start with 'spark.'"):
+        spark_conf_pairs(["--conf=a.b=c"])  # spark-submit would ignore it: an error here
 
 
 def test_bad_near_dedup_parameters_fail_before_spark(tmp_path: Path) -> None:
-    args = parse(
-        [
-            str(SAMPLE),
-            "-o",
-            str(tmp_path),
-            "--engine",
-            "spark",
-            "--near-dedup",
-            "minhash",
-            "--threshold",
-            "1.5",
-        ]
-    )
     with pytest.raises(ConfigError, match="threshold"):
-        run_clean_spark(args, [])
+        parse(
+            [
+                str(SAMPLE),
+                "-o",
+                str(tmp_path),
+                "--engine",
+                "spark",
+                "--near-dedup",
+                "minhash",
+                "--threshold",
+                "1.5",
+            ]
+        )
+
+
+# --- issue 12: the divergences between the engines, now one driver and one plan -------------
+
+
+def _engine(name: str, sc):
+    return SparkEngine(spark_context=sc) if name == "spark" else None  # None: the job's Beam
+
+
+@pytest.mark.parametrize("engine", ["beam", "spark"])
+def test_output_rules_are_the_same_on_both_engines(engine, sc, tmp_path: Path) -> None:
+    """A ``file://`` output is the local folder it names, a stale funnel.png of an older run
+    is removed, and an output path that is a file is refused — on Beam and on Spark."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "funnel.png").write_bytes(b"a chart of an older run")
+    job = parse([str(WET_DIR), "-o", out.as_uri(), "--engine", engine, "--workers", "1", "--quiet"])
+    assert job.output == str(out)
+    assert run_clean(job, _engine(engine, sc)) == 0
+    assert (out / "stats.json").exists() and not (out / "funnel.png").exists()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    job = parse([str(WET_DIR), "-o", str(a_file), "--engine", engine, "--workers", "1", "--quiet"])
+    with pytest.raises(ConfigError, match="exists and is not a folder"):
+        run_clean(job, _engine(engine, sc))
+    assert a_file.read_text() == "not a folder"
+
+
+def _path_graph(n: int) -> list[tuple[str, str]]:
+    """A chain of ``n`` near-duplicates with shuffled node names: the worst case for star
+    rounds (about log n rounds to converge)."""
+    rng = random.Random(7)
+    nodes = [f"{rng.getrandbits(64):016x}" for _ in range(n)]
+    return list(zip(nodes, nodes[1:]))
+
+
+@pytest.mark.parametrize("rounds", [2, MAX_ROUNDS])
+def test_near_dedup_loop_is_the_same_on_every_engine(sc, rounds: int) -> None:
+    """The bounded loop of star rounds: every engine stops at the same fixed point within the
+    same bound, and counts the same unconverged nodes when the bound is hit (before issue 12
+    Beam ran a fixed 10 rounds and Spark looped up to 16)."""
+    import apache_beam as beam
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from c4forge.engines.beam import BeamEngine
+
+    edges = _path_graph(64)
+    stage = NearDedupStage("near_dedup", make_params(), rounds)
+    local = LocalEngine()
+    expected = sorted(stage.components(local, edges))
+    unconverged = local.counters().get("near_dedup", {}).get("unconverged", 0)
+    assert (unconverged > 0) == (rounds == 2)  # 2 rounds cannot finish a 64-node chain
+    if rounds == MAX_ROUNDS:
+        assert {v for _, v in expected} == {min(n for e in edges for n in e)}  # one star
+
+    spark = SparkEngine(spark_context=sc)
+    assert sorted(stage.components(spark, sc.parallelize(edges, 4)).collect()) == expected
+    assert spark.counters().get("near_dedup", {}) == local.counters().get("near_dedup", {})
+
+    beam_engine = BeamEngine()
+    stars = stage.components(beam_engine, beam_engine.pipeline | beam.Create(edges))
+    assert_that(stars, equal_to(expected))
+    beam_engine.execute()
+    assert beam_engine.counters().get("near_dedup", {}) == local.counters().get("near_dedup", {})

@@ -22,10 +22,10 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.warcwriter import WARCWriter
 
 from c4forge import cli
+from c4forge.clean import summary
+from c4forge.clean.funnel_chart import render_funnel_png
 from c4forge.filters.counting import full_counters
-from c4forge.fsutil import read_json
-from c4forge.pipeline import summary
-from c4forge.pipeline.funnel_chart import render_funnel_png
+from c4forge.io.storage import read_json
 
 WARCS = sorted((Path(__file__).parent / "data" / "warc").glob("*.warc.gz"))
 # A funnel row of the printed summary: title, pages in, pages out, kept %, reasons.
@@ -184,7 +184,7 @@ def test_wet_exact_dedup_funnel_from_plain_functions():
 
 
 def test_failed_conservation_is_printed(warc_run):
-    from c4forge.pipeline.clean_stats import conservation
+    from c4forge.clean.stats import conservation
 
     _, stats, out = warc_run
     stats = json.loads(json.dumps(stats))

@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from c4forge.formats import shards as fmt
-from c4forge.fsutil import sha256_file, write_json
+from c4forge.io.storage import sha256_file, write_json
 from c4forge.objectives.functions import span_corruption
 from c4forge.objectives.lengths import span_corruption_lengths
 

@@ -11,7 +11,7 @@ This module is the one list of reason names (``REASONS``) and of the page flow b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 Count = Callable[..., None]  # count(stage: str, reason: str, n: int = 1) -> None
@@ -197,12 +197,17 @@ def full_counters(
 
 
 def conservation_errors(
-    c: Mapping[str, Mapping[str, int]], dedup: str, near_dedup: bool | None = None
+    c: Mapping[str, Mapping[str, int]],
+    dedup: str,
+    near_dedup: bool | None = None,
+    chain: Sequence[str] | None = None,
 ) -> list[str]:
     """The identities of c4_rules.md §13 along ``FLOW``; an empty list means every page is
     accounted for. Each stage's pages in = the kept pages of the stage before it.
 
     ``near_dedup=None`` infers it from the counters (a ``near_dedup`` stage is present).
+    ``chain``: the page-flow stages of the run in order (a clean plan's ``funnel``); by default
+    ``FLOW``'s stages that the dedup mode and near-dedup keep.
     """
 
     def g(stage: str, reason: str) -> int:
@@ -211,11 +216,12 @@ def conservation_errors(
     def total(stage: str, reasons: tuple[str, ...]) -> int:
         return sum(g(stage, r) for r in reasons)
 
-    if near_dedup is None:
-        near_dedup = NEAR_DEDUP_STAGE in c
-    chain = [s for s in FLOW if (s != "dedup" or dedup != "none")]
-    if not near_dedup:
-        chain.remove(NEAR_DEDUP_STAGE)
+    if chain is None:
+        if near_dedup is None:
+            near_dedup = NEAR_DEDUP_STAGE in c
+        chain = [s for s in FLOW if (s != "dedup" or dedup != "none")]
+        if not near_dedup:
+            chain.remove(NEAR_DEDUP_STAGE)
     checks = [
         ("wet.records", g("wet", "records"), "wet outcomes", total("wet", FLOW["wet"].outcomes))
     ]

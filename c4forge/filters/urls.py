@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from c4forge.filters.counting import Count
     from c4forge.filters.wet import Page
 
 # Reference (tfds text/c4_utils.py `_normalize_url`): unanchored, case-sensitive; the second
@@ -32,22 +33,30 @@ def text_md5(text: str) -> str:
     return hashlib.md5(text.encode("utf-8")).hexdigest()
 
 
-def choose_url_copy(
-    pages: Sequence[Page], md5_of: Callable[[Page], str] | None = None
-) -> tuple[Page, bool]:
+def choose_url_copy(pages: Sequence[Page]) -> tuple[Page, bool]:
     """§4.2 / D3: the newest ``timestamp`` (string order = ISO-8601 order); ties by the
     smallest md5 of the text, then the smallest raw url. The flag says whether the md5 decided,
-    i.e. the newest copies did not all have the same text (counted as ``tie_text_md5``).
-    ``md5_of``: the text's md5 when the caller computed it already (pages shuffled without
-    their text)."""
+    i.e. the newest copies did not all have the same text (counted as ``tie_text_md5``)."""
     if not pages:
         raise ValueError("choose_url_copy needs at least one page")
     newest = max(p.timestamp for p in pages)
     tied = [p for p in pages if p.timestamp == newest]
     if len(tied) == 1:
         return tied[0], False
-    md5 = md5_of or (lambda p: text_md5(p.text))
-    keyed = [(md5(p), p.url, i) for i, p in enumerate(tied)]
+    keyed = [(text_md5(p.text), p.url, i) for i, p in enumerate(tied)]
     best = min(keyed)
     decided_by_md5 = any(k[0] != best[0] for k in keyed)
     return tied[best[2]], decided_by_md5
+
+
+def choose_url_copy_counted(pages: Sequence[Page], count: Count) -> Page:
+    """``choose_url_copy`` plus its counters (``url_dedup``: every copy but one is a
+    ``duplicate_url``, the survivor ``passed``, an md5 decision ``tie_text_md5``); the one place
+    URL dedup is counted, for every engine and the resumable front."""
+    kept, tie_by_text = choose_url_copy(pages)
+    if len(pages) > 1:
+        count("url_dedup", "duplicate_url", len(pages) - 1)
+    if tie_by_text:
+        count("url_dedup", "tie_text_md5")
+    count("url_dedup", "passed")
+    return kept

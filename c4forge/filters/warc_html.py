@@ -205,28 +205,9 @@ def read_warc(
 
 
 def open_input(path: str) -> BinaryIO:
-    """Open an input as raw bytes: local paths and Beam filesystems (``gs://``, ``s3://`` …)
-    through ``wet.open_binary``; a scheme Beam does not know but fsspec does (``memory://``,
-    ``http(s)://``, ``gcs://``, ``abfs://`` with their fsspec packages) through fsspec.
-
-    Why fsspec as a fallback: Beam's registry depends on installed extras, fsspec's on its own
-    plugins; either one reading the path is enough, and errors still name the path.
-    """
-    scheme, sep, _ = path.partition("://")
-    if sep and scheme != "file" and len(scheme) > 1:
-        from apache_beam.io.filesystems import FileSystems
-
-        try:
-            FileSystems.get_filesystem(path)
-        except Exception:  # noqa: BLE001 - unknown scheme or missing Beam extra
-            try:
-                import fsspec
-
-                return fsspec.open(path, "rb").open()
-            except ImportError:
-                pass
-            except (OSError, ValueError) as err:
-                raise InputError(f"cannot open {path}: {err}") from err
+    """Open an input as raw bytes (``wet.open_binary``: ``c4forge.io.storage`` dispatches local
+    paths, Beam filesystems such as ``gs://``/``s3://`` and, for schemes Beam does not know,
+    fsspec's ``memory://``, ``http(s)://`` …); errors name the path."""
     return wet.open_binary(path)
 
 

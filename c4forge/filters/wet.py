@@ -9,7 +9,6 @@ it was followed by the record separator, §3.7), and its payload is never larger
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, NamedTuple
@@ -362,24 +361,17 @@ def is_crawl_warc(types: list[str]) -> bool:
     return False
 
 
-def _is_local(path: str) -> bool:
-    scheme, sep, _ = path.partition("://")
-    return not sep or scheme == "file" or (len(scheme) == 1 and os.name == "nt")
-
-
 def open_binary(path: str) -> BinaryIO:
-    """Open a local path or any Beam filesystem path (gs://, s3://, hdfs://…) as raw bytes.
+    """Open any path ``c4forge.io.storage`` reads (local, ``file://``, ``gs://``, ``s3://``,
+    ``hdfs://``, fsspec schemes) as raw bytes; the filters import no engine, the storage layer
+    does the dispatch.
 
     Always uncompressed: ``read_wet`` detects gzip from the magic bytes (C1), so a ``.gz``
-    name must not make Beam decompress it first. Unopenable paths are a user error (C3).
+    name must not make a filesystem decompress it first. Unopenable paths are a user error (C3).
     """
-    try:
-        if _is_local(path):
-            local = path[len("file://") :] if path.startswith("file://") else path
-            return open(local, "rb")
-        from apache_beam.io.filesystem import CompressionTypes
-        from apache_beam.io.filesystems import FileSystems
+    from c4forge.io.storage import open_read
 
-        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    try:
+        return open_read(path)
     except (OSError, ValueError) as e:
         raise InputError(f"cannot open {path}: {e}") from e

@@ -3,8 +3,7 @@
 Both use `c4-{split}.{index:05d}-of-{count:05d}.json.gz` (JSON lines with at least `text` and
 `url`), and `c4forge clean --format parquet` writes `.parquet` with the same columns. Downstream
 stages (`vocab`, `shards`) only need the file list of one split in index order and a document
-iterator, so this module is all they share. Remote paths (gs://, s3://) go through Beam's
-FileSystems, imported only when such a path is given.
+iterator, so this module is all they share. Paths of any kind go through ``c4forge.io.storage``.
 """
 
 from __future__ import annotations
@@ -16,8 +15,9 @@ import re
 from collections.abc import Iterator
 from typing import IO, Any
 
-from c4forge.errors import InputError
-from c4forge.fsutil import check_format, read_json
+from c4forge.errors import InputError, StorageError
+from c4forge.io import storage
+from c4forge.io.storage import check_format
 
 CLEAN_STATS_FORMAT = "c4forge.clean.stats"
 _SHARD_RE = re.compile(
@@ -25,20 +25,13 @@ _SHARD_RE = re.compile(
 )
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
 def _listdir(directory: str) -> list[str]:
-    if _is_remote(directory):
-        from apache_beam.io.filesystems import FileSystems
-
-        pattern = directory.rstrip("/") + "/c4-*"
+    if storage.is_remote(directory):
         try:
-            results = FileSystems.match([pattern])
-        except Exception as err:  # Beam raises BeamIOError for a missing bucket/prefix
+            return [p.rsplit("/", 1)[-1] for p, _ in storage.match(directory.rstrip("/") + "/c4-*")]
+        except StorageError as err:
             raise InputError(f"cannot list documents folder {directory}: {err}") from err
-        return [os.path.basename(m.path) for r in results for m in r.metadata_list]
+    directory = storage.normalize(directory)
     if not os.path.exists(directory):
         raise InputError(f"documents folder {directory} does not exist")
     if not os.path.isdir(directory):
@@ -49,11 +42,7 @@ def _listdir(directory: str) -> list[str]:
 
 
 def _join(directory: str, name: str) -> str:
-    return (
-        directory.rstrip("/") + "/" + name
-        if _is_remote(directory)
-        else os.path.join(directory, name)
-    )
+    return storage.join(directory, name)
 
 
 def list_clean_shards(directory: str, split: str) -> list[str]:
@@ -89,13 +78,9 @@ def shard_index(path: str) -> int:
 
 
 def _open_binary(path: str) -> IO[bytes]:
-    if _is_remote(path):
-        from apache_beam.io.filesystems import CompressionTypes, FileSystems
-
-        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-    if not os.path.exists(path):
+    if not storage.is_remote(path) and not storage.exists(path):
         raise InputError(f"document file {path} does not exist")
-    return open(path, "rb")
+    return storage.open_read(path)
 
 
 def iter_documents(path: str) -> Iterator[dict[str, Any]]:
@@ -163,17 +148,9 @@ def clean_stats_path(directory: str) -> str:
 def clean_stats(directory: str) -> dict | None:
     """The clean job's stats.json (format-checked), or None for folders without one (AllenAI C4)."""
     path = clean_stats_path(directory)
-    if _is_remote(path):
-        from apache_beam.io.filesystems import FileSystems
-
-        if not FileSystems.exists(path):
-            return None
-        with _open_binary(path) as f:
-            obj = json.loads(f.read())
-    else:
-        if not os.path.exists(path):
-            return None
-        obj = read_json(path)
+    obj = storage.read_json_if_exists(path)
+    if obj is None:
+        return None
     check_format(obj, path, CLEAN_STATS_FORMAT)
     return obj
 

@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from c4forge.errors import ConfigError, VerificationError
-from c4forge.formats import storage
-from c4forge.fsutil import (
+from c4forge.io import storage
+from c4forge.io.storage import (
     check_format,
     dumps_canonical,
     read_json,

@@ -58,7 +58,7 @@ class _DropBeamNoise(logging.Filter):
         if any(n in msg for n in BEAM_NOISE):
             return False
         # A c4forge user error (bad input file) raised inside a DoFn: Beam logs it with a
-        # worker traceback; the CLI prints it once, cleanly (clean_beam.user_error_from).
+        # worker traceback; the CLI prints it once, cleanly (c4forge.engines.errors.user_error_from).
         exc = record.exc_info[1] if record.exc_info else None
         return not (isinstance(exc, C4ForgeError) or "c4forge.errors." in msg)
 

@@ -20,7 +20,7 @@ from typing import Any
 from c4forge import __version__
 from c4forge.errors import ConfigError, InputError, OutputExistsError
 from c4forge.formats import clean_docs
-from c4forge.fsutil import atomic_write_bytes, sha256_file, write_json
+from c4forge.io.storage import atomic_write_bytes, sha256_file, write_json
 from c4forge.tokenizers.vocab import (
     DEFAULT_EXTRA_IDS,
     DESCRIPTOR_FILE,

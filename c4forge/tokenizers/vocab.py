@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from c4forge.errors import ConfigError, InputError, VerificationError
-from c4forge.fsutil import check_format, read_json
+from c4forge.io.storage import check_format, read_json
 
 VOCAB_FORMAT = "c4forge.vocab"
 MODEL_FILE = "sentencepiece.model"

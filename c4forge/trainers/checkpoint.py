@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from c4forge.errors import VerificationError
-from c4forge.fsutil import atomic_write_text, check_format, read_json, sha256_file, write_json
+from c4forge.io.storage import atomic_write_text, check_format, read_json, sha256_file, write_json
 
 FORMAT = "c4forge.trainer_state"
 FORMAT_VERSION = 1

@@ -25,7 +25,7 @@ import numpy as np
 
 from c4forge.errors import ConfigError, InputError, VerificationError
 from c4forge.formats.shards import epoch_shard_order as shard_order
-from c4forge.fsutil import check_format, read_json
+from c4forge.io.storage import check_format, read_json
 
 SEGMENT_COLUMNS = (
     "inputs_segment_ids",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from c4forge.errors import ConfigError, InputError, OutputExistsError, VerificationError
-from c4forge.fsutil import atomic_write_bytes, read_json, sha256_file, write_json
+from c4forge.io.storage import atomic_write_bytes, read_json, sha256_file, write_json
 from c4forge.tokenizers.vocab import proto_fields
 from c4forge.trainers.config import ModelConfig
 

@@ -13,7 +13,7 @@ import math
 import os
 from typing import Any
 
-from c4forge.fsutil import atomic_write_text
+from c4forge.io.storage import atomic_write_text
 
 METRICS = "metrics.jsonl"
 CURVE = "loss_curve.png"

@@ -26,7 +26,7 @@ import torch
 
 from c4forge import __version__
 from c4forge.errors import ConfigError, OutputExistsError, VerificationError
-from c4forge.fsutil import sha256_file
+from c4forge.io.storage import sha256_file
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers import distributed as dist
 from c4forge.trainers.config import ModelConfig, make_config

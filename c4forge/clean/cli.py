@@ -1,14 +1,17 @@
 """`c4forge clean`: WET (or WARC) files → C4 documents, on Beam or natively on Spark.
 
 Argparse only; the job itself is imported lazily in ``run`` so `--help` stays instant.
-Unrecognised arguments are pipeline options and go to Beam's ``PipelineOptions`` unchanged
-(``--runner DataflowRunner --project P --region R --temp_location gs://…``).
+Unrecognised arguments are engine options (Beam ``PipelineOptions`` such as ``--runner
+DataflowRunner --project P``, or ``--conf spark.KEY=V`` with ``--engine spark``); ``c4forge.cli``
+checks them against the engine's own option set first (``c4forge.passthrough``), so a typo is an
+error, not a silently different corpus.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from c4forge.clean.config import CleanJob
 from c4forge.pipeline.cli_common import add_runner_args
 
 
@@ -97,11 +100,12 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
+def job_from_args(args: argparse.Namespace, extra: list[str]) -> CleanJob:
+    """The typed job (validated: a bad value is a ConfigError here, before any work)."""
+    return CleanJob.from_args(args, extra)
+
+
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    if args.engine == "spark":
-        from c4forge.pipeline.clean_spark import run_clean_spark
+    from c4forge.clean.driver import run_clean
 
-        return run_clean_spark(args, extra)
-    from c4forge.pipeline.clean_beam import run_clean_beam
-
-    return run_clean_beam(args, extra)
+    return run_clean(job_from_args(args, extra))

@@ -12,7 +12,8 @@ import glob
 import os
 from dataclasses import dataclass
 
-from c4forge.errors import InputError
+from c4forge.errors import InputError, StorageError
+from c4forge.io import storage
 
 # What a directory contributes: Common Crawl names WET files *.warc.wet.gz; uncompressed
 # *.wet is accepted as well. WARC names are added for --input-format warc/auto.
@@ -31,10 +32,6 @@ class InputFile:
         return self.path.rstrip("/").rsplit("/", 1)[-1]
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
-
-
 def _dir_patterns(input_format: str) -> tuple[str, ...]:
     if input_format == "wet":
         return WET_PATTERNS
@@ -44,23 +41,16 @@ def _dir_patterns(input_format: str) -> tuple[str, ...]:
 
 
 def _match_remote(pattern: str) -> list[InputFile]:
-    from apache_beam.io.filesystems import FileSystems
-
     try:
-        results = FileSystems.match([pattern])
-    except Exception as err:  # Beam raises BeamIOError with per-pattern causes
-        raise InputError(f"cannot list {pattern!r}: {err}") from err
+        found = storage.match(pattern)
+    except StorageError as err:
+        raise InputError(str(err)) from err
     # A key ending in "/" is a folder marker (S3 consoles, Hadoop's s3a), never an input file.
-    return [
-        InputFile(m.path, m.size_in_bytes)
-        for r in results
-        for m in r.metadata_list
-        if not m.path.endswith("/")
-    ]
+    return [InputFile(p, n) for p, n in found if not p.endswith("/")]
 
 
 def _expand_local(spec: str, input_format: str) -> list[InputFile]:
-    path = spec[len("file://") :] if spec.startswith("file://") else spec
+    path = storage.normalize(spec)
     if any(c in path for c in GLOB_CHARS):
         matches = sorted(glob.glob(path, recursive=True))
         files = [m for m in matches if os.path.isfile(m)]
@@ -117,15 +107,8 @@ def _read_path_list(spec: str) -> list[str]:
     if not list_path:
         raise InputError("'@' must be followed by the name of a file of paths")
     try:
-        if _is_remote(list_path):
-            from apache_beam.io.filesystems import FileSystems
-
-            with FileSystems.open(list_path) as f:
-                raw = f.read()
-        else:
-            with open(list_path, "rb") as f:
-                raw = f.read()
-    except (OSError, Exception) as err:
+        raw = storage.read_bytes(list_path)
+    except Exception as err:  # noqa: BLE001 - OSError, or a remote filesystem's own error
         raise InputError(f"cannot read path list {list_path!r}: {err}") from err
     if list_path.endswith(".gz") or raw[:2] == b"\x1f\x8b":
         import gzip
@@ -137,9 +120,17 @@ def _read_path_list(spec: str) -> list[str]:
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        if not _is_remote(line) and not os.path.isabs(line) and not _is_remote(list_path):
+        if (
+            not storage.is_remote(line)
+            and not os.path.isabs(line)
+            and not storage.is_remote(list_path)
+        ):
             line = os.path.join(base, line)
-        elif not _is_remote(line) and _is_remote(list_path) and not line.startswith("/"):
+        elif (
+            not storage.is_remote(line)
+            and storage.is_remote(list_path)
+            and not line.startswith("/")
+        ):
             line = list_path.rsplit("/", 1)[0] + "/" + line
         paths.append(line)
     if not paths:
@@ -156,7 +147,7 @@ def resolve_inputs(specs: list[str], input_format: str = "wet") -> list[InputFil
     for spec in expanded:
         found = (
             _expand_remote(spec, input_format)
-            if _is_remote(spec)
+            if storage.is_remote(spec)
             else _expand_local(spec, input_format)
         )
         for f in found:

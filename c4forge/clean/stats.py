@@ -8,14 +8,13 @@ Timings go to the end-of-job summary instead.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import c4forge
 from c4forge.errors import OutputExistsError, VerificationError
 from c4forge.filters import counting
-from c4forge.filters.counting import CounterBag
-from c4forge.fsutil import check_format, dumps_pretty
+from c4forge.io.storage import check_format, dumps_pretty
 
 FORMAT = "c4forge.clean.stats"
 FORMAT_VERSION = 1
@@ -26,9 +25,9 @@ def constants() -> dict[str, Any]:
     """c4_rules.md §2 as the filters actually use them (read from their modules, so stats.json
     records the rules a corpus was built with, not a copy that could drift), plus the two
     constants the pipeline adds."""
+    from c4forge.clean.output import DOCS_PER_SHARD
     from c4forge.filters import dedup as dd
     from c4forge.filters.resources import constants as rule_constants
-    from c4forge.pipeline.clean_output import DOCS_PER_SHARD
 
     return {
         **rule_constants(),
@@ -62,47 +61,6 @@ def resource_fingerprints(language: str) -> dict[str, Any]:
     }
 
 
-def make_config(args: Any) -> dict[str, Any]:
-    """Everything that changes the output; nothing that does not (workers, runner, paths)."""
-    config: dict[str, Any] = {
-        "language": args.language,
-        "dedup": args.dedup,
-        "format": args.format,
-        "input_format": args.input_format,
-        "max_record_bytes": args.max_record_bytes,
-        "badwords_fraction": args.badwords_fraction,
-        "near_dedup": args.near_dedup,
-        "shards": {"train": args.train_shards, "validation": args.validation_shards},
-        "constants": constants(),
-        "resources": resource_fingerprints(args.language),
-    }
-    if args.near_dedup != "none":
-        config["near_dedup_params"] = {
-            "ngram": args.ngram,
-            "num_perm": args.num_perm,
-            "threshold": args.threshold,
-        }
-    return config
-
-
-def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
-    """``{namespace: {name: value}}`` of every Beam counter, summed over steps.
-
-    Committed values where the runner reports them; attempted otherwise (returns which).
-    """
-    from apache_beam.metrics.metric import MetricsFilter
-
-    query = result.metrics().query(MetricsFilter())
-    bag = CounterBag()
-    source = "committed"
-    for m in query["counters"]:
-        value = m.committed
-        if value is None:
-            value, source = m.attempted, "attempted"
-        bag(m.key.metric.namespace, m.key.metric.name, int(value or 0))
-    return bag.counts, source
-
-
 def full_counters(
     raw: Mapping[str, Mapping[str, int]], dedup: str, near_dedup: bool = False
 ) -> dict[str, dict[str, int]]:
@@ -112,11 +70,14 @@ def full_counters(
 
 
 def conservation(
-    counters: Mapping[str, Mapping[str, int]], dedup: str, near_dedup: bool | None = None
+    counters: Mapping[str, Mapping[str, int]],
+    dedup: str,
+    near_dedup: bool | None = None,
+    chain: Sequence[str] | None = None,
 ) -> list[str]:
     """§13's identities (``counting.conservation_errors``), WARC reasons and the near-dedup
     stage included; ``near_dedup=None`` infers it from the counters."""
-    return counting.conservation_errors(counters, dedup, near_dedup)
+    return counting.conservation_errors(counters, dedup, near_dedup, chain)
 
 
 def outputs_block(shards: list[dict], counts: Mapping[str, int]) -> dict[str, Any]:
@@ -171,8 +132,10 @@ def make_stats(
     outputs: dict,
     dedup: str,
     near_dedup: bool | None = None,
+    funnel: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    errors = conservation(counters, dedup, near_dedup)
+    """stats.json; ``funnel``: the plan's page-flow stages (conservation identities)."""
+    errors = conservation(counters, dedup, near_dedup, funnel)
     written = sum(o["documents"] for o in outputs.values())
     split_total = sum(counters.get("split", {}).values())
     if written != split_total:
@@ -202,33 +165,31 @@ def normalized(obj: Any) -> Any:
 
 
 def read_existing(path: str) -> dict | None:
-    """The ``stats.json`` of an earlier run at ``path`` (local or remote), or None."""
-    from c4forge.formats import storage
+    """The ``stats.json`` of an earlier run at ``path`` (local or remote), or None when it is
+    confirmed absent. A failed read propagates: a transient error must not make a finished
+    output look unfinished (it would be overwritten without --overwrite)."""
+    from c4forge.io import storage
 
     try:
-        raw = storage.read_bytes(path)
-    except Exception:  # local FileNotFoundError, or a Beam filesystem's own "not found" error
-        return None
-    try:
-        return json.loads(raw)
+        return storage.read_json_if_exists(path)
     except json.JSONDecodeError as err:
         raise VerificationError(
             f"{path}: not valid JSON ({err}); remove it or pass --overwrite"
         ) from err
 
 
-def finished_run(args: Any, stats_path: str, config: dict, inputs: dict, summary: Any) -> bool:
+def finished_run(job: Any, stats_path: str, config: dict, inputs: dict, summary: Any) -> bool:
     """True when ``--output`` already holds exactly this run (said, nothing to do). With
     ``--overwrite`` an older run's ``stats.json`` goes first, so it stops counting as finished."""
-    from c4forge.pipeline import clean_output as co
+    from c4forge.clean import output as co
 
     existing = read_existing(stats_path)
-    if check_existing(existing, stats_path, config, inputs, args.overwrite):
-        if not args.quiet:
-            print(summary.already_complete(existing, args.output))
+    if check_existing(existing, stats_path, config, inputs, job.overwrite):
+        if not job.quiet:
+            print(summary.already_complete(existing, job.output))
         return True
     if existing is not None:
-        co.remove_files(args.output, [STATS_NAME])
+        co.remove_files(job.output, [STATS_NAME])
     return False
 
 

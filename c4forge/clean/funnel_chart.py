@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 
-from c4forge.pipeline.summary import funnel, run_description
+from c4forge.clean.summary import funnel, run_description
 
 
 def _note(prev: int, value: int, drops: Mapping[str, int]) -> str:
@@ -91,7 +91,7 @@ def render_funnel_png(stats: Mapping) -> bytes:
 
 
 def write_funnel_png(stats: Mapping, path: str) -> str:
-    from c4forge.formats.storage import atomic_writer
+    from c4forge.io.storage import atomic_writer
 
     data = render_funnel_png(stats)
     with atomic_writer(path) as f:

@@ -13,9 +13,9 @@ uninterrupted run's (same counters, same conservation identities).
 The two engines share this module (records, URL-dedup choice, the ``_work`` protocol) and
 differ only in how a chunk is run:
 
-* Spark (``clean_spark``): one Spark job per chunk of ``C4FORGE_CHUNK_FILES`` inputs, saved as a
+* Spark (``engines/spark.py``): one Spark job per chunk of ``C4FORGE_CHUNK_FILES`` inputs, saved as a
   pickle folder, always (a killed run can be resumed even if it was started without --resume).
-* Beam (``clean_beam`` with ``--resume``): ONE pipeline, so it means the same on Dataflow as on
+* Beam (``engines/beam.py`` with ``--resume``): ONE pipeline, so it means the same on Dataflow as on
   the DirectRunner. A chunk is one input file; the ``front`` DoFn either runs read → length →
   clean on it, writing the records to ``chunk-NNNNN.pages.gz`` (gzip JSON lines, see
   ``write_records``) before the chunk's record, or — record present — re-emits the persisted
@@ -46,9 +46,9 @@ from typing import Any, NamedTuple
 
 from c4forge.errors import ConfigError
 from c4forge.filters.counting import Count, CounterBag
-from c4forge.formats import storage
-from c4forge.fsutil import dumps_pretty
-from c4forge.pipeline.inputs import InputFile
+from c4forge.io import storage
+from c4forge.io.inputs import InputFile
+from c4forge.io.storage import dumps_pretty
 
 WORK_DIR = "_work"
 FORMAT = "c4forge.clean.progress"
@@ -98,10 +98,6 @@ def plan_chunks(files: Sequence[InputFile], chunk_files: int) -> list[Chunk]:
     ]
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
-
-
 class WorkDir:
     """The ``_work`` folder of one output: job record, chunk data, chunk records.
 
@@ -126,18 +122,9 @@ class WorkDir:
 
     # -- small file helpers (local or Beam filesystems) ----------------------------------------
     def _read_json(self, path: str) -> Any | None:
+        """The record, or None when it is confirmed absent; read errors propagate."""
         try:
-            if _is_remote(path):
-                from apache_beam.io.filesystems import FileSystems
-
-                if not FileSystems.exists(path):
-                    return None
-                with FileSystems.open(path) as f:
-                    return json.loads(f.read())
-            with open(path, encoding="utf-8") as f:
-                return json.load(f)
-        except FileNotFoundError:
-            return None
+            return storage.read_json_if_exists(path)
         except json.JSONDecodeError:
             return None  # a torn record cannot exist (atomic writes); treat as "not done"
 
@@ -146,16 +133,12 @@ class WorkDir:
             f.write(dumps_pretty(obj).encode("utf-8"))
 
     def exists(self, path: str) -> bool:
-        if _is_remote(path):
-            from apache_beam.io.filesystems import FileSystems
-
-            return FileSystems.exists(path)
-        return os.path.exists(path)
+        return storage.exists(path)
 
     def remove(self, path: str | None = None) -> None:
         """Delete a file or a folder; on an object store a folder is a key prefix (no object),
         so the objects under it are deleted."""
-        target = (path or self.root).removeprefix("file://")  # Beam has no file:// filesystem
+        target = path or self.root
         storage.rmtree(target)
         storage.remove(target)
 
@@ -215,58 +198,49 @@ class FrontRecord(NamedTuple):
     cleaned_text: str | None
     sentences: Any
     clean_counts: tuple[tuple[str, str, int], ...]
-    text_md5: str | None = None  # set when ``page.text`` was left out (``lean``)
 
 
-def front_records(
-    pages: Iterable[Any], keep_sentences: bool, count: Count, lean: bool = False
-) -> Iterator[FrontRecord]:
-    """length (counted into ``count`` now) → clean (counted into the record, for later).
+def _through(stages: Iterable[Any], page: Any, count: Count) -> list[Any]:
+    items = [page]
+    for stage in stages:
+        items = [out for item in items for out in stage.fn(item, count)]
+    return items
 
-    ``lean`` (issue 11 §4): the record carries the raw text's md5 instead of the raw text,
-    which nothing after clean reads except URL dedup's tie-break. The URL-dedup shuffle then
-    moves cleaned text only (and nothing of a page clean dropped), not every raw page."""
-    import dataclasses as dc
 
-    from c4forge.filters.clean import clean_page, length_filter
-    from c4forge.filters.urls import text_md5
-
+def front_records(pages: Iterable[Any], plan: Any, count: Count) -> Iterator[FrontRecord]:
+    """The plan's page stages (counted into ``count`` now) → its clean stage (counted into the
+    record, for later: only the URL-dedup survivor's clean counters count)."""
     for page in pages:
-        if not length_filter(page.text, count):
-            continue
-        page_bag = CounterBag()
-        cleaned = clean_page(page.text, page_bag)
-        counts = tuple(
-            (s, r, n)
-            for s, reasons in sorted(page_bag.counts.items())
-            for r, n in sorted(reasons.items())
-        )
-        md5 = None
-        if lean:
-            md5, page = text_md5(page.text), dc.replace(page, text="")
-        if cleaned is None:
-            yield FrontRecord(page, None, None, counts, md5)
-        elif keep_sentences:
-            yield FrontRecord(page, "", cleaned.sentences, counts, md5)
-        else:
-            yield FrontRecord(page, cleaned.text, None, counts, md5)
+        for kept in _through(plan.page_stages, page, count):
+            page_bag = CounterBag()
+            docs = _through([plan.clean], kept, page_bag)
+            counts = tuple(
+                (s, r, n)
+                for s, reasons in sorted(page_bag.counts.items())
+                for r, n in sorted(reasons.items())
+            )
+            if not docs:
+                yield FrontRecord(kept, None, None, counts)
+            else:
+                (doc,) = docs
+                yield FrontRecord(kept, doc.text, doc.sentences, counts)
+
+
+def doc_of(rec: FrontRecord) -> Any:
+    """The cleaned document of a kept record."""
+    from c4forge.clean.steps import Doc
+
+    p = rec.page
+    return Doc(p.url, p.timestamp, p.normalized_url, rec.cleaned_text, rec.sentences)
 
 
 def choose_front_copy(records: Iterable[FrontRecord], count: Count) -> FrontRecord | None:
     """URL dedup (§4.2) over one normalized URL's records; counts ``url_dedup`` and the kept
     copy's clean counters. Returns the kept record, or ``None`` when clean dropped it."""
-    from c4forge.filters.urls import choose_url_copy, text_md5
+    from c4forge.filters.urls import choose_url_copy_counted
 
     recs = list(records)
-    by_page = {id(r.page): r for r in recs}
-    kept, tie_by_text = choose_url_copy(
-        [r.page for r in recs], md5_of=lambda p: by_page[id(p)].text_md5 or text_md5(p.text)
-    )
-    if len(recs) > 1:
-        count("url_dedup", "duplicate_url", len(recs) - 1)
-    if tie_by_text:
-        count("url_dedup", "tie_text_md5")
-    count("url_dedup", "passed")
+    kept = choose_url_copy_counted([r.page for r in recs], count)
     rec = next(r for r in recs if r.page is kept)
     for stage, reason, n in rec.clean_counts:
         count(stage, reason, n)
@@ -309,12 +283,7 @@ def write_records(path: str, records: Iterable[FrontRecord]) -> Iterator[FrontRe
 
 
 def read_records(path: str) -> Iterator[FrontRecord]:
-    if _is_remote(path):
-        from apache_beam.io.filesystems import CompressionTypes, FileSystems
-
-        raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-    else:
-        raw = open(path, "rb")  # noqa: SIM115 - closed below
+    raw = storage.open_read(path)
     with raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
         for line in gz:
             yield _record_of(line)

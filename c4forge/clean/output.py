@@ -1,10 +1,10 @@
 """Writing C4 shards (c4_rules.md §12, formats.md §1): names, shard assignment, bytes.
 
-Everything here is a plain function so the Beam writer DoFn, the Spark driver and tests produce
+Everything here is a plain function so the Beam writer DoFn, the Spark engine and tests produce
 the same bytes. Determinism comes from three choices: the shard of a document is
 ``int(md5(url), 16) % N``; a shard is sorted by ``(md5(url) hex, url)``; gzip gets mtime 0, no
 file name and level 6. Files appear under their final name only when complete (temporary
-sibling + rename), through ``c4forge.formats.storage`` (local files or any Beam filesystem).
+sibling + rename), through ``c4forge.io.storage`` (local files or any Beam filesystem).
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ import hashlib
 import io
 import json
 import math
-import os
 import re
 from collections.abc import Iterable
 from typing import IO, Any, NamedTuple
 
 from c4forge.errors import ConfigError
-from c4forge.formats import storage
-from c4forge.fsutil import md5_hex
+from c4forge.io import storage
+from c4forge.io.storage import md5_hex
 
 SPLITS = ("train", "validation")
 DOCS_PER_SHARD = 356_000  # C4's average shard size (c4/en 3.0.1: 364.6M docs / 1024 shards)
@@ -80,10 +79,7 @@ def json_line(doc: OutDoc) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
-def local_output(path: str) -> str:
-    """``file:///x`` → ``/x``. Beam has no filesystem for the ``file`` scheme (its
-    LocalFileSystem takes plain paths), so a ``file://`` output is written as a local one."""
-    return path[len("file://") :] if path.startswith("file://") else path
+local_output = storage.normalize  # ``file:///x`` → ``/x`` (Beam has no ``file`` filesystem)
 
 
 class _HashingWriter(io.RawIOBase):
@@ -172,19 +168,7 @@ def _write_parquet(ordered: list[OutDoc], sink: IO[bytes]) -> None:
 
 def list_shard_files(directory: str) -> list[str]:
     """Base names of existing shard files (any split, count, format) in ``directory``."""
-    if "://" in directory:
-        from apache_beam.io.filesystems import FileSystems
-
-        try:
-            res = FileSystems.match([storage.join(directory, "c4-*")])
-        except Exception:
-            return []
-        names = [m.path.rsplit("/", 1)[-1] for r in res for m in r.metadata_list]
-    else:
-        if not os.path.isdir(directory):
-            return []
-        names = os.listdir(directory)
-    return sorted(n for n in names if SHARD_RE.match(n))
+    return [n for n in storage.listdir(directory) if SHARD_RE.match(n)]
 
 
 def remove_files(directory: str, names: Iterable[str]) -> None:

@@ -6,7 +6,7 @@ disagree. Wall time is passed in separately because stats.json deliberately has 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from c4forge.filters.counting import FLOW, REASONS, WARC_REASONS
@@ -76,17 +76,24 @@ class Step:
         return self.pages_in - self.pages_out
 
 
-def funnel(counters: Mapping[str, Mapping[str, int]], input_format: str = "auto") -> list[Step]:
-    """The pages through each stage that ran, in order (``counting.FLOW``: the same table the
-    conservation check reads), with the reasons for every drop."""
+def funnel(
+    counters: Mapping[str, Mapping[str, int]],
+    input_format: str = "auto",
+    stages: Sequence[str] | None = None,
+) -> list[Step]:
+    """The pages through each stage that ran, in order, with the reasons for every drop.
+
+    ``stages``: the run's page-flow stages (a clean plan's ``funnel``, the list the
+    conservation check reads); by default the stages of ``counting.FLOW`` present in the
+    counters (a stats.json read back, with no plan at hand)."""
 
     def g(stage: str, reason: str) -> int:
         return counters.get(stage, {}).get(reason, 0)
 
     steps: list[Step] = []
     current = g("wet", "records")
-    for stage in STAGES:
-        if stage not in counters:
+    for stage in stages if stages is not None else STAGES:
+        if stage not in counters or stage == "split":
             continue
         flow = FLOW[stage]
         drops = {r: g(stage, r) for r in flow.drops if g(stage, r)}
@@ -148,7 +155,9 @@ def render(
     runner: str = "",
     source: str = "",
     png: str | None = None,
+    stages: Sequence[str] | None = None,
 ) -> str:
+    """The end-of-job summary; ``stages``: the plan's funnel (see ``funnel``)."""
     c = stats["counters"]
     totals = stats["totals"]
     wet = c.get("wet", {})
@@ -166,7 +175,7 @@ def render(
     )
     lines.append(f"  {run_description(stats['config'], c)}")
     lines.append("")
-    steps = funnel(c, stats["config"].get("input_format", "auto"))
+    steps = funnel(c, stats["config"].get("input_format", "auto"), stages)
     width = max([26, *(len(step.title) + 2 for step in steps)])
     lines.append(f"  {'stage':<{width}}{'in':>10}{'out':>10}{'kept':>8}  dropped by")
     first = None

@@ -1,0 +1,170 @@
+"""The one driver of `c4forge clean`, for every engine: resolve, check, run the plan, report.
+
+Order of work, and why:
+1. Inputs are resolved and the output folder is checked *before* any engine work starts, so a
+   typo or a finished output fails in a second, not after the workers spin up. A finished run
+   with the same configuration and inputs is reported, not recomputed.
+2. The engine runs the plan (``build_plan(job)``); every drop is a counter.
+3. The counters are checked against the conservation identities along the plan's funnel, and
+   written with the shard checksums to stats.json, last (its presence means "complete"); then
+   stale shards and ``_work/`` go, and the summary (and ``--report``'s funnel.png) follow.
+
+``_work/`` (``progress.py``): engines whose front keeps per-chunk records (Spark always, Beam
+with ``--resume``) get their chunks here; ``--resume`` continues an interrupted run of the same
+job, anything else starts clean.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from c4forge.clean import output as co
+from c4forge.clean import progress as pg
+from c4forge.clean import stats as cs
+from c4forge.clean.config import CleanJob
+from c4forge.clean.plan import Plan, build_plan
+from c4forge.errors import C4ForgeError, ConfigError, VerificationError
+from c4forge.io import storage
+from c4forge.io.inputs import InputFile, inputs_block
+
+FUNNEL_NAME = "funnel.png"
+
+
+def make_engine(job: CleanJob, spark_context: Any = None) -> Any:
+    if job.engine == "spark":
+        from c4forge.engines.spark import SparkEngine
+
+        return SparkEngine(job, spark_context)
+    from c4forge.engines.beam import BeamEngine
+
+    return BeamEngine(job)
+
+
+def _log(job: CleanJob, msg: str) -> None:
+    if not job.quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def check_output(job: CleanJob) -> None:
+    """Refuse a local output path that exists and is not a folder (before anything reads it)."""
+    import os
+
+    if not storage.is_remote(job.output):
+        if os.path.exists(job.output) and not os.path.isdir(job.output):
+            raise ConfigError(f"--output {job.output!r} exists and is not a folder")
+
+
+def prepare_output(job: CleanJob) -> None:
+    """Create a local output folder; remove a chart of an older run (it would mislead next to
+    this run's stats)."""
+    storage.makedirs(job.output)
+    co.remove_files(job.output, [FUNNEL_NAME])
+
+
+def start_work(
+    engine: Any, job: CleanJob, files: list[InputFile], config: dict
+) -> tuple[pg.WorkDir, list[pg.Chunk] | None]:
+    """The ``_work`` folder of this run and, when the engine records its front, its chunks
+    (continuing an interrupted run of the same job with ``--resume``)."""
+    work = pg.WorkDir(job.output, engine.work_suffix)
+    if not engine.records_front(job):
+        work.remove()  # local folder, or every object under the remote prefix
+        return work, None
+    chunk_files = engine.chunk_files(job)
+    chunks = pg.plan_chunks(files, chunk_files)
+    record = {
+        "engine": engine.name,
+        "config": config,
+        "inputs": [c.describe() for c in chunks],
+        "chunk_files": chunk_files,
+    }
+    resumed = work.start(record, job.resume)
+    if job.resume:
+        what = "continuing the interrupted run in" if resumed else "recording progress in"
+        _log(job, f"  --resume: {what} {work.root}")
+    return work, chunks
+
+
+def finish(
+    job: CleanJob, plan: Plan, config: dict, inputs: dict, shard_stats: list[dict], raw: dict
+) -> dict:
+    """stats.json from the run's counters and shards (conservation checked), written last;
+    stale shards of an earlier run removed."""
+    counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in co.SPLITS}
+    outputs = cs.outputs_block(shard_stats, counts)
+    counters = cs.full_counters(raw, job.dedup, plan.near_dedup)
+    written = {x["file"] for x in shard_stats}
+    co.remove_files(job.output, [n for n in co.list_shard_files(job.output) if n not in written])
+    stats = cs.make_stats(
+        config, inputs, counters, outputs, job.dedup, plan.near_dedup, plan.funnel
+    )
+    if stats["conservation_errors"]:
+        raise VerificationError(
+            "the counters do not add up (a page was lost without a reason): "
+            + "; ".join(stats["conservation_errors"])
+        )
+    storage.write_bytes(storage.join(job.output, cs.STATS_NAME), cs.stats_text(stats).encode())
+    return stats
+
+
+def run_clean(job: CleanJob, engine: Any = None) -> int:
+    """Run ``job`` on ``engine`` (default: the job's own engine, closed at the end)."""
+    from c4forge.clean import summary
+    from c4forge.engines.errors import user_error_from
+
+    started = time.monotonic()
+    own = engine is None
+    engine = engine or make_engine(job)
+    try:
+        check_output(job)
+        files = engine.resolve_inputs(job)
+        inputs = inputs_block(files)
+        config = job.record()
+        stats_path = storage.join(job.output, cs.STATS_NAME)
+        if cs.finished_run(job, stats_path, config, inputs, summary):
+            return 0
+        prepare_output(job)
+        _log(
+            job,
+            f"c4forge clean: {inputs['count']} input file(s), {summary.human_bytes(inputs['bytes'])}"
+            f" → {job.output} [dedup={job.dedup}, near-dedup={job.near_dedup}, "
+            f"{engine.tag}={engine.description}]",
+        )
+        plan = build_plan(job)
+        work, chunks = start_work(engine, job, files, config)
+        try:
+            shard_stats = engine.run(plan, files, job, chunks)
+        except C4ForgeError:
+            raise
+        except Exception as err:  # a worker's c4forge error inside the engine's own wrapping
+            user_error = user_error_from(err)
+            if user_error is not None:
+                raise user_error from None
+            raise
+        stats = finish(job, plan, config, inputs, shard_stats, engine.counters())
+        work.finish()
+    finally:
+        if own:
+            engine.close()
+
+    wall = time.monotonic() - started
+    png = None
+    if job.report:
+        from c4forge.clean.funnel_chart import write_funnel_png
+
+        png = write_funnel_png(stats, storage.join(job.output, FUNNEL_NAME))
+    if not job.quiet:
+        print(
+            summary.render(
+                stats,
+                job.output,
+                wall,
+                engine.description,
+                engine.counter_source,
+                png,
+                stages=plan.funnel,
+            )
+        )
+    return 0

@@ -1,0 +1,229 @@
+"""The clean job as data: an ordered plan of stages, built from a ``CleanJob``.
+
+A stage has a name (its counter namespace, the funnel's row), the per-element functions it
+runs (``c4forge.clean.steps``), and the key it shuffles on, if any. ``expand(engine, coll)``
+writes the stage once against the engine primitives (``c4forge.engines.base``), so Beam, Spark
+and the in-process local engine run the same plan; nothing else knows the stage order.
+
+Shape of a plan (c4_rules.md §1)::
+
+    read ─ page_stages (per page: length) ─ url_dedup (shuffle: normalized URL)
+         ─ clean (page → Doc) ─ doc_stages (dedup, near_dedup, langid, badwords, split)
+
+``page_stages`` + ``clean`` form the front, which the resumable mode runs per chunk of inputs
+(``progress.front_records``: clean before URL dedup, its counters kept per page and counted for
+the URL-dedup survivor only). The last doc stage yields ``(output key, OutDoc)`` pairs; the
+engine writes one group of files per key (the train/validation shards today).
+
+A variant is a different plan: ``build_plan`` is the one place that chooses stages from the
+job, so a domain filter is one more ``MapStage`` in ``page_stages``, a URL-list join a
+``JoinStage``, a paragraph filter a ``MapStage`` after ``clean``, another language ID a
+different ``langid`` function, per-language outputs a different final stage's key. Give a new
+stage a ``Flow`` in ``counting.FLOW`` (its drops and kept reasons) and list it in ``funnel``,
+and the conservation identities and the summary's funnel follow.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from c4forge.clean import steps
+from c4forge.filters import counting
+
+Fn = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class MapStage:
+    """Per element: ``fn(item, count) -> iterable`` (drops, keeps, re-keys)."""
+
+    name: str
+    fn: Fn
+    shuffle_key: str | None = None
+
+    def expand(self, engine: Any, coll: Any) -> Any:
+        return engine.flat_map(coll, self.name, self.fn)
+
+
+@dataclass(frozen=True)
+class GroupStage:
+    """Key every element (``key(item, count) -> (k, v)*``), then one call per key:
+    ``reduce(k, values, count) -> iterable`` (URL dedup keeps one copy per URL)."""
+
+    name: str
+    key: Fn
+    reduce: Fn
+    shuffle_key: str
+
+    def expand(self, engine: Any, coll: Any) -> Any:
+        keyed = engine.flat_map(coll, f"{self.name}/key", self.key)
+        return engine.group(keyed, self.name, self.reduce)
+
+
+@dataclass(frozen=True)
+class JoinStage:
+    """A corpus-wide decision joined back to the documents (exact dedup):
+
+    ``emit(doc) -> (k, v)*`` → per key either ``resolve(k, values, count)`` or a ``combine``
+    (``fn(values) -> value``, pre-combined before the shuffle) followed by ``resolve(item, count)`` as a map → ``(doc key, decision)*``;
+    documents keyed by ``doc_key`` co-grouped with the decisions → ``apply(k, docs,
+    decisions, count)``. Only keys and small values cross the first shuffle.
+    """
+
+    name: str
+    emit: Fn
+    resolve: Fn
+    doc_key: Fn
+    apply: Fn
+    shuffle_key: str
+    combine: Fn | None = None
+
+    def expand(self, engine: Any, docs: Any) -> Any:
+        docs = engine.shared(docs)
+        emitted = engine.flat_map(docs, f"{self.name}/emit", self.emit)
+        if self.combine is not None:
+            combined = engine.combine(emitted, f"{self.name}/combine", self.combine)
+            decisions = engine.flat_map(combined, f"{self.name}/resolve", self.resolve)
+        else:
+            decisions = engine.group(emitted, f"{self.name}/resolve", self.resolve)
+        keyed = engine.flat_map(docs, f"{self.name}/key", self.doc_key)
+        return engine.cogroup(f"{self.name}/apply", keyed, decisions, self.apply)
+
+
+@dataclass(frozen=True)
+class NearDedupStage:
+    """MinHash-LSH (issue 5): LSH buckets → verified pairs → connected components by
+    large-star/small-star rounds in a bounded loop (every engine: until the edge set stops
+    changing, at most ``max_rounds``; nodes not yet in a star are counted ``unconverged``) →
+    one survivor per component (smallest md5(url))."""
+
+    name: str
+    params: Any
+    max_rounds: int
+    shuffle_key: str = "LSH band, then graph node"
+
+    def expand(self, engine: Any, docs: Any) -> Any:
+        n = self.name
+        docs = engine.shared(docs)
+        bands = engine.flat_map(
+            docs, f"{n}/bands", functools.partial(steps.band_entries, params=self.params)
+        )
+        pairs = engine.group(
+            bands, f"{n}/pairs", functools.partial(steps.bucket_pairs, params=self.params)
+        )
+        distinct_pairs = engine.combine(pairs, f"{n}/distinct_pairs", steps.either)
+        edges = engine.flat_map(distinct_pairs, f"{n}/edges", steps.pair_edge)
+        stars = self.components(engine, edges)
+        removed = engine.distinct(
+            engine.flat_map(stars, f"{n}/removed", steps.removed_flag), f"{n}/removed/distinct"
+        )
+        keyed = engine.flat_map(docs, f"{n}/key", steps.key_by_node)
+        return engine.cogroup(f"{n}/apply", keyed, removed, steps.mark_removed)
+
+    def components(self, engine: Any, edges: Any) -> Any:
+        """Edges → star edges ``(leaf, component minimum)``: canonical distinct edges, then the
+        bounded loop of star rounds; nodes not in a star after it are counted ``unconverged``."""
+        n = self.name
+        edges = engine.distinct(
+            engine.flat_map(edges, f"{n}/canonical", steps.canonical_edge), f"{n}/distinct_edges"
+        )
+        stars = engine.loop(edges, f"{n}/round", _star_round, self.max_rounds)
+        check = engine.flat_map(stars, f"{n}/check/emit", steps.large_star_input)
+        engine.drain(engine.group(check, f"{n}/check", steps.count_unconverged), f"{n}/check/drain")
+        return stars
+
+
+def _star_step(engine: Any, edges: Any, label: str, prep: Fn, star: Fn) -> Any:
+    grouped = engine.group(engine.flat_map(edges, f"{label}/emit", prep), label, star)
+    return engine.flat_map(grouped, f"{label}/canonical", steps.canonical_edge)
+
+
+def _star_round(engine: Any, edges: Any, label: str) -> Any:
+    """One large-star + small-star round; on a converged edge set it changes nothing."""
+    large = _star_step(engine, edges, f"{label}/large", steps.large_star_input, steps.large_star)
+    small = _star_step(engine, large, f"{label}/small", steps.small_star_input, steps.small_star)
+    return engine.distinct(small, f"{label}/distinct")
+
+
+@dataclass(frozen=True)
+class Plan:
+    read: Fn  # (path, count) -> pages, counted under "wet"
+    page_stages: tuple[MapStage, ...]
+    url_dedup: GroupStage
+    clean: MapStage
+    doc_stages: tuple[Any, ...]
+    funnel: tuple[str, ...]  # page-flow stages in order (conservation identities, summary)
+    dedup: str
+    near_dedup: bool
+
+    @property
+    def stages(self) -> tuple[Any, ...]:
+        """Every stage after ``read``, in order."""
+        return (*self.page_stages, self.url_dedup, self.clean, *self.doc_stages)
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Name, kind and shuffle key of each stage (for logs and docs)."""
+        out = [{"stage": "wet", "kind": "read", "shuffle_key": None}]
+        for s in self.stages:
+            out.append({"stage": s.name, "kind": type(s).__name__, "shuffle_key": s.shuffle_key})
+        return out
+
+
+def build_plan(job: Any) -> Plan:
+    """The stages of c4_rules.md §1 for ``job`` (a ``CleanJob``), in the reference order."""
+    from c4forge.filters import minhash as mh
+
+    read = functools.partial(
+        steps.read_input, max_record_bytes=job.max_record_bytes, input_format=job.input_format
+    )
+    page_stages = (MapStage("length", steps.length),)
+    url_dedup = GroupStage(
+        "url_dedup", steps.key_by_normalized_url, steps.url_dedup, "normalized URL"
+    )
+    clean = MapStage("clean", functools.partial(steps.clean, keep_sentences=job.dedup == "spans"))
+    doc_stages: list[Any] = []
+    if job.dedup == "spans":
+        doc_stages.append(
+            JoinStage(
+                "dedup",
+                steps.span_occurrences,
+                steps.span_removals,
+                steps.key_by_url,
+                steps.apply_span_removals,
+                "md5 of a three-sentence span",
+            )
+        )
+    elif job.dedup == "lines":
+        doc_stages.append(
+            JoinStage(
+                "dedup",
+                steps.line_occurrences,
+                steps.owner_to_url,
+                steps.key_by_url,
+                steps.apply_line_dedup,
+                "md5 of a line",
+                combine=steps.line_owner,
+            )
+        )
+    near = job.near_dedup == "minhash"
+    if near:
+        doc_stages.append(NearDedupStage(mh.STAGE, job.minhash_params(), mh.MAX_ROUNDS))
+    doc_stages += [
+        MapStage("langid", functools.partial(steps.langid, language=job.language)),
+        MapStage(
+            "badwords",
+            functools.partial(
+                steps.badwords, language=job.language, fraction=job.badwords_fraction
+            ),
+        ),
+        MapStage("split", steps.split),
+    ]
+    funnel = tuple(
+        s
+        for s in counting.FLOW
+        if (s != "dedup" or job.dedup != "none") and (s != counting.NEAR_DEDUP_STAGE or near)
+    )
+    return Plan(read, page_stages, url_dedup, clean, tuple(doc_stages), funnel, job.dedup, near)

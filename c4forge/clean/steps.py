@@ -1,0 +1,272 @@
+"""The per-element functions of the clean plan: each calls the rules of ``c4forge.filters``
+and reports through the ``count`` callback. Module-level (and ``functools.partial`` of them),
+so every engine can ship them to its workers by reference. No engine imports here.
+
+Signatures follow the engine primitives (``c4forge.engines.base``): ``fn(item, count)`` for a
+map, ``fn(key, values, count)`` for a group, ``fn(key, lefts, rights, count)`` for a co-group;
+each returns an iterable of output items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
+
+from c4forge.filters.counting import Count
+
+
+class Doc(NamedTuple):
+    """A page after cleaning (the one document type of every engine). ``sentences`` (Punkt,
+    per line) is kept only until span dedup, which rebuilds the text from them."""
+
+    url: str
+    timestamp: str
+    normalized_url: str
+    text: str
+    sentences: Any = None
+
+
+# --- read and per-page stages ------------------------------------------------------------------
+
+
+def read_input(
+    path: str, count: Count, *, max_record_bytes: int, input_format: str
+) -> Iterator[Any]:
+    """One input path → its pages (c4_rules.md §3). The reader counts every ``wet.*`` reason."""
+    if input_format == "wet":
+        from c4forge.filters.wet import open_binary, read_wet
+
+        with open_binary(path) as stream:
+            yield from read_wet(
+                stream, path.rsplit("/", 1)[-1], count, max_record_bytes=max_record_bytes
+            )
+    else:  # "warc" or "auto" (decided per file by sniffing its first records)
+        from c4forge.filters.warc_html import read_path
+
+        yield from read_path(
+            path, count, input_format=input_format, max_record_bytes=max_record_bytes
+        )
+
+
+def length(page: Any, count: Count) -> Iterator[Any]:
+    """Drop pages over 190,000 characters (§5), before URL dedup as in the reference."""
+    from c4forge.filters.clean import length_filter
+
+    if length_filter(page.text, count):
+        yield page
+
+
+def key_by_normalized_url(page: Any, count: Count) -> Iterator[tuple[str, Any]]:
+    yield page.normalized_url, page
+
+
+def url_dedup(key: str, pages: Iterable[Any], count: Count) -> Iterator[Any]:
+    """One normalized URL's pages → the kept copy (§4.2, D3), counted once here."""
+    from c4forge.filters.urls import choose_url_copy_counted
+
+    yield choose_url_copy_counted(list(pages), count)
+
+
+def clean(page: Any, count: Count, *, keep_sentences: bool) -> Iterator[Doc]:
+    """Line and page heuristics (§6). With span dedup only the sentences travel on (the text
+    would only double what the dedup shuffle carries)."""
+    from c4forge.filters.clean import clean_page
+
+    cleaned = clean_page(page.text, count)
+    if cleaned is None:
+        return
+    if keep_sentences:
+        yield Doc(page.url, page.timestamp, page.normalized_url, "", cleaned.sentences)
+    else:
+        yield Doc(page.url, page.timestamp, page.normalized_url, cleaned.text)
+
+
+def key_by_url(doc: Doc, count: Count) -> Iterator[tuple[str, Doc]]:
+    yield doc.url, doc
+
+
+# --- exact dedup (§8) --------------------------------------------------------------------------
+
+
+def span_occurrences(doc: Doc, count: Count) -> Iterator[tuple[str, tuple]]:
+    from c4forge.filters import dedup as dd
+
+    for key, occ in dd.span_occurrences(doc.url, doc.sentences):
+        yield key, tuple(occ)
+
+
+def span_removals(key: str, occurrences: Iterable[tuple], count: Count) -> Iterator[tuple]:
+    """One window's occurrences → (url, removal) for every copy but the owner's. Streams the
+    grouped values (never copied into a list)."""
+    from c4forge.filters import dedup as dd
+
+    repeated = False
+    for url, removal in dd.iter_span_removals(occurrences):
+        repeated = True
+        yield url, tuple(removal)
+    if repeated:
+        count(dd.STAGE, "repeated_windows")
+
+
+def apply_span_removals(
+    url: str, docs: Iterable[Doc], removals: Iterable[tuple], count: Count
+) -> Iterator[Doc]:
+    from c4forge.filters import dedup as dd
+
+    found = [dd.SpanRemoval(*r) for r in removals]
+    for doc in docs:  # one doc per url after URL dedup; removals may exist without a doc
+        text = dd.apply_span_removals(doc.sentences, found, count)
+        if text is not None:
+            yield doc._replace(text=text, sentences=None)
+
+
+def line_occurrences(doc: Doc, count: Count) -> Iterator[tuple[str, tuple]]:
+    from c4forge.filters import dedup as dd
+
+    for key, cand in dd.line_occurrences(doc.url, doc.text):
+        yield key, tuple(cand)
+
+
+def line_owner(candidates: Iterable[tuple]) -> tuple:
+    """TFDS: the smallest (md5(url), url) owns a line (a combine over partial results)."""
+    return min(candidates)
+
+
+def owner_to_url(item: tuple[str, tuple], count: Count) -> Iterator[tuple[str, str]]:
+    key, owner = item
+    yield owner[1], key
+
+
+def apply_line_dedup(
+    url: str, docs: Iterable[Doc], owned: Iterable[str], count: Count
+) -> Iterator[Doc]:
+    from c4forge.filters import dedup as dd
+    from c4forge.filters.sentences import split_sentences
+
+    keys = list(owned)
+    for doc in docs:
+        text = dd.apply_line_dedup(doc.text, keys, count, split_sentences)
+        if text is not None:
+            yield doc._replace(text=text)
+
+
+# --- MinHash near-dedup (issue 5) --------------------------------------------------------------
+
+
+def band_entries(doc: Doc, count: Count, *, params: Any) -> Iterator[tuple]:
+    from c4forge.filters import minhash as mh
+
+    sig = mh.signature(doc.text, params)
+    if sig is not None:
+        yield from mh.band_entries(mh.node_id(doc.url), sig, params)
+
+
+def bucket_pairs(key: Any, members: Iterable[tuple], count: Count, *, params: Any) -> Iterator:
+    from c4forge.filters import minhash as mh
+
+    yield from mh.bucket_pairs(members, params)
+
+
+def either(flags: Iterable[bool]) -> bool:
+    """One entry per distinct pair: true when any bucket verified it."""
+    return any(flags)
+
+
+def pair_edge(item: tuple, count: Count) -> Iterator[tuple[str, str]]:
+    from c4forge.filters import minhash as mh
+
+    pair, ok = item
+    yield from mh.pair_edge(pair, [ok], count)
+
+
+def canonical_edge(edge: tuple[str, str], count: Count) -> Iterator[tuple[str, str]]:
+    from c4forge.filters import minhash as mh
+
+    e = mh.canonical(edge)
+    if e is not None:
+        yield e
+
+
+def large_star_input(edge: tuple[str, str], count: Count) -> Iterator[tuple[str, str]]:
+    from c4forge.filters import minhash as mh
+
+    yield from mh.large_star_input(edge)
+
+
+def small_star_input(edge: tuple[str, str], count: Count) -> Iterator[tuple[str, str]]:
+    from c4forge.filters import minhash as mh
+
+    yield from mh.small_star_input(edge)
+
+
+def large_star(node: str, nbrs: Iterable[str], count: Count) -> Iterator[tuple[str, str]]:
+    from c4forge.filters import minhash as mh
+
+    yield from mh.large_star(node, nbrs)
+
+
+def small_star(node: str, nbrs: Iterable[str], count: Count) -> Iterator[tuple[str, str]]:
+    from c4forge.filters import minhash as mh
+
+    yield from mh.small_star(node, nbrs)
+
+
+def count_unconverged(node: str, nbrs: Iterable[str], count: Count) -> Iterator[Any]:
+    from c4forge.filters import minhash as mh
+
+    if not mh.is_star_node(node, nbrs):
+        count(mh.STAGE, "unconverged")
+    return iter(())
+
+
+def removed_flag(edge: tuple[str, str], count: Count) -> Iterator[tuple[str, bool]]:
+    from c4forge.filters import minhash as mh
+
+    yield mh.removed_node(edge), True
+
+
+def key_by_node(doc: Doc, count: Count) -> Iterator[tuple[str, Doc]]:
+    from c4forge.filters import minhash as mh
+
+    yield mh.node_id(doc.url), doc
+
+
+def mark_removed(
+    node: str, docs: Iterable[Doc], removed: Iterable[bool], count: Count
+) -> Iterator[Doc]:
+    from c4forge.filters import minhash as mh
+
+    gone = any(True for _ in removed)
+    for doc in docs:  # one page per node (URLs are unique after URL dedup)
+        if gone:
+            count(mh.STAGE, "removed")
+        else:
+            count(mh.STAGE, "passed")
+            yield doc
+
+
+# --- langid, bad words, split ------------------------------------------------------------------
+
+
+def langid(doc: Doc, count: Count, *, language: str) -> Iterator[Doc]:
+    from c4forge.filters.langid import langid_filter
+
+    if langid_filter(doc.text, count, language):
+        yield doc
+
+
+def badwords(doc: Doc, count: Count, *, language: str, fraction: float) -> Iterator[Doc]:
+    from c4forge.filters.badwords import badwords_filter
+
+    if badwords_filter(doc.text, language, doc.normalized_url, count, fraction):
+        yield doc
+
+
+def split(doc: Doc, count: Count) -> Iterator[tuple[str, Any]]:
+    """→ (split, OutDoc): the output key of the document (c4_rules.md §11)."""
+    from c4forge.clean.output import make_out_doc
+    from c4forge.filters.split import split_of
+
+    name = split_of(doc.normalized_url)
+    count("split", name)
+    yield name, make_out_doc(doc.url, doc.text, doc.timestamp)

@@ -1,0 +1,119 @@
+"""The engine interface the clean plan is written against.
+
+Collections are engine values (a Beam PCollection, a Spark RDD, a Python list); the plan never
+looks inside them. Every function an engine calls gets a ``count(stage, reason, n=1)``
+callback bound to the engine's counters (Beam metrics, a Spark accumulator, a ``CounterBag``).
+
+Primitives (``label`` names the step: Beam needs unique labels, the others use it in logs):
+
+* ``source(label, items, fn)``: ``fn(item, count)`` over a list of inputs (paths);
+* ``flat_map(coll, label, fn)``: ``fn(item, count) -> iterable``;
+* ``group(coll, label, fn)``: pairs ``(k, v)`` grouped by key, ``fn(k, values, count)``;
+* ``combine(coll, label, fn)``: pairs reduced per key by ``fn(values) -> value`` (as Beam's
+  callable combiners: ``min``, ``any``; applied to partial results too, so it must be
+  associative and commutative);
+* ``cogroup(label, left, right, fn)``: two pair collections, ``fn(k, lefts, rights, count)``;
+* ``distinct(coll, label)``;
+* ``shared(coll)``: ``coll`` is about to be read twice (Spark computes it once first, so its
+  counters are not added twice);
+* ``loop(coll, label, body, rounds)``: ``body(engine, coll, label)`` repeated until the
+  collection stops changing, at most ``rounds`` times (Beam graphs cannot loop on data: Beam
+  unrolls ``rounds`` rounds, which gives the same result because a round on a fixed point
+  changes nothing);
+* ``drain(coll, label)``: run ``coll`` for its counters only;
+* ``write_shards(coll, job)``: ``(split, OutDoc)`` pairs → shard files; runs the job and
+  returns the per-shard stats;
+* ``counters()``: ``{stage: {reason: n}}`` of the finished run.
+
+Job level: ``resolve_inputs``, ``front`` (plain: read → page stages → URL dedup → clean through
+the primitives; engines with a resumable front override it), ``progress`` (a progress bar).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from typing import Any
+
+Fn = Callable[..., Any]
+
+
+class Engine(ABC):
+    name: str = "engine"
+    tag: str = "engine"  # how the start-up log line names ``description``
+    description: str = ""
+    counter_source: str = "exact"
+    # Name suffix of a chunk's front records under OUTPUT/_work ("" = a folder, Spark's pickle
+    # files); whether the front keeps such records is ``records_front(job)``.
+    work_suffix: str = ""
+
+    # -- primitives -----------------------------------------------------------------------------
+    @abstractmethod
+    def source(self, label: str, items: list[Any], fn: Fn) -> Any: ...
+
+    @abstractmethod
+    def flat_map(self, coll: Any, label: str, fn: Fn) -> Any: ...
+
+    @abstractmethod
+    def group(self, coll: Any, label: str, fn: Fn) -> Any: ...
+
+    @abstractmethod
+    def combine(self, coll: Any, label: str, fn: Fn) -> Any: ...
+
+    @abstractmethod
+    def cogroup(self, label: str, left: Any, right: Any, fn: Fn) -> Any: ...
+
+    @abstractmethod
+    def distinct(self, coll: Any, label: str) -> Any: ...
+
+    def shared(self, coll: Any) -> Any:
+        return coll
+
+    @abstractmethod
+    def loop(self, coll: Any, label: str, body: Fn, rounds: int) -> Any: ...
+
+    @abstractmethod
+    def drain(self, coll: Any, label: str) -> None: ...
+
+    @abstractmethod
+    def write_shards(self, coll: Any, job: Any) -> list[dict]: ...
+
+    @abstractmethod
+    def counters(self) -> dict[str, dict[str, int]]: ...
+
+    # -- job level ------------------------------------------------------------------------------
+    def resolve_inputs(self, job: Any) -> list[Any]:
+        from c4forge.io.inputs import resolve_inputs
+
+        return resolve_inputs(list(job.inputs), job.input_format)
+
+    def records_front(self, job: Any) -> bool:
+        """True when this run keeps per-chunk front records under ``_work`` (resumable)."""
+        return False
+
+    def chunk_files(self, job: Any) -> int:
+        return 1
+
+    def front(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> Any:
+        """read → page stages → URL dedup → clean, through the primitives."""
+        pages = self.source("wet", [f.path for f in files], plan.read)
+        for stage in (*plan.page_stages, plan.url_dedup, plan.clean):
+            pages = stage.expand(self, pages)
+        return pages
+
+    @contextlib.contextmanager
+    def progress(self, files: int, quiet: bool) -> Iterator[None]:
+        yield
+
+    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> list[dict]:
+        """The whole plan: front, doc stages, output; returns the per-shard stats."""
+        with self.progress(len(files), job.quiet):
+            docs = self.front(plan, files, job, chunks)
+            for stage in plan.doc_stages:
+                docs = stage.expand(self, docs)
+            return self.write_shards(docs, job)
+
+    def close(self) -> None:
+        """Release what the engine started (a Spark context it created)."""
+        return None

@@ -1,0 +1,385 @@
+"""The Beam engine: the plan's primitives as Beam transforms (DirectRunner/FnApiRunner,
+Dataflow, Flink, Spark runner).
+
+The per-element functions live in ``c4forge.clean.steps`` (module level), wrapped here in four
+generic DoFns whose ``count`` is bound to Beam counters (namespace = stage, name = reason), so
+every drop is a counter on every runner. DoFns live in a module (not ``__main__``), so remote
+workers unpickle them from the installed package and ``save_main_session`` is not needed.
+
+``--resume`` (issue 5): the front (read → page stages → clean) runs per input file inside the
+one pipeline (``FrontFn``): its records are written under ``OUTPUT/_work/`` before the input's
+done-record, and an input whose record exists is re-emitted from it without being read. One
+pipeline rather than one per chunk because on Dataflow a job is one pipeline (a job per chunk
+would pay a worker start-up each time), and a runner's bundle retries then reuse finished inputs
+too. Only a run started with ``--resume`` records progress (a plain run skips that I/O).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from c4forge.clean import output as co
+from c4forge.clean import progress as pg
+from c4forge.engines.base import Engine, Fn
+from c4forge.errors import VerificationError
+from c4forge.io import storage
+
+MANIFEST_NAME = "_c4forge_shards.json"
+
+
+class BeamCount:
+    """The ``Count`` callback of the filters, backed by Beam counters (cached per name)."""
+
+    def __init__(self) -> None:
+        self._counters: dict[tuple[str, str], Any] = {}
+
+    def __call__(self, stage: str, reason: str, n: int = 1) -> None:
+        key = (stage, reason)
+        c = self._counters.get(key)
+        if c is None:
+            c = self._counters[key] = Metrics.counter(stage, reason)
+        c.inc(n)
+
+
+class CountingDoFn(beam.DoFn):
+    def setup(self) -> None:
+        self.count = BeamCount()
+
+
+class _MapFn(CountingDoFn):
+    def __init__(self, fn: Fn) -> None:
+        self.fn = fn
+
+    def process(self, item: Any) -> Iterator[Any]:
+        yield from self.fn(item, self.count)
+
+
+class _GroupFn(_MapFn):
+    def process(self, element: tuple[Any, Iterable[Any]]) -> Iterator[Any]:
+        key, values = element  # re-iterable grouped values; never copied into a list here
+        yield from self.fn(key, values, self.count)
+
+
+class _CoGroupFn(_MapFn):
+    def process(self, element: tuple[Any, dict]) -> Iterator[Any]:
+        key, joined = element
+        yield from self.fn(key, joined["left"], joined["right"], self.count)
+
+
+def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
+    """``{namespace: {name: value}}`` of every Beam counter, summed over steps.
+
+    Committed values where the runner reports them; attempted otherwise (returns which).
+    """
+    from apache_beam.metrics.metric import MetricsFilter
+
+    from c4forge.filters.counting import CounterBag
+
+    query = result.metrics().query(MetricsFilter())
+    bag = CounterBag()
+    source = "committed"
+    for m in query["counters"]:
+        value = m.committed
+        if value is None:
+            value, source = m.attempted, "attempted"
+        bag(m.key.metric.namespace, m.key.metric.name, int(value or 0))
+    return bag.counts, source
+
+
+def mark_file_read(progress_dir: str | None, path: str) -> None:
+    """An empty marker per finished input, counted by the driver's progress bar."""
+    if progress_dir:
+        import hashlib
+        import os
+
+        marker = hashlib.md5(path.encode("utf-8")).hexdigest()
+        with open(os.path.join(progress_dir, marker), "wb"):
+            pass
+
+
+class _SourceFn(_MapFn):
+    """One input path → its items; ``progress_dir`` (local runners): a marker per input."""
+
+    def __init__(self, fn: Fn, progress_dir: str | None) -> None:
+        super().__init__(fn)
+        self.progress_dir = progress_dir
+
+    def process(self, path: str) -> Iterator[Any]:
+        yield from self.fn(path, self.count)
+        mark_file_read(self.progress_dir, path)
+
+
+class FrontFn(CountingDoFn):
+    """One input (a one-file ``progress.Chunk``) → its ``FrontRecord``s keyed by normalized URL.
+
+    Not done yet: read → page stages → clean, the records streamed to the chunk's data file,
+    then the chunk's record (front counters) written, then those counters added to Beam's.
+    Done by an earlier run (or an earlier attempt of this bundle): the persisted records and
+    counters; the input itself is not read. Either way the counters and elements are the same.
+    """
+
+    def __init__(self, output: str, plan: Any, progress_dir: str | None = None) -> None:
+        self.output = output
+        self.plan = plan
+        self.progress_dir = progress_dir
+
+    def process(self, chunk: Any) -> Iterator[tuple[str, Any]]:
+        from c4forge.filters.counting import CounterBag
+
+        work = pg.WorkDir(self.output, pg.BEAM_DATA_SUFFIX)
+        data = work.data_path(chunk)
+        record = work.done(chunk)
+        if record is not None and work.exists(data):
+            for rec in pg.read_records(data):
+                yield rec.page.normalized_url, rec
+            self.count(pg.RESUME_NAMESPACE, "skipped")
+        else:
+            work.reset(chunk)
+            bag = CounterBag()
+            pages = (page for f in chunk.files for page in self.plan.read(f.path, bag))
+            records = pg.front_records(pages, self.plan, bag)
+            for rec in pg.write_records(data, records):
+                yield rec.page.normalized_url, rec
+            work.mark_done(chunk, bag.counts)
+            record = {"counters": bag.counts}
+            self.count(pg.RESUME_NAMESPACE, "processed")
+        for stage, reasons in record["counters"].items():
+            for reason, n in reasons.items():
+                self.count(stage, reason, n)
+        for f in chunk.files:
+            mark_file_read(self.progress_dir, f.path)
+
+
+def _choose_front_copy(key: str, records: Iterable[Any], count: Any) -> Iterator[Any]:
+    rec = pg.choose_front_copy(records, count)
+    if rec is not None:
+        yield pg.doc_of(rec)
+
+
+# --- output ------------------------------------------------------------------------------------
+
+
+class CountSplitsFn(beam.CombineFn):
+    """Documents per split, zeros included (so an empty corpus still gets its empty shards)."""
+
+    def create_accumulator(self) -> dict[str, int]:
+        return dict.fromkeys(co.SPLITS, 0)
+
+    def add_input(self, acc: dict[str, int], element: tuple[str, Any]) -> dict[str, int]:
+        acc[element[0]] += 1
+        return acc
+
+    def merge_accumulators(self, accs: Iterable[dict[str, int]]) -> dict[str, int]:
+        out = dict.fromkeys(co.SPLITS, 0)
+        for a in accs:
+            for k, v in a.items():
+                out[k] += v
+        return out
+
+    def extract_output(self, acc: dict[str, int]) -> dict[str, int]:
+        return acc
+
+
+def shard_counts(split_docs: dict[str, int], options: dict[str, Any]) -> dict[str, int]:
+    return {s: co.resolve_shards(options[s], split_docs.get(s, 0)) for s in co.SPLITS}
+
+
+def _assign_shard(element: tuple[str, co.OutDoc], counts: dict, options: dict):
+    split, doc = element
+    n = shard_counts(counts, options)[split]
+    return (split, co.shard_of(doc.url_md5, n)), doc
+
+
+def _all_shard_keys(counts: dict, options: dict) -> Iterator[tuple[tuple[str, int], None]]:
+    for split, n in shard_counts(counts, options).items():
+        for i in range(n):
+            yield (split, i), None
+
+
+class WriteShardFn(beam.DoFn):
+    """One (split, shard) group → one file, written whole by this worker (atomic rename)."""
+
+    def __init__(self, directory: str, fmt: str) -> None:
+        self.directory = directory
+        self.fmt = fmt
+
+    def process(self, element, counts: dict, options: dict) -> Iterator[dict]:
+        (split, index), values = element
+        n = shard_counts(counts, options)[split]
+        docs = [v for v in values if v is not None]
+        yield co.write_shard(self.directory, split, index, n, docs, self.fmt)
+
+
+class WriteShards(beam.PTransform):
+    """(split, OutDoc) → shard files; returns the PCollection of per-shard stats dicts.
+
+    The shard count may depend on the document count (``auto``), so it is computed first and
+    read as a side input; one empty marker per shard makes every shard exist, even if empty.
+    """
+
+    def __init__(self, directory: str, fmt: str, shard_options: dict[str, Any]) -> None:
+        super().__init__()
+        self.directory = directory
+        self.fmt = fmt
+        self.shard_options = shard_options
+
+    def expand(self, split_docs):
+        counts = split_docs | "CountPerSplit" >> beam.CombineGlobally(CountSplitsFn())
+        counts_si = beam.pvalue.AsSingleton(counts)
+        keyed = split_docs | "AssignShard" >> beam.Map(_assign_shard, counts_si, self.shard_options)
+        markers = counts | "ShardMarkers" >> beam.FlatMap(_all_shard_keys, self.shard_options)
+        return (
+            (keyed, markers)
+            | "WithMarkers" >> beam.Flatten()
+            | "GroupByShard" >> beam.GroupByKey()
+            | "WriteShard"
+            >> beam.ParDo(WriteShardFn(self.directory, self.fmt), counts_si, self.shard_options)
+        )
+
+
+def write_manifest(shards: list[dict], path: str) -> None:
+    """Hand the per-shard stats to the driver through a file (works on every runner)."""
+    data = json.dumps(sorted(shards, key=lambda s: (s["split"], s["index"]))).encode("utf-8")
+    with storage.atomic_writer(path) as f:
+        f.write(data)
+
+
+# --- the engine --------------------------------------------------------------------------------
+
+
+class BeamEngine(Engine):
+    name = "beam"
+    tag = "runner"
+    work_suffix = pg.BEAM_DATA_SUFFIX
+
+    def __init__(self, job: Any = None) -> None:
+        """``job`` gives the runner, workers and pass-through options (none: one in-process
+        DirectRunner worker, for tests)."""
+        from c4forge.pipeline.beam_options import make_runner, quiet_beam_logging
+
+        quiet_beam_logging()
+        runner, workers = (job.runner, job.workers) if job is not None else (None, 1)
+        extra = list(job.passthrough) if job is not None else []
+        self.choice = make_runner(runner, workers, extra)
+        self.description = self.choice.description
+        self.pipeline = beam.Pipeline(runner=self.choice.runner, options=self.choice.options)
+        self.progress_dir: str | None = None
+        self._labels: Counter[str] = Counter()
+        self._counters: dict[str, dict[str, int]] = {}
+        self.resume_counts: dict[str, int] = {}
+
+    def _label(self, label: str) -> str:
+        self._labels[label] += 1
+        n = self._labels[label]
+        return label if n == 1 else f"{label}#{n}"
+
+    # -- primitives -----------------------------------------------------------------------------
+    def source(self, label: str, items: list[Any], fn: Fn) -> Any:
+        lbl = self._label(label)
+        return (
+            self.pipeline
+            | f"{lbl}/inputs" >> beam.Create(items)
+            | f"{lbl}/spread" >> beam.Reshuffle()
+            | lbl >> beam.ParDo(_SourceFn(fn, self.progress_dir))
+        )
+
+    def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
+        return coll | self._label(label) >> beam.ParDo(_MapFn(fn))
+
+    def group(self, coll: Any, label: str, fn: Fn) -> Any:
+        lbl = self._label(label)
+        return coll | f"{lbl}/group" >> beam.GroupByKey() | lbl >> beam.ParDo(_GroupFn(fn))
+
+    def combine(self, coll: Any, label: str, fn: Fn) -> Any:
+        return coll | self._label(label) >> beam.CombinePerKey(fn)
+
+    def cogroup(self, label: str, left: Any, right: Any, fn: Fn) -> Any:
+        lbl = self._label(label)
+        return (
+            {"left": left, "right": right}
+            | f"{lbl}/join" >> beam.CoGroupByKey()
+            | lbl >> beam.ParDo(_CoGroupFn(fn))
+        )
+
+    def distinct(self, coll: Any, label: str) -> Any:
+        return coll | self._label(label) >> beam.Distinct()
+
+    def loop(self, coll: Any, label: str, body: Fn, rounds: int) -> Any:
+        for r in range(rounds):  # unrolled: a round on a converged edge set changes nothing
+            coll = body(self, coll, f"{label}{r}")
+        return coll
+
+    def drain(self, coll: Any, label: str) -> None:
+        return None  # a Beam step without consumers still runs (and counts)
+
+    # -- job level ------------------------------------------------------------------------------
+    def records_front(self, job: Any) -> bool:
+        return bool(job.resume)
+
+    def front(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> Any:
+        if chunks is None:
+            return super().front(plan, files, job, chunks)
+        records = (
+            self.pipeline
+            | "front/inputs" >> beam.Create(chunks)
+            | "front/spread" >> beam.Reshuffle()
+            | "front" >> beam.ParDo(FrontFn(job.output, plan, self.progress_dir))
+        )
+        return self.group(records, plan.url_dedup.name, _choose_front_copy)
+
+    @contextlib.contextmanager
+    def progress(self, files: int, quiet: bool) -> Iterator[None]:
+        from c4forge.engines.progress_bar import FileProgress
+
+        with FileProgress(files, enabled=self.choice.local and not quiet) as bar:
+            self.progress_dir = bar.directory
+            yield
+
+    def write_shards(self, coll: Any, job: Any) -> list[dict]:
+        manifest = storage.join(job.output, MANIFEST_NAME)
+        shards = coll | "output" >> WriteShards(job.output, job.format, job.shard_options)
+        _ = (
+            shards
+            | "CollectShardStats" >> beam.combiners.ToList()
+            | "WriteManifest" >> beam.Map(write_manifest, manifest)
+        )
+        self.execute()
+        if job.resume and not job.quiet:
+            print(
+                f"  --resume: {self.resume_counts.get('skipped', 0)} input(s) done by an "
+                f"earlier run, skipped; {self.resume_counts.get('processed', 0)} processed now",
+                file=sys.stderr,
+            )
+        stats = json.loads(storage.read_bytes(manifest))
+        co.remove_files(job.output, [MANIFEST_NAME])
+        return stats
+
+    def execute(self) -> None:
+        """Run the pipeline built so far; keep its counters (``counters()``)."""
+        from c4forge.engines.errors import user_error_from
+
+        try:
+            result = self.pipeline.run()
+            result.wait_until_finish()
+        except Exception as err:
+            user_error = user_error_from(err)
+            if user_error is not None:
+                raise user_error from None
+            raise
+        state = str(getattr(result, "state", "DONE"))
+        if "DONE" not in state:
+            raise VerificationError(f"the pipeline ended in state {state}")
+        counters, self.counter_source = counters_from_metrics(result)
+        self.resume_counts = counters.pop(pg.RESUME_NAMESPACE, {})
+        self._counters = counters
+
+    def counters(self) -> dict[str, dict[str, int]]:
+        return self._counters

@@ -1,0 +1,492 @@
+"""The native Spark engine (``--engine spark``): the plan's primitives on PySpark RDDs.
+
+Why a native engine: Beam on Spark needs a job server many clusters do not run. The stages are
+the plan's (``c4forge.clean.plan``), calling the same plain functions as every engine, so the
+shards and stats.json are byte-identical to the Beam engine's for the same input and options.
+
+Counters: one Spark accumulator holding ``{stage: {reason: n}}`` (``CountersParam``); each
+partition counts into a local ``CounterBag`` and adds it once when the partition is done. An
+RDD read by more than one action is computed once first (``shared`` → ``materialize``) so a
+recomputation cannot count twice.
+
+The front (read → page stages → clean) always runs per chunk of input files, one Spark job per
+chunk, its records saved under ``OUTPUT/_work/chunk-NNNNN`` (``progress.py``), so a killed run
+can be resumed even if it was started without ``--resume``. Then URL dedup (a groupByKey on the
+normalized URL; ``progress.choose_front_copy`` adds the kept copy's clean counters) and the doc
+stages run over all chunks.
+
+Paths: local paths are opened by the executors; any other scheme (``hdfs://``, ``s3a://``,
+``gs://`` through the cluster's connectors, ``file:`` URIs …) is listed with the cluster's
+Hadoop FileSystem and read with ``sc.binaryFiles``. The output may be local or any Beam
+filesystem.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import socket
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from c4forge.clean import output as co
+from c4forge.clean import progress as pg
+from c4forge.engines.base import Engine, Fn
+from c4forge.errors import ConfigError, InputError
+from c4forge.filters.counting import CounterBag
+from c4forge.io import storage
+from c4forge.io.inputs import InputFile
+
+try:  # pyspark is an extra: import errors surface in make_context with a clear message
+    from pyspark.accumulators import AccumulatorParam
+except ImportError:  # pragma: no cover - exercised only without pyspark
+    AccumulatorParam = object  # type: ignore[assignment,misc]
+
+MASTER_TIMEOUT_S = 5.0
+LOCAL_MASTER = re.compile(r"^local(\[(\*|\d+)(,\d+)?\])?$|^local-cluster\[\d+,\d+,\d+\]$")
+
+
+class CountersParam(AccumulatorParam):
+    """Merges ``{stage: {reason: n}}`` dicts: one accumulator carries every counter."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 - Spark's name
+        for stage, reasons in b.items():
+            bucket = a.setdefault(stage, {})
+            for reason, n in reasons.items():
+                bucket[reason] = bucket.get(reason, 0) + n
+        return a
+
+
+def materialize(rdd: Any) -> Any:
+    """Persist and compute ``rdd`` now. Why: two stages of one job that both read an RDD
+    compute it concurrently, cache or not (seen with Spark 4.x), and counters would be
+    added twice; computing it in an action of its own first makes every later read a cache hit.
+    """
+    from pyspark import StorageLevel
+
+    rdd.persist(StorageLevel.MEMORY_AND_DISK)
+    rdd.count()
+    return rdd
+
+
+def counted(acc: Any, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]]):
+    """Wrap a partition function: it counts into a local bag, added to ``acc`` once at the end."""
+
+    def run(items: Iterator[Any]) -> Iterator[Any]:
+        bag = CounterBag()
+        yield from fn(items, bag)
+        if bag.counts:
+            acc.add(bag.counts)
+
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# Spark context
+
+
+def check_master(master: str | None, timeout: float = MASTER_TIMEOUT_S) -> str:
+    """The master URL to use; a ``spark://`` / ``k8s://`` master must accept a TCP connection
+    within ``timeout`` seconds, so an unreachable cluster is a clear error, not a hang."""
+    if not master:
+        return "local[*]"
+    if master.startswith("local"):
+        if not LOCAL_MASTER.match(master):
+            raise ConfigError(
+                f"--master {master!r} is not a valid local master (local[N], local[*])"
+            )
+        return master
+    if master == "yarn":
+        return master
+    targets: list[tuple[str, int]] = []
+    if master.startswith("spark://"):
+        for hostport in master[len("spark://") :].split(","):
+            host, _, port = hostport.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError(f"--master {master!r}: expected spark://HOST:PORT")
+            targets.append((host, int(port)))
+    elif master.startswith("k8s://"):
+        from urllib.parse import urlparse
+
+        u = urlparse(master[len("k8s://") :])
+        if not u.hostname:
+            raise ConfigError(f"--master {master!r}: expected k8s://https://HOST:PORT")
+        targets.append((u.hostname, u.port or (443 if u.scheme == "https" else 80)))
+    else:
+        raise ConfigError(
+            f"--master {master!r} is not a Spark master URL (local[*], spark://HOST:PORT, "
+            "yarn, k8s://https://HOST:PORT)"
+        )
+    errors = []
+    for host, port in targets:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return master
+        except OSError as err:
+            errors.append(f"{host}:{port}: {err.strerror or err}")
+    raise ConfigError(
+        f"cannot reach the Spark master {master} within {timeout:.0f} s ({'; '.join(errors)}); "
+        "check the URL and that the master is running"
+    )
+
+
+def make_context(master: str | None, workers: int | None, extra: list[str], app: str = "c4forge"):
+    """A SparkContext for the (checked) master; executors can import c4forge."""
+    try:
+        from pyspark import SparkConf, SparkContext
+    except ImportError as err:
+        raise ConfigError("--engine spark needs pyspark: pip install 'c4forge[spark]'") from err
+    from c4forge.pipeline.spark_launch import quiet_launch, quiet_python, submitted_master
+
+    quiet_python()
+    # Under spark-submit, keep its --master unless --master was given to c4forge explicitly.
+    submitted = submitted_master()
+    url = check_master(master or submitted)
+    if url == "local[*]" and workers and not submitted:
+        url = f"local[{workers}]"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in parts:  # local executors inherit the environment, not sys.path
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *parts])
+    conf = (
+        SparkConf()
+        .setMaster(url)
+        .setAppName(app)
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.python.worker.reuse", "true")
+    )
+    if url.startswith("local"):
+        conf.set("spark.ui.enabled", "false")
+    if not submitted:
+        quiet_launch(conf, url)
+    from c4forge.passthrough import spark_conf_pairs
+
+    for key, val in spark_conf_pairs(extra):
+        conf.set(key, val)
+    sc = SparkContext(conf=conf)
+    sc.setLogLevel("ERROR")
+    return sc
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs: local files opened by executors, Hadoop paths through sc.binaryFiles
+
+
+def is_hadoop_path(path: str) -> bool:
+    """A URI (``hdfs://``, ``s3a://``, ``gs://``, also ``file://``) goes through the cluster's
+    Hadoop FileSystem; a plain path is opened directly by the executors. Hadoop itself lists
+    ``file:/x`` with one slash, hence the ``file:`` prefix test."""
+    return storage.is_remote(path) or path.startswith("file:")
+
+
+def hadoop_list(sc: Any, specs: list[str], input_format: str = "auto") -> list[InputFile]:
+    """Expand Hadoop paths/globs/folders with the cluster's FileSystem (driver side, metadata
+    only). A folder contributes the files the Beam resolver would take (``*.wet.gz`` …); a
+    spec that matches nothing is an InputError, as for local paths (C3)."""
+    import fnmatch
+
+    from c4forge.io.inputs import _dir_patterns
+
+    patterns = _dir_patterns(input_format)
+    jvm = sc._jvm
+    conf = sc._jsc.hadoopConfiguration()
+    out: dict[str, InputFile] = {}
+    for spec in specs:
+        path = jvm.org.apache.hadoop.fs.Path(spec)
+        try:
+            fs = path.getFileSystem(conf)
+            statuses = fs.globStatus(path)
+        except Exception as err:  # py4j wraps the Java exception
+            raise InputError(f"cannot list {spec!r}: {str(err).splitlines()[0]}") from err
+        found = []
+        for st in statuses or []:
+            if st.isDirectory():
+                it = fs.listFiles(st.getPath(), True)
+                while it.hasNext():
+                    f = it.next()
+                    name = f.getPath().getName()
+                    if not name.startswith((".", "_")) and any(
+                        fnmatch.fnmatch(name, p) for p in patterns
+                    ):
+                        found.append(InputFile(f.getPath().toString(), int(f.getLen())))
+            else:
+                found.append(InputFile(st.getPath().toString(), int(st.getLen())))
+        if not found:
+            raise InputError(f"input {spec!r} matches no file")
+        for f in found:
+            out.setdefault(f.path, f)
+    return sorted(out.values())
+
+
+def resolve_all(sc: Any, specs: list[str], input_format: str) -> list[InputFile]:
+    """Local specs (and ``@lists``) through the Beam job's resolver, Hadoop ones through Hadoop;
+    each file once."""
+    from c4forge.io.inputs import _read_path_list, resolve_inputs
+
+    expanded: list[str] = []
+    for spec in specs:
+        expanded += _read_path_list(spec) if spec.startswith("@") else [spec]
+    local = [s for s in expanded if not is_hadoop_path(s)]
+    remote = [s for s in expanded if is_hadoop_path(s)]
+    found: list[InputFile] = []
+    if local:
+        found += resolve_inputs(local, input_format)
+    if remote:
+        found += hadoop_list(sc, remote, input_format)
+    files: dict[str, InputFile] = {}
+    for f in found:  # each file once, also when named both as a path and as a file: URI
+        files.setdefault(_identity(f.path), f)
+    return sorted(files.values())
+
+
+def _identity(path: str) -> str:
+    return os.path.abspath(storage.normalize(path)) if path.startswith("file:") else path
+
+
+def _format_of_bytes(data: bytes, input_format: str) -> str:
+    if input_format != "auto":
+        return input_format
+    from c4forge.filters import wet
+
+    return "warc" if wet.is_crawl_warc(wet.sniff_record_types(io.BytesIO(data))) else "wet"
+
+
+# --------------------------------------------------------------------------------------------
+# The front, per chunk (module level: pickled by reference, run on executors)
+
+
+def _front_pages(pages: Iterable[Any], plan: Any, bag: CounterBag) -> Iterator[tuple]:
+    """page stages → clean (``progress.front_records``), keyed by normalized URL."""
+    for rec in pg.front_records(pages, plan, bag):
+        yield rec.page.normalized_url, rec
+
+
+def front_local(plan: Any):
+    def run(paths: Iterator[str], bag: CounterBag) -> Iterator[tuple]:
+        for path in paths:
+            yield from _front_pages(plan.read(path, bag), plan, bag)
+
+    return run
+
+
+def front_bytes(fmt: str, max_bytes: int, plan: Any):
+    def run(items: Iterator[tuple[str, bytes]], bag: CounterBag) -> Iterator[tuple]:
+        from c4forge.filters.warc_html import read_pages
+
+        for path, data in items:
+            kind = _format_of_bytes(data, fmt)
+            name = path.rsplit("/", 1)[-1]
+            pages = read_pages(
+                io.BytesIO(data), name, bag, input_format=kind, max_record_bytes=max_bytes
+            )
+            yield from _front_pages(pages, plan, bag)
+
+    return run
+
+
+def _choose_front_copy(key: str, records: Iterable[Any], count: Any) -> Iterator[Any]:
+    rec = pg.choose_front_copy(records, count)
+    if rec is not None:
+        yield pg.doc_of(rec)
+
+
+def _write_shards(directory: str, fmt: str, counts: dict[str, int]):
+    def run(groups: Iterator[tuple[tuple[str, int], Iterable[Any]]]) -> Iterator[dict]:
+        for (split, index), values in groups:
+            docs = [v for v in values if v is not None]
+            yield co.write_shard(directory, split, index, counts[split], docs, fmt)
+
+    return run
+
+
+def _map_all(fn: Fn):
+    def run(items: Iterator[Any], bag: CounterBag) -> Iterator[Any]:
+        for item in items:
+            yield from fn(item, bag)
+
+    return run
+
+
+def _group_all(fn: Fn):
+    def run(items: Iterator[tuple[Any, Iterable[Any]]], bag: CounterBag) -> Iterator[Any]:
+        for key, values in items:
+            yield from fn(key, values, bag)
+
+    return run
+
+
+def _cogroup_all(fn: Fn):
+    def run(items: Iterator[tuple[Any, tuple]], bag: CounterBag) -> Iterator[Any]:
+        for key, (lefts, rights) in items:
+            yield from fn(key, lefts, rights, bag)
+
+    return run
+
+
+def _pairwise(fn: Fn):
+    def run(a: Any, b: Any) -> Any:
+        return fn([a, b])
+
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# The engine
+
+
+class SparkEngine(Engine):
+    name = "spark"
+    tag = "engine"
+    counter_source = "accumulator"
+
+    def __init__(self, job: Any = None, spark_context: Any = None) -> None:
+        """A context for ``job`` (its master, workers, ``--conf`` pairs), or ``spark_context``
+        (reused, not stopped by ``close``)."""
+        self.own = spark_context is None
+        if spark_context is None:
+            master = check_master(job.master) if job.master else None  # fail fast, before the JVM
+            spark_context = make_context(master, job.workers, list(job.passthrough))
+        self.sc = spark_context
+        self.acc = self.sc.accumulator({}, CountersParam())
+        self.front_counts = CounterBag()
+        self.parts = 2
+        self.description = f"Spark {self.sc.master} ({self.sc.defaultParallelism} cores)"
+
+    # -- primitives -----------------------------------------------------------------------------
+    def _counted(self, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]]):
+        return counted(self.acc, fn)
+
+    def source(self, label: str, items: list[Any], fn: Fn) -> Any:
+        rdd = self.sc.parallelize(items, max(1, len(items)))
+        return rdd.mapPartitions(self._counted(_map_all(fn)))
+
+    def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
+        return coll.mapPartitions(self._counted(_map_all(fn)))
+
+    def group(self, coll: Any, label: str, fn: Fn) -> Any:
+        return coll.groupByKey(self.parts).mapPartitions(self._counted(_group_all(fn)))
+
+    def combine(self, coll: Any, label: str, fn: Fn) -> Any:
+        return coll.reduceByKey(_pairwise(fn), self.parts)
+
+    def cogroup(self, label: str, left: Any, right: Any, fn: Fn) -> Any:
+        joined = left.cogroup(right, self.parts)
+        return joined.mapPartitions(self._counted(_cogroup_all(fn)))
+
+    def distinct(self, coll: Any, label: str) -> Any:
+        return coll.distinct(self.parts)
+
+    def shared(self, coll: Any) -> Any:
+        return materialize(coll)
+
+    def loop(self, coll: Any, label: str, body: Fn, rounds: int) -> Any:
+        current = materialize(coll)
+        for r in range(rounds):
+            nxt = materialize(body(self, current, f"{label}{r}"))
+            diff = nxt.subtract(current, self.parts).union(current.subtract(nxt, self.parts))
+            changed = not diff.isEmpty()
+            current.unpersist()
+            current = nxt
+            if not changed:
+                break
+        return current
+
+    def drain(self, coll: Any, label: str) -> None:
+        coll.count()
+
+    # -- job level ------------------------------------------------------------------------------
+    def resolve_inputs(self, job: Any) -> list[InputFile]:
+        return resolve_all(self.sc, list(job.inputs), job.input_format)
+
+    def records_front(self, job: Any) -> bool:
+        return True
+
+    def chunk_files(self, job: Any) -> int:
+        return pg.chunk_files_setting()
+
+    def front(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> Any:
+        assert chunks is not None
+        self.parts = max(2, self.sc.defaultParallelism, len(files))  # ≥ one partition per input
+        work = pg.WorkDir(job.output)
+        for chunk in _progress(chunks, job):
+            record = work.done(chunk)
+            if record is not None:
+                _log(job, f"  {chunk.name}: done by an earlier run, skipped")
+            else:
+                record = {"counters": self._run_front(chunk, work, plan, job)}
+            self.front_counts.merge(record["counters"])
+        data = ",".join(work.data_path(c) for c in chunks)
+        return self.group(self.sc.pickleFile(data), plan.url_dedup.name, _choose_front_copy)
+
+    def _run_front(self, chunk: pg.Chunk, work: pg.WorkDir, plan: Any, job: Any) -> dict:
+        """Read + page stages + clean of one chunk; persist its records; return its counters."""
+        acc = self.sc.accumulator({}, CountersParam())
+        local = [f.path for f in chunk.files if not is_hadoop_path(f.path)]
+        remote = [f.path for f in chunk.files if is_hadoop_path(f.path)]
+        rdds = []
+        if local:
+            rdds.append(
+                self.sc.parallelize(local, len(local)).mapPartitions(
+                    counted(acc, front_local(plan))
+                )
+            )
+        if remote:
+            rdds.append(
+                self.sc.binaryFiles(",".join(remote), len(remote)).mapPartitions(
+                    counted(acc, front_bytes(job.input_format, job.max_record_bytes, plan))
+                )
+            )
+        rdd = rdds[0] if len(rdds) == 1 else self.sc.union(rdds)
+        work.reset(chunk)
+        rdd.saveAsPickleFile(work.data_path(chunk))
+        counters = acc.value
+        work.mark_done(chunk, counters)
+        return counters
+
+    def write_shards(self, coll: Any, job: Any) -> list[dict]:
+        split_docs = materialize(coll)
+        per_split = dict.fromkeys(co.SPLITS, 0)
+        per_split.update(split_docs.countByKey())
+        options = job.shard_options
+        counts = {s: co.resolve_shards(options[s], per_split[s]) for s in co.SPLITS}
+        keyed = split_docs.map(
+            lambda kv: ((kv[0], co.shard_of(kv[1].url_md5, counts[kv[0]])), kv[1])
+        )
+        markers = self.sc.parallelize([((s, i), None) for s in co.SPLITS for i in range(counts[s])])
+        n_shards = sum(counts.values())
+        stats = (
+            keyed.union(markers)
+            .groupByKey(min(n_shards, max(self.parts, 1)))
+            .mapPartitions(_write_shards(job.output, job.format, counts))
+            .collect()
+        )
+        split_docs.unpersist()
+        return stats
+
+    def counters(self) -> dict[str, dict[str, int]]:
+        bag = CounterBag()
+        bag.merge(self.front_counts.counts)
+        bag.merge(self.acc.value)
+        return bag.counts
+
+    def close(self) -> None:
+        if self.own:
+            self.sc.stop()
+
+
+def _log(job: Any, msg: str) -> None:
+    if not job.quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def _progress(chunks: list[pg.Chunk], job: Any):
+    if job.quiet or len(chunks) < 2:
+        return chunks
+    from tqdm import tqdm
+
+    return tqdm(chunks, desc="input chunks", unit="chunk", file=sys.stderr)

@@ -1,0 +1,1 @@
+"""Reading and writing artefacts: one storage layer for every path kind (``storage``)."""
