@@ -9,7 +9,11 @@ model TFLOP/s from the spec's encoder-decoder formula, and MFU where the device 
 (``--peak-tflops`` to set one, e.g. for a CPU), and CPU ms per step with tokens per CPU-second
 (``time.process_time``, all threads), the steadier figure on a shared CPU.
 
+The encoder side (``--preset bert-tiny … bert-base``, benchmarks/train_encoder.py): c4forge's
+BERT against HF ``BertForPreTraining`` with the same weights on the same batches.
+
 Usage: ``python benchmarks/train.py --preset small --batch-size 8 --inputs-length 512 --steps 3``
+or ``python benchmarks/train.py --preset bert-base --batch-size 8 --steps 3``
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from c4forge.trainers.device import resolve_device
 from c4forge.trainers.flops import flops_per_example, mfu
 from c4forge.trainers.hf_reference import build_hf_model
 from c4forge.trainers.loss import weighted_cross_entropy
-from c4forge.trainers.model import GLUTransformer
+from c4forge.trainers.models.t5 import GLUTransformer
 from c4forge.trainers.optim import build_optimizer
 
 
@@ -69,7 +73,8 @@ def batches(args, embedding_size: int, n: int) -> list[dict[str, torch.Tensor]]:
     ]
 
 
-def run_model(name, model, data, dev, compile_, steps, warmup):
+def make_step(name, model, dev, compile_):
+    """One training step of ``model`` on a batch (Adafactor), as a closure."""
     model.train()
     opt = build_optimizer("adafactor", model.parameters())
     fwd = torch.compile(model) if compile_ else model
@@ -96,26 +101,79 @@ def run_model(name, model, data, dev, compile_, steps, warmup):
         opt.zero_grad(set_to_none=True)
         return loss_sum
 
+    return step
+
+
+def interleaved(steps_by_model: dict, data, dev, steps: int, warmup: int) -> dict:
+    """Wall and CPU seconds per step of each model, after ``warmup`` untimed steps each.
+
+    The models take turns step by step, so on a shared machine every model sees the same load
+    (timing one model after the other made the later one look faster or slower by the load
+    of the moment). CPU seconds are this process's (all threads): on a shared CPU box, tokens
+    per CPU-second is steadier than wall time, which counts the time other processes hold
+    the cores.
+    """
+
+    def sync() -> None:
+        if dev.kind == "cuda":
+            torch.cuda.synchronize()
+
     for i in range(warmup):
-        step(data[i % len(data)])
-    if dev.kind == "cuda":
-        torch.cuda.synchronize()
-    t0, c0 = time.perf_counter(), time.process_time()
+        for step in steps_by_model.values():
+            step(data[i % len(data)])
+    sync()
+    wall = dict.fromkeys(steps_by_model, 0.0)
+    cpu = dict.fromkeys(steps_by_model, 0.0)
     for i in range(steps):
-        step(data[(warmup + i) % len(data)])
-    if dev.kind == "cuda":
-        torch.cuda.synchronize()
-    # CPU seconds of this process (all threads): on a shared CPU box, tokens per CPU-second is
-    # steadier than wall time, which counts the time other processes hold the cores.
-    return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
+        for name, step in steps_by_model.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            step(data[(warmup + i) % len(data)])
+            sync()
+            wall[name] += time.perf_counter() - t0
+            cpu[name] += time.process_time() - c0
+    return {name: (wall[name] / steps, cpu[name] / steps) for name in steps_by_model}
+
+
+def describe(dev, compile_) -> None:
+    precision = "bf16 autocast" if dev.kind == "cuda" else "fp32"
+    print(
+        f"device {dev.name} ({dev.kind}), {precision}, compile {'on' if compile_ else 'off'}, "
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}"
+    )
+
+
+def report(models, make, data, dev, compile_, args, flops, tokens, nonpad, peak) -> None:
+    """Time the models' steps (``make`` builds each), interleaved; one row per model."""
+    header = (
+        f"{'model':<9} {'step ms':>9} {'tokens/s':>11} {'non-pad/s':>11} {'TFLOP/s':>8} {'MFU':>7}"
+        f" {'CPU ms':>9} {'tokens/CPU-s':>13}"
+    )
+    print(header)
+    steps = {name: make(name, model, dev, compile_) for name, model in models}
+    timings = interleaved(steps, data, dev, args.steps, args.warmup)
+    results = {}
+    for name, (sec, cpu) in timings.items():
+        results[name] = sec
+        tflops = flops * args.batch_size / sec / 1e12
+        util = mfu(flops, args.batch_size / sec, peak) if peak else math.nan
+        print(
+            f"{name:<9} {1000 * sec:>9.1f} {tokens / sec:>11,.0f} {nonpad / sec:>11,.0f} "
+            f"{tflops:>8.3f} {'n/a' if math.isnan(util) else f'{100 * util:.1f}%':>7}"
+            f" {1000 * cpu:>9.1f} {tokens / cpu:>13,.0f}"
+        )
+    reference = [n for n in results if n.startswith("hf-")]
+    if reference:
+        name = {"hf-t5": "HF T5", "hf-bert": "HF BERT"}[reference[0]]
+        print(f"speed-up over {name}: {results[reference[0]] / results['c4forge']:.2f}×")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="tiny")
-    ap.add_argument("--ffn", default="geglu")
+    ap.add_argument("--ffn", default=None, help="default geglu (t5), gelu (bert)")
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--inputs-length", type=int, default=512)
+    ap.add_argument("--inputs-length", type=int, default=None, help="default 512 (t5), 128 (bert)")
+    ap.add_argument("--predictions", type=int, default=20, help="bert: masked positions per row")
     ap.add_argument("--targets-length", type=int, default=None)
     ap.add_argument("--embedding-size", type=int, default=32128)
     ap.add_argument("--shards", help="real rows from a shard directory (sets the lengths)")
@@ -126,23 +184,26 @@ def main() -> None:
     ap.add_argument("--no-hf", action="store_true")
     ap.add_argument("--peak-tflops", type=float, help="device peak for MFU when not known")
     args = ap.parse_args()
-    if args.targets_length is None:
-        args.targets_length = t5_lengths(args.inputs_length)
     dev = resolve_device(args.device)
     compile_ = dev.kind == "cuda" and not args.no_compile
-    data = batches(args, args.embedding_size, args.steps + args.warmup)
-    cfg = make_config(args.preset, args.embedding_size, ffn=args.ffn)
     peak = args.peak_tflops * 1e12 if args.peak_tflops else dev.peak_flops
+    if args.preset.startswith("bert-"):
+        from train_encoder import main_bert  # benchmarks/ is the script's directory
+
+        args.inputs_length = args.inputs_length or 128
+        main_bert(args, dev, compile_, peak)
+        return
+    args.inputs_length = args.inputs_length or 512
+    if args.targets_length is None:
+        args.targets_length = t5_lengths(args.inputs_length)
+    data = batches(args, args.embedding_size, args.steps + args.warmup)
+    cfg = make_config(args.preset, args.embedding_size, ffn=args.ffn or "geglu")
     flops = flops_per_example(cfg, args.inputs_length, args.targets_length)
     tokens = args.batch_size * (args.inputs_length + args.targets_length)
     nonpad = sum(int((b["inputs"] != 0).sum() + (b["targets"] != 0).sum()) for b in data) / len(
         data
     )
-    precision = "bf16 autocast" if dev.kind == "cuda" else "fp32"
-    print(
-        f"device {dev.name} ({dev.kind}), {precision}, compile {'on' if compile_ else 'off'}, "
-        f"torch {torch.__version__}, threads {torch.get_num_threads()}"
-    )
+    describe(dev, compile_)
     print(
         f"preset {args.preset} ffn {cfg.ffn} d_ff {cfg.d_ff}, E {cfg.embedding_size}, batch "
         f"{args.batch_size} × {args.inputs_length}/{args.targets_length}, {flops:.3g} FLOPs/example, "
@@ -152,27 +213,7 @@ def main() -> None:
     models = [("c4forge", GLUTransformer(cfg).to(dev.device))]
     if not args.no_hf:
         models.append(("hf-t5", build_hf_model(cfg).to(dev.device)))
-    header = (
-        f"{'model':<9} {'step ms':>9} {'tokens/s':>11} {'non-pad/s':>11} {'TFLOP/s':>8} {'MFU':>7}"
-        f" {'CPU ms':>9} {'tokens/CPU-s':>13}"
-    )
-    print(header)
-    results = {}
-    for name, model in models:
-        sec, cpu = run_model(name, model, data, dev, compile_, args.steps, args.warmup)
-        results[name] = sec
-        tflops = flops * args.batch_size / sec / 1e12
-        util = mfu(flops, args.batch_size / sec, peak) if peak else math.nan
-        print(
-            f"{name:<9} {1000 * sec:>9.1f} {tokens / sec:>11,.0f} {nonpad / sec:>11,.0f} "
-            f"{tflops:>8.3f} {'n/a' if math.isnan(util) else f'{100 * util:.1f}%':>7}"
-            f" {1000 * cpu:>9.1f} {tokens / cpu:>13,.0f}"
-        )
-        del model
-        if dev.kind == "cuda":
-            torch.cuda.empty_cache()
-    if "hf-t5" in results:
-        print(f"speed-up over HF T5: {results['hf-t5'] / results['c4forge']:.2f}×")
+    report(models, make_step, data, dev, compile_, args, flops, tokens, nonpad, peak)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ COMMANDS: dict[str, str] = {
     "demo": "c4forge.demo",
     "clean": "c4forge.clean.cli",
     "vocab": "c4forge.tokenizers.cli",
-    "shards": "c4forge.pipeline.shards_cli",
+    "shards": "c4forge.shards.cli",
     "train": "c4forge.trainers.cli_train",
     "export": "c4forge.trainers.cli_export",
 }

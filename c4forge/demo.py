@@ -1,6 +1,7 @@
 """`c4forge demo`: the whole chain on the bundled real sample, on this machine.
 
-clean → vocab → shards → a short CPU training run of the ``tiny`` preset. Every stage runs
+clean → vocab → shards → a short CPU training run of the ``tiny`` preset, then BERT's side of
+the same clean sample: ``bert_mlm_nsp`` shards → a short ``bert-tiny`` pretraining run. Every stage runs
 through its real subcommand (the same code path a user's command line takes), so the demo is
 also the end-to-end smoke test of the toolkit. The sample is small (≈ 1,100 pages, ≈ 2 M
 characters), so the vocabulary is small too (2,000 pieces instead of T5's 32,000) and the
@@ -32,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--inputs-length", type=int, default=128, help="encoder length (default 128)")
     p.add_argument("--batch-size", type=int, default=32, help="training batch size (default 32)")
     p.add_argument(
+        "--bert-steps", type=int, default=200, help="bert-tiny steps (default 200; 0 = skip)"
+    )
+    p.add_argument(
         "--workers", type=int, default=None, help="Beam worker processes (default: cores)"
     )
     p.add_argument("--overwrite", action="store_true", help="redo every stage from scratch")
@@ -56,8 +60,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     work = os.path.abspath(args.output)
     os.makedirs(work, exist_ok=True)
     inputs = demo_inputs(os.path.join(work, "input"))
-    clean, vocab, shards, runs = (
-        os.path.join(work, d) for d in ("clean", "vocab", "shards", "run")
+    clean, vocab, shards, runs, bert_shards, bert_run = (
+        os.path.join(work, d)
+        for d in ("clean", "vocab", "shards", "run", "shards_bert", "run_bert")
     )
     workers = ["--workers", str(args.workers)] if args.workers else []
     over = ["--overwrite"] if args.overwrite else []
@@ -127,15 +132,45 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             ],
         )
 
-    print("\nc4forge demo finished. Outputs:")
-    for label, path in [
+    outputs = [
         ("clean documents + stats.json + funnel.png", clean),
         ("SentencePiece vocabulary", vocab),
         ("Arrow shards + index.json", shards),
         ("training run (checkpoints, metrics.jsonl, loss_curve.png)", runs),
-    ]:
+    ]
+    if args.bert_steps > 0:
+        _bert_stages(args, clean, vocab, bert_shards, bert_run, done, workers, over)
+        outputs += [
+            ("BERT MLM+NSP shards (bert_mlm_nsp) + index.json", bert_shards),
+            ("bert-tiny pretraining run (metrics.jsonl, loss_curve.png)", bert_run),
+        ]
+    print("\nc4forge demo finished. Outputs:")
+    for label, path in outputs:
         print(f"  {label:58s} {path}")
     print(
         f"\nExport to HF transformers:  c4forge export {runs} --output {os.path.join(work, 'hf')}"
     )
+    if args.bert_steps > 0:
+        print(
+            f"                            c4forge export {bert_run} --output "
+            f"{os.path.join(work, 'hf_bert')}   (BertForPreTraining)"
+        )
     return 0
+
+
+def _bert_stages(args, clean, vocab, shards, run, done, workers, over) -> None:
+    """BERT's rows from the same clean sample (128-token pairs, 20 predictions) and a short
+    bert-tiny run with BERT's AdamW (a higher peak than bert-base's 1e-4: tiny, few steps)."""
+    if not done(os.path.join(shards, "index.json")):
+        argv = ["shards", clean, "--vocab", vocab, "--output", shards]
+        argv += ["--objective", "bert_mlm_nsp", "--inputs-length", "128", *workers, *over]
+        _stage("shards (bert_mlm_nsp)", argv)
+    if args.overwrite and os.path.isdir(run):
+        shutil.rmtree(run)
+    if not done(os.path.join(run, "checkpoints", "latest")):
+        steps = args.bert_steps
+        argv = ["train", shards, "--preset", "bert-tiny", "--steps", str(steps)]
+        argv += ["--output", run, "--batch-size", str(args.batch_size), "--device", "cpu"]
+        argv += ["--vocab", vocab, "--eval-every", str(max(1, steps // 4)), "--eval-rows", "512"]
+        argv += ["--save-every", str(max(1, steps // 2)), "--lr", "2e-3"]
+        _stage("train (bert-tiny)", argv)

@@ -1,6 +1,6 @@
 """A test-only in-memory Beam ``FileSystem``: a fake bucket for the remote-path tests.
 
-It fakes the storage, not the code under test: c4forge's jobs, ``c4forge.formats.storage`` and
+It fakes the storage, not the code under test: c4forge's jobs, ``c4forge.io.storage`` and
 Beam's ``FileSystems`` dispatch all run for real. Semantics follow object stores (GCS/S3):
 no directories (a "folder" is a key prefix), objects become visible only when their writer is
 closed, ``exists`` of a prefix is False, and deleting a missing object is an error (as Beam's

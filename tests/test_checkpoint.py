@@ -99,9 +99,14 @@ def test_resume_in_process_is_bitwise_exact(data, uninterrupted, tmp_path):
     assert all(torch.equal(oa[k], ob[k]) for k in oa)
 
 
-def _cli(args, env=None):
+def _cli(args, env=None, crash_after=None):
+    """``c4forge train ARGS`` in a subprocess; with ``crash_after`` it is SIGKILLed after that
+    step by the test-only tests/killed_train.py (a step hook, no switch in the trainer)."""
+    prefix = ["-m", "c4forge", "train"]
+    if crash_after is not None:
+        prefix = [os.path.join(ROOT, "tests", "killed_train.py"), str(crash_after)]
     return subprocess.run(
-        [sys.executable, "-m", "c4forge", "train", *args],
+        [sys.executable, *prefix, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -119,7 +124,8 @@ def test_killed_run_resumes_with_the_same_losses(data, uninterrupted, tmp_path):
         "--save-every", "3", "--eval-rows", "8", "--no-progress", "--shuffle-batches", "2",
     ]  # fmt: skip
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    first = _cli([*common, "--crash-after-step", "4"], env)
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
+    first = _cli(common, env, crash_after=4)
     assert first.returncode == -9, first.stderr  # SIGKILL after step 4; checkpoint 3 is latest
     assert ckpt.latest_checkpoint(str(out)).endswith("step-00000003")
     assert [s for s, _ in _losses(out)] == [1, 2, 3, 4]  # step 4 was logged before the kill
@@ -131,23 +137,43 @@ def test_killed_run_resumes_with_the_same_losses(data, uninterrupted, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_corrupt_checkpoint_is_refused_with_its_path(data, uninterrupted, tmp_path):
-    full, _ = uninterrupted
-    out = tmp_path / "run"
-    shutil.copytree(full, out)
-    path = ckpt.latest_checkpoint(str(out))
-    weights = os.path.join(path, "model.safetensors")
-    with open(weights, "r+b") as f:
-        f.seek(os.path.getsize(weights) // 2)
+def _flip_a_byte(path: str) -> None:
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
         byte = f.read(1)
         f.seek(-1, 1)
         f.write(bytes([byte[0] ^ 0xFF]))
-    with pytest.raises(VerificationError, match="model.safetensors: corrupt checkpoint"):
-        train(_opts(data, out, resume="auto", steps=9))
-    with open(os.path.join(path, "trainer_state.json"), "w") as f:
+
+
+def test_corrupt_latest_checkpoint_falls_back_to_the_newest_intact(
+    data, uninterrupted, tmp_path, capsys
+):
+    """A bad sha256 in the latest checkpoint: resume from the newest intact one with a warning
+    (and still end bitwise equal to the uninterrupted run); none intact: a clear refusal."""
+    full, _ = uninterrupted
+    out = tmp_path / "run"
+    shutil.copytree(full, out)
+    latest = ckpt.latest_checkpoint(str(out))
+    _flip_a_byte(os.path.join(latest, "model.safetensors"))
+    resumed = train(_opts(data, out, resume="auto"))
+    err = capsys.readouterr().err
+    assert "model.safetensors: corrupt checkpoint" in err and "step-00000003" in err
+    assert resumed.start_step == 3 and _losses(out) == _losses(full)
+    a, b = _final_weights(full), _final_weights(out)
+    assert all(torch.equal(a[k], b[k]) for k in a)  # step 6 was rewritten, intact again
+    # both corrupt (a torn trainer_state.json, a flipped tensor byte): refused, naming both
+    with open(os.path.join(latest, "trainer_state.json"), "w") as f:
         f.write('{"format": "c4forge.trainer_state", "step": ')  # torn write
-    with pytest.raises(VerificationError, match="trainer_state.json: corrupt"):
+    _flip_a_byte(os.path.join(ckpt.checkpoints_dir(str(out)), "step-00000003", "model.safetensors"))
+    with pytest.raises(VerificationError, match="no intact checkpoint") as refused:
         train(_opts(data, out, resume="auto", steps=9))
+    assert "trainer_state.json: corrupt" in str(refused.value)
+    assert "step-00000003/model.safetensors: corrupt" in str(refused.value)
+    # an explicitly named corrupt checkpoint is refused (no fallback from a user's choice)
+    with pytest.raises(VerificationError, match="model.safetensors: corrupt checkpoint"):
+        train(
+            _opts(data, out, resume=os.path.join(ckpt.checkpoints_dir(str(out)), "step-00000003"))
+        )
     # without --resume an existing run is never silently restarted
     with pytest.raises(OutputExistsError, match="--resume"):
         train(_opts(data, out))
@@ -185,7 +211,7 @@ def test_optimizer_state_round_trips_for_adamwscale(data, tmp_path):
     out = tmp_path / "adamw"
     train(_opts(data, out, optimizer="adamwscale", steps=2, save_every=0, warmup=1))
     from c4forge.trainers.config import ModelConfig
-    from c4forge.trainers.model import GLUTransformer
+    from c4forge.trainers.models.t5 import GLUTransformer
     from c4forge.trainers.optim import build_optimizer
 
     path = ckpt.latest_checkpoint(str(out))

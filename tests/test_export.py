@@ -17,7 +17,7 @@ from c4forge.io.storage import sha256_file, write_json
 from c4forge.trainers.config import make_config
 from c4forge.trainers.export import export, load_model, resolve_checkpoint
 from c4forge.trainers.loss import decoder_inputs
-from c4forge.trainers.model import GLUTransformer
+from c4forge.trainers.models.t5 import GLUTransformer
 
 transformers = pytest.importorskip("transformers")
 spm = pytest.importorskip("sentencepiece")

@@ -11,7 +11,7 @@ from c4forge.errors import ConfigError
 from c4forge.trainers.config import FFN_VARIANTS, PRESETS, ModelConfig, make_config
 from c4forge.trainers.flops import device_peak, flops_per_example, mfu, param_counts
 from c4forge.trainers.loss import decoder_inputs, weighted_cross_entropy
-from c4forge.trainers.model import GLUTransformer, relative_position_bucket
+from c4forge.trainers.models.t5 import GLUTransformer, relative_position_bucket
 
 E = 1024  # a small test vocabulary (the tiny preset's intended use)
 

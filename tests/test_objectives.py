@@ -458,6 +458,50 @@ def test_registry_refusals():
     assert make_config(inputs_length=1024).tokens_length == 1137
 
 
+def test_a_registered_objective_is_an_ordinary_entry(monkeypatch):
+    """Registering an entry is all it takes: CLI choice and flag, validation of its own
+    option, the index.json descriptor, counters and examples (no name is special-cased)."""
+    import dataclasses
+
+    from c4forge.cli import build_parser
+    from c4forge.objectives import registry as R
+    from c4forge.objectives.examples import shard_examples
+
+    def configure_toy(spec, *, toy_level, **common):
+        if toy_level < 0:
+            raise ConfigError(f"--toy-level must be >= 0, got {toy_level}")
+        cfg = R.configure_pieces(spec, **common)
+        return dataclasses.replace(cfg, options=(("toy_level", toy_level),))
+
+    toy = dataclasses.replace(
+        R.OBJECTIVES["prefix_lm"],
+        name="toy_prefix",
+        objective_id=99,
+        reference="a test entry",
+        configure=configure_toy,
+        options=(R.ObjectiveOption("toy_level", int, 3, "a toy option"),),
+    )
+    monkeypatch.setitem(R.OBJECTIVES, "toy_prefix", toy)
+    argv = ["shards", "docs", "--vocab", "v", "-o", "o", "--objective", "toy_prefix"]
+    args, _ = build_parser().parse_known_args([*argv, "--toy-level", "5"])
+    assert args.objective == "toy_prefix" and args.toy_level == 5
+    cfg = make_config("toy_prefix", inputs_length=64)
+    assert cfg.option("toy_level") == 3 and cfg.descriptor()["toy_level"] == 3
+    assert cfg.descriptor()["name"] == "toy_prefix" and cfg.spec is toy
+    with pytest.raises(ConfigError, match="--toy-level must be >= 0"):
+        make_config("toy_prefix", toy_level=-1)
+    with pytest.raises(ConfigError, match="--toy-level: only for --objective toy_prefix"):
+        make_config("span_corruption", toy_level=2)
+    with pytest.raises(ConfigError, match="no option gizmo"):
+        make_config("span_corruption", gizmo=1)
+    docs = [np.arange(3, 300, dtype=np.int32), np.arange(5, 90, dtype=np.int32)]
+    stats = toy.new_stats()
+    examples = list(
+        shard_examples(docs, clean_shard_index=0, seed=0, config=cfg, vocab_size=V, stats=stats)
+    )
+    assert len(examples) == stats["examples"] == stats["pieces"] == 7  # ceil(297/63) + ceil(85/63)
+
+
 def test_ragged_batch_equals_one_by_one():
     from c4forge.objectives.functions import span_corruption_ragged
 

@@ -42,7 +42,7 @@ def test_instances_follow_the_reference_layout():
     docs = make_docs()
     docs.insert(5, [])  # empty document: counted, skipped
     cfg = make_config("bert_mlm_nsp")
-    # Counters initialised the way callers do (shards_beam): a key the job uses but the public
+    # Counters initialised the way callers do (c4forge.shards.rows): a key the job uses but the public
     # list lacks fails here with a KeyError.
     stats: dict[str, int] = dict.fromkeys(BERT_STAT_KEYS, 0)
     inst = list(

@@ -191,7 +191,40 @@ def test_cosine_and_constant():
     assert r(mid) == pytest.approx(COSINE_MIN_LR + (lr - COSINE_MIN_LR) / 2)
     assert r(n_total) == pytest.approx(COSINE_MIN_LR)
     assert schedule_fn("constant", 10, lr=3e-3)(7) == 3e-3
-    with pytest.raises(ConfigError, match="isr, isr_decay, cosine, constant"):
-        schedule_fn("linear", 10)
+    with pytest.raises(ConfigError, match="isr, isr_decay, cosine, constant, linear"):
+        schedule_fn("polynomial", 10)
     with pytest.raises(ConfigError, match="learning rate"):
         schedule_fn("cosine", 10)
+
+
+def test_bert_linear_warmup_then_linear_decay():
+    r = schedule_fn("linear", 100, warmup=10, lr=1e-3)
+    assert r(5) == pytest.approx(5e-4) and r(10) == pytest.approx(1e-3)  # warm-up from 0
+    assert r(55) == pytest.approx(5e-4) and r(100) == 0.0  # linear to 0 at N
+    values = [r(n) for n in range(10, 101)]
+    assert all(a >= b for a, b in zip(values, values[1:]))
+    assert schedule_fn("linear", 5, warmup=0, lr=1e-3)(1) == pytest.approx(8e-4)
+
+
+def test_bert_adamw_decays_weights_not_biases_or_layernorm():
+    from c4forge.trainers.optim import weight_decay_groups
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential()
+    model.add_module("dense", torch.nn.Linear(4, 4))
+    model.add_module("LayerNorm", torch.nn.LayerNorm(4))
+    groups = weight_decay_groups(model.named_parameters())
+    assert [len(g["params"]) for g in groups] == [1, 3]  # dense.weight | bias, LN weight+bias
+    assert groups[0]["params"][0] is model.dense.weight
+    opt = build_optimizer("adamw", groups, lr=1e-2)
+    assert isinstance(opt, torch.optim.AdamW)
+    assert [g["weight_decay"] for g in opt.param_groups] == [0.01, 0.0]
+    assert all(g["eps"] == 1e-6 and g["betas"] == (0.9, 0.999) for g in opt.param_groups)
+    before = model.LayerNorm.weight.detach().clone()
+    model(torch.randn(2, 4)).sum().backward()
+    model.LayerNorm.weight.grad.zero_()  # zero gradient: only decay could move it
+    weight = model.dense.weight.detach().clone()
+    model.dense.weight.grad.zero_()
+    opt.step()
+    assert torch.equal(model.LayerNorm.weight, before)  # not decayed
+    assert torch.allclose(model.dense.weight, weight * (1 - 1e-2 * 0.01))  # decayed

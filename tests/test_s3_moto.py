@@ -238,11 +238,6 @@ TRAIN += ["--eval-rows", "8", "--no-progress", "--device", "cpu"]
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="ShardSet opens local folders only on this branch; remote shard sets come with the "
-    "shards work of issue 11 (then this marker goes)",
-)
 def test_train_streams_shards_from_s3_like_from_a_local_folder(s3, shard_sets, tmp_path):
     """`c4forge train s3://…/shards` reads the manifest and streams rows over S3: the same
     batches, so the same losses and weights as training on the local copy."""

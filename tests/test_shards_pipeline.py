@@ -117,7 +117,7 @@ def reconstruct(inputs: np.ndarray, targets: np.ndarray, vocab_size: int) -> lis
 # ----------------------------------------------------------------------------- the shards
 
 
-def test_manifest_and_layout(concat_set, vocab, docs):
+def test_manifest_and_layout(concat_set, vocab, docs, vocab_dir):
     index = json.load(open(os.path.join(concat_set, "index.json")))
     assert index["format"] == "c4forge.shards" and index["format_version"] == 1
     assert index["vocabulary"] == vocab.descriptor()
@@ -139,8 +139,17 @@ def test_manifest_and_layout(concat_set, vocab, docs):
     assert stats["documents"] == 900 and stats["rows"] == train["rows"] == stats["examples"]
     assert stats["input_tokens"] == train["input_tokens"]
     assert sorted(os.listdir(concat_set)) == sorted(
-        ["index.json"] + [s["file"] for b in index["splits"].values() for s in b["shards"]]
+        ["index.json", "vocab"] + [s["file"] for b in index["splits"].values() for s in b["shards"]]
     )
+    # The shard set carries its vocabulary: the vocab folder's files, byte for byte.
+    copied = os.path.join(concat_set, "vocab")
+    assert sorted(os.listdir(copied)) == sorted(os.listdir(vocab_dir))
+    for name in os.listdir(vocab_dir):
+        assert (
+            open(os.path.join(copied, name), "rb").read()
+            == open(os.path.join(vocab_dir, name), "rb").read()
+        )
+    assert [r["file"] for r in index["vocab_files"]["files"]] == sorted(os.listdir(vocab_dir))
     # Concat rows are full but for the last piece of each 128-document group (objectives §5.1).
     assert 0 < 1 - train["input_tokens"] / (train["rows"] * INPUTS_LENGTH) < 0.01
 
@@ -258,7 +267,7 @@ def test_rerun_keeps_finished_shards_and_rebuilds_missing_ones(concat_set, work,
     # 2. Half-written: index.json not yet written, one shard and its progress record missing.
     index = json.load(open(os.path.join(d, "index.json")))
     os.remove(os.path.join(d, "index.json"))
-    from c4forge.pipeline import shards_beam
+    from c4forge.shards.output import BUILD_RECORD
 
     progress = S.Progress(d)
     for block in index["splits"].values():
@@ -269,7 +278,7 @@ def test_rerun_keeps_finished_shards_and_rebuilds_missing_ones(concat_set, work,
         "arrow": index["arrow"],
         "num_shards": {"train": 3, "validation": 2},
     }
-    write_json(os.path.join(d, "_progress", shards_beam.BUILD_RECORD), build)
+    write_json(os.path.join(d, "_progress", BUILD_RECORD), build)
     victim = "train-00001-of-00003.arrow"
     os.remove(os.path.join(d, victim))
     os.remove(progress.record_path(victim))
@@ -308,19 +317,22 @@ def test_other_settings_in_existing_folder_need_overwrite(
         != files_of(concat_set)["train-00000-of-00003.arrow"]
     )
     # The job function raises the typed error (the CLI turns it into exit 2).
-    from c4forge.pipeline import shards_beam
+    from c4forge.shards.driver import run_job
 
-    args = _args(docs, vocab_dir, d)
     with pytest.raises(OutputExistsError):
-        shards_beam.run_job(shards_beam.make_job(args), workers=1, quiet=True)
+        run_job(_job(docs, vocab_dir, d))
 
 
-def _args(docs, vocab_dir, out, **kw):
+def _job(docs, vocab_dir, out, **kw):
+    """The typed job the CLI builds for these options (one in-process worker, quiet)."""
     from c4forge.cli import build_parser
+    from c4forge.shards.cli import job_from_args
 
-    argv = shards_argv(docs, vocab_dir, out, inputs_length=INPUTS_LENGTH, **kw)
-    args, _ = build_parser().parse_known_args(argv)
-    return args
+    argv = shards_argv(
+        docs, vocab_dir, out, "--workers", "1", "--quiet", inputs_length=INPUTS_LENGTH, **kw
+    )
+    args, extra = build_parser().parse_known_args(argv)
+    return job_from_args(args, extra)
 
 
 # ----------------------------------------------------------------------------- verification
@@ -383,24 +395,24 @@ def test_documents_without_text(work, vocab_dir):
         {"text": "", "date": "2019-04-25T12:57:54Z", "url": f"https://e.com/{i}"} for i in range(5)
     ]
     write_c4_file(str(d / "c4-train.00000-of-00001.json.gz"), blank)
-    from c4forge.pipeline import shards_beam
+    from c4forge.shards.driver import run_job
 
-    job = shards_beam.make_job(_args(str(d), vocab_dir, str(work / "o3"), num_shards=1))
+    job = _job(str(d), vocab_dir, str(work / "o3"), num_shards=1)
     with pytest.raises(
         InputError, match="no training rows: 5 train documents read, 5 of them empty"
     ):
-        shards_beam.run_job(job, workers=1, quiet=True)
+        run_job(job)
     assert not os.path.exists(work / "o3" / "index.json")
     # A record with no `text` field is not a C4 file: refused with file and line.
     bad = work / "bad-docs"
     bad.mkdir()
     with gzip.open(bad / "c4-train.00000-of-00001.json.gz", "wt") as f:
         f.write('{"url": "https://e.com/", "timestamp": "x"}\n')
-    job = shards_beam.make_job(_args(str(bad), vocab_dir, str(work / "o4"), num_shards=1))
+    job = _job(str(bad), vocab_dir, str(work / "o4"), num_shards=1)
     with pytest.raises(
         InputError, match=r"c4-train.00000-of-00001.json.gz:1: record has no string 'text'"
     ):
-        shards_beam.run_job(job, workers=1, quiet=True)
+        run_job(job)
 
 
 def test_config_errors_come_before_any_work(work, docs, vocab_dir, capsys):
@@ -412,8 +424,10 @@ def test_config_errors_come_before_any_work(work, docs, vocab_dir, capsys):
     assert main([*argv, "--num-shards", "4", "--rows-per-shard", "10"]) == 2
     assert main([*argv, "--dupe-factor", "3"]) == 2  # a bert_mlm_nsp option
     assert main([*argv, "--objective", "bert_mlm_nsp", "--targets-length", "20"]) == 2
+    capsys.readouterr()
+    assert main([*argv, "--seeds", "3"]) == 2  # misspelt: neither ours nor Beam's
+    err = capsys.readouterr().err
+    assert "unknown option '--seeds'" in err and "did you mean --seed?" in err and "Traceback" not in err
     assert not out.exists()
     with pytest.raises(ConfigError):
-        from c4forge.pipeline import shards_beam
-
-        shards_beam.make_job(_args(docs, vocab_dir, str(out), batch_rows=0))
+        _job(docs, vocab_dir, str(out), batch_rows=0)

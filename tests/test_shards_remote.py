@@ -3,7 +3,7 @@ Beam's FileSystems, as a Dataflow run writes them to a bucket.
 
 The bucket is faked by `MemFileSystem`, a minimal in-memory Beam `FileSystem` registered under
 the `membucket://` scheme (Beam finds FileSystem subclasses by scheme). It fakes the storage, not
-the code under test: the shard job, `c4forge.formats.storage` and Beam's `FileSystems` dispatch
+the code under test: the shard job, `c4forge.io.storage` and Beam's `FileSystems` dispatch
 all run for real. Objects become visible only when their writer is closed, like GCS objects.
 The job runs with one in-process worker so that it shares this process's memory.
 """
@@ -103,7 +103,12 @@ def test_remote_output_matches_local_bytes(local_set, docs, vocab_dir):
     out = "membucket://bucket/shards"
     assert build(docs, vocab_dir, out) == 0
     remote = bucket(out)
-    local = {n: open(os.path.join(local_set, n), "rb").read() for n in os.listdir(local_set)}
+    local = {
+        os.path.relpath(os.path.join(root, n), local_set): open(os.path.join(root, n), "rb").read()
+        for root, _, files in os.walk(local_set)
+        for n in files
+    }
+    assert "vocab/sentencepiece.model" in local
     assert sorted(remote) == sorted(local)  # no _progress/ and no temp objects left behind
     assert remote == local
     index = json.loads(remote["index.json"])
@@ -130,3 +135,49 @@ def test_remote_rerun_rebuilds_only_a_damaged_shard(docs, vocab_dir, capsys):
     assert "pass --overwrite" in capsys.readouterr().err
     assert build(docs, vocab_dir, out, "--seed", "3", "--overwrite") == 0
     assert json.loads(MemFileSystem.files[f"{out}/index.json"])["seed"] == 3
+
+
+def test_a_remote_shard_set_reads_like_the_local_one(local_set, docs, vocab_dir):
+    """`ShardSet` and the trainer's opener read a bucket through the storage layer: same
+    manifest checks, same rows, same training batches, same refusals."""
+    import torch
+
+    from c4forge.errors import VerificationError
+    from c4forge.trainers import data as D
+
+    MemFileSystem.files.clear()
+    out = "membucket://bucket/read"
+    assert build(docs, vocab_dir, out) == 0
+    remote, local = S.ShardSet.open(out, vocab=vocab_dir), S.ShardSet.open(local_set)
+    assert remote.index == local.index and remote.index_sha256 == local.index_sha256
+    assert remote.split_shards("train")[0][0] == f"{out}/train-00000-of-00003.arrow"
+    for split in ("train", "validation"):
+        a, b = remote.read_rows(split), local.read_rows(split)
+        assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+    assert remote.verify() == local.verify()
+    assert remote.vocab_dir == f"{out}/vocab"
+    assert (
+        storage.read_bytes(f"{out}/vocab/sentencepiece.model")
+        == open(os.path.join(vocab_dir, "sentencepiece.model"), "rb").read()
+    )
+    # The trainer's opener and stream: the first batches equal the local set's.
+    plan = D.DataPlan(batch_size=4, seed=1)
+    streams = [D.TrainStream(D.open_shard_set(p), plan, 0, 2) for p in (out, local_set)]
+    for a, b in zip(*(list(zip(range(3), s)) for s in streams)):
+        assert torch.equal(a[1]["inputs"], b[1]["inputs"])
+        assert torch.equal(a[1]["targets"], b[1]["targets"])
+    # Refusals name the remote file, as locally.
+    victim = f"{out}/train-00001-of-00003.arrow"
+    good = MemFileSystem.files[victim]
+    MemFileSystem.files[victim] = good[:-1] + bytes([good[-1] ^ 1])  # same size
+    with pytest.raises(VerificationError, match=f"{victim}: sha256 expected"):
+        S.ShardSet.open(out).verify()
+    MemFileSystem.files[victim] = good[:100]
+    with pytest.raises(VerificationError, match=f"{victim}: size expected"):
+        S.ShardSet.open(out)
+    del MemFileSystem.files[victim]
+    with pytest.raises(VerificationError, match=f"{victim}: missing"):
+        S.ShardSet.open(out)
+    del MemFileSystem.files[f"{out}/index.json"]
+    with pytest.raises(VerificationError, match="manifest not found"):
+        D.open_shard_set(out)

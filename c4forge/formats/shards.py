@@ -25,7 +25,6 @@ from c4forge.io.storage import (
     dumps_canonical,
     read_json,
     sha256_bytes,
-    sha256_file,
 )
 
 FORMAT = "c4forge.shards"
@@ -36,6 +35,9 @@ INDEX_NAME = "index.json"
 PROGRESS_DIR = "_progress"
 SPLITS = ("train", "validation")
 COMPRESSIONS = (None, "lz4")
+VOCAB_DIR = "vocab"  # the shard set's copy of its vocabulary (§3.3 `vocab_files`)
+VOCAB_INDEX_KEY = "vocab_files"
+VOCAB_MODEL_FILE = "sentencepiece.model"
 
 # Arrow type names used in index.json's "schema" (the spec's spelling, not Arrow's str()).
 _SCALAR_TYPES: dict[str, pa.DataType] = {
@@ -71,6 +73,9 @@ def choose_token_dtype(embedding_size: int, requested: str = "auto") -> str:
     return "uint16"
 
 
+LAYOUTS = ("encoder_decoder", "mlm_nsp")  # the column layouts of §3.2
+
+
 def column_spec(
     objective: str,
     packing: str,
@@ -80,9 +85,35 @@ def column_spec(
     *,
     max_predictions: int = 20,
 ) -> list[dict[str, Any]]:
-    """The ``schema`` list of index.json for an objective and packing mode (§3.2)."""
+    """The ``schema`` list of index.json for an objective (its registry entry names the
+    layout) and packing mode (§3.2)."""
+    from c4forge.objectives.registry import OBJECTIVES
+
+    spec = OBJECTIVES.get(objective)
+    if spec is None:
+        raise ConfigError(f"unknown objective {objective!r}")
+    return column_layout(
+        spec.layout,
+        packing,
+        inputs_length,
+        targets_length,
+        token_dtype,
+        max_predictions=max_predictions,
+    )
+
+
+def column_layout(
+    layout: str,
+    packing: str,
+    inputs_length: int,
+    targets_length: int,
+    token_dtype: str,
+    *,
+    max_predictions: int = 20,
+) -> list[dict[str, Any]]:
+    """The ``schema`` list of one of the §3.2 layouts."""
     tok = f"{_LIST_PREFIX}{token_dtype}>"
-    if objective == "bert_mlm_nsp":
+    if layout == "mlm_nsp":
         return [
             {"name": "input_ids", "type": tok, "length": inputs_length},
             {"name": "token_type_ids", "type": f"{_LIST_PREFIX}uint8>", "length": inputs_length},
@@ -95,6 +126,8 @@ def column_spec(
             },
             {"name": "next_sentence_label", "type": "uint8"},
         ]
+    if layout != "encoder_decoder":
+        raise ConfigError(f"unknown column layout {layout!r} (expected one of {LAYOUTS})")
     spec = [
         {"name": "inputs", "type": tok, "length": inputs_length},
         {"name": "targets", "type": tok, "length": targets_length},
@@ -385,6 +418,41 @@ def write_index(directory: str, manifest: Mapping[str, Any]) -> str:
 # ----------------------------------------------------------------------------- reading
 
 
+def check_vocab_copy(
+    output: str,
+    block: Mapping[str, Any],
+    vocabulary: Mapping[str, Any],
+    *,
+    checksums: bool,
+) -> None:
+    """Every listed file present with its size (and, with ``checksums``, its sha256), and the
+    model's fingerprint equal to ``vocabulary.sha256``; else a VerificationError naming it."""
+    directory = storage.join(output, block.get("directory", VOCAB_DIR))
+    names = [rec["file"] for rec in block.get("files", [])]
+    if VOCAB_MODEL_FILE not in names:
+        raise VerificationError(f"{directory}: index.json lists no {VOCAB_MODEL_FILE}")
+    for rec in block["files"]:
+        path = storage.join(directory, rec["file"])
+        if not storage.exists(path):
+            raise VerificationError(f"{path}: missing (index.json lists {rec['bytes']} bytes)")
+        size = storage.size(path)
+        if size != rec["bytes"]:
+            raise VerificationError(
+                f"{path}: size expected {rec['bytes']} bytes (index.json), found {size}"
+            )
+        if rec["file"] == VOCAB_MODEL_FILE and rec["sha256"] != vocabulary.get("sha256"):
+            raise VerificationError(
+                f"{path}: index.json records sha256 {rec['sha256']}, but the shards were built "
+                f"with vocabulary {vocabulary.get('sha256')}"
+            )
+        if checksums:
+            digest = storage.sha256(path)
+            if digest != rec["sha256"]:
+                raise VerificationError(
+                    f"{path}: sha256 expected {rec['sha256']} (index.json), found {digest}"
+                )
+
+
 def epoch_shard_order(num_shards: int, seed: int, epoch: int) -> list[int]:
     """The order in which epoch ``epoch`` visits the train shards (formats.md §3.5).
 
@@ -442,6 +510,17 @@ class ShardSet:
     vocab: dict[str, Any]
     columns: list[str]
     schema: pa.Schema = field(repr=False)
+    index_sha256: str = ""  # of index.json's bytes as read (a checkpoint records it)
+
+    @property
+    def remote(self) -> bool:
+        return storage.is_remote(self.directory)
+
+    @property
+    def vocab_dir(self) -> str | None:
+        """The shard set's copy of its vocabulary (a `c4forge vocab` folder), if it has one."""
+        block = self.index.get(VOCAB_INDEX_KEY)
+        return storage.join(self.directory, block["directory"]) if block else None
 
     @classmethod
     def open(
@@ -459,19 +538,22 @@ class ShardSet:
         ``vocab`` (vocab.json dict, directory, or Vocabulary) also checks vocab_size/extra_ids;
         ``full=True`` opens every shard (schema, metadata, row count) and recomputes its sha256.
         """
-        index_path = os.path.join(path, INDEX_NAME)
-        if not os.path.isdir(path):
+        remote = storage.is_remote(path)
+        index_path = storage.join(path, INDEX_NAME)
+        if not remote and not os.path.isdir(path):
             raise VerificationError(f"{path}: shard directory not found")
-        if not os.path.exists(index_path):
-            hint = (
-                " (an unfinished build: rerun `c4forge shards`)"
-                if os.path.isdir(os.path.join(path, PROGRESS_DIR))
-                else ""
+        if not storage.exists(index_path):
+            unfinished = (
+                storage.listdir(storage.join(path, PROGRESS_DIR))
+                if remote
+                else os.path.isdir(os.path.join(path, PROGRESS_DIR))
             )
+            hint = " (an unfinished build: rerun `c4forge shards`)" if unfinished else ""
             raise VerificationError(f"{index_path}: manifest not found{hint}")
         try:
-            index = read_json(index_path)
-        except json.JSONDecodeError as err:
+            raw = storage.read_bytes(index_path)
+            index = json.loads(raw.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise VerificationError(f"{index_path}: not valid JSON ({err})") from err
         check_format(index, index_path, FORMAT, SUPPORTED_VERSIONS)
         missing = [
@@ -501,6 +583,7 @@ class ShardSet:
                 raise VerificationError(
                     f"{index_path}: objective.{name} is {found}; this run expects {want}"
                 )
+        present = set(storage.listdir(path)) if remote else None  # one listing, not N requests
         for split, block in index["splits"].items():
             if len(block["shards"]) != block["num_shards"]:
                 raise VerificationError(
@@ -513,16 +596,18 @@ class ShardSet:
                     raise VerificationError(
                         f"{index_path}: shard {i} of {split} expected {expected_name}, found {rec['file']}"
                     )
-                file = os.path.join(path, rec["file"])
-                if not os.path.exists(file):
+                file = storage.join(path, rec["file"])
+                if not (rec["file"] in present if present is not None else os.path.exists(file)):
                     raise VerificationError(
                         f"{file}: missing (index.json lists {rec['rows']} rows)"
                     )
-                size = os.path.getsize(file)
+                size = storage.size(file)
                 if size != rec["bytes"]:
                     raise VerificationError(
                         f"{file}: size expected {rec['bytes']} bytes (index.json), found {size}"
                     )
+        if VOCAB_INDEX_KEY in index:  # sizes and fingerprint here; sha256 in verify()
+            check_vocab_copy(path, index[VOCAB_INDEX_KEY], built, checksums=False)
         shards = cls(
             directory=path,
             index=index,
@@ -530,6 +615,7 @@ class ShardSet:
             vocab=built,
             columns=[e["name"] for e in index["schema"]],
             schema=arrow_schema(index["schema"], None),
+            index_sha256=sha256_bytes(raw),
         )
         if full:
             shards.verify(checksums=True)
@@ -543,22 +629,22 @@ class ShardSet:
     def _records(self, split: str) -> list[dict[str, Any]]:
         if split not in self.index["splits"]:
             raise VerificationError(
-                f"{os.path.join(self.directory, INDEX_NAME)}: no split {split!r} "
+                f"{storage.join(self.directory, INDEX_NAME)}: no split {split!r} "
                 f"(has {sorted(self.index['splits'])})"
             )
         return self.index["splits"][split]["shards"]
 
     def split_shards(self, split: str) -> list[tuple[str, int]]:
         """``[(path, rows)]`` in shard order."""
-        return [(os.path.join(self.directory, r["file"]), r["rows"]) for r in self._records(split)]
+        return [(storage.join(self.directory, r["file"]), r["rows"]) for r in self._records(split)]
 
     def _record_for(self, path: str) -> tuple[str, int, dict[str, Any]]:
-        name = os.path.basename(path)
+        name = storage.basename(path)
         for split, block in self.index["splits"].items():
             for i, rec in enumerate(block["shards"]):
                 if rec["file"] == name:
                     return split, i, rec
-        raise VerificationError(f"{path}: not listed in {os.path.join(self.directory, INDEX_NAME)}")
+        raise VerificationError(f"{path}: not listed in {storage.join(self.directory, INDEX_NAME)}")
 
     # -- per-file checks
     def _check_file_schema(self, path: str, found: pa.Schema, split: str, i: int) -> None:
@@ -588,13 +674,18 @@ class ShardSet:
                 )
 
     def iter_batches(self, path: str) -> Iterator[pa.RecordBatch]:
-        """Record batches of one shard, memory-mapped; checks schema, metadata and row count."""
-        if not os.path.isabs(path) and not os.path.exists(path):
-            path = os.path.join(self.directory, path)
+        """Record batches of one shard; checks schema, metadata and row count.
+
+        Local shards are memory-mapped; remote ones (gs://, s3://, any Beam filesystem) are
+        streamed through an open file of the storage layer, batch by batch (nothing is written
+        to local disk; a trainer's DataLoader worker reads each shard it needs once per visit).
+        """
+        if not storage.is_remote(path) and not os.path.isabs(path) and not os.path.exists(path):
+            path = storage.join(self.directory, path)
         split, i, rec = self._record_for(path)
         rows = 0
         try:
-            with pa.memory_map(path) as source:
+            with _open_shard(path) as source:
                 reader = pa.ipc.open_stream(source)
                 self._check_file_schema(path, reader.schema, split, i)
                 for batch in reader:
@@ -633,7 +724,7 @@ class ShardSet:
         for _split, path in files:
             if checksums:
                 _, _, rec = self._record_for(path)
-                digest = sha256_file(path)
+                digest = storage.sha256(path)
                 if digest != rec["sha256"]:
                     raise VerificationError(
                         f"{path}: sha256 expected {rec['sha256']} (index.json), found {digest}"
@@ -644,7 +735,18 @@ class ShardSet:
                 bar.update(1)
         if bar is not None:
             bar.close()
+        if checksums and VOCAB_INDEX_KEY in self.index:
+            check_vocab_copy(
+                self.directory, self.index[VOCAB_INDEX_KEY], self.vocab, checksums=True
+            )
         return {"files": len(files), "rows": rows}
+
+
+def _open_shard(path: str) -> Any:
+    """A readable Arrow source for one shard: a memory map, or the storage layer's stream."""
+    if not storage.is_remote(path):
+        return pa.memory_map(path)
+    return pa.PythonFile(storage.open_read(path), mode="r")
 
 
 def column_numpy(batch: pa.RecordBatch, entry: Mapping[str, Any]) -> np.ndarray:

@@ -14,14 +14,14 @@ Differences from the reference, all deliberate:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from c4forge.objectives.config import ObjectiveConfig, chunked
 from c4forge.objectives.packing import _prefix_rows
-from c4forge.objectives.registry import ObjectiveConfig
 from c4forge.objectives.seeding import example_key, piece_rng
 
 BERT_OBJECTIVE_ID = 7
@@ -126,8 +126,8 @@ def bert_mlm_nsp(
     num_pieces = vocab_size - config.extra_ids
     max_seq = config.inputs_length
     max_tokens = max_seq - 3
-    max_pred = config.max_predictions_per_seq or 20
-    short_prob = 0.1 if config.short_seq_prob is None else config.short_seq_prob
+    max_pred = config.option("max_predictions_per_seq")
+    short_prob = config.option("short_seq_prob")
     docs: list[list[np.ndarray]] = []
     index_of: list[int] = []  # position in `docs` → original document index
     for i, doc in enumerate(documents):
@@ -139,7 +139,7 @@ def bert_mlm_nsp(
         st["sentences"] += len(sents)
         docs.append(sents)
         index_of.append(i)
-    for dupe in range(config.dupe_factor or 1):
+    for dupe in range(config.option("dupe_factor")):
         for d, document in enumerate(docs):
             rng = piece_rng(seed, BERT_OBJECTIVE_ID, clean_shard_index, index_of[d], dupe)
             target = max_tokens
@@ -219,7 +219,7 @@ def bert_rows(
     instances: Sequence[BertInstance], config: ObjectiveConfig, dtype: Any = np.int32
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """(columns of formats.md §3.2's bert table, keys); predictions padded with 0 / 0 / 0.0."""
-    max_seq, max_pred = config.inputs_length, config.max_predictions_per_seq or 20
+    max_seq, max_pred = config.inputs_length, config.option("max_predictions_per_seq")
     ids = [x.input_ids for x in instances]
     lens = np.array([len(x) for x in ids], dtype=np.int64)
     plens = np.array([len(x.masked_lm_positions) for x in instances], dtype=np.int64)
@@ -237,3 +237,62 @@ def bert_rows(
     }
     keys = np.fromiter((x.key for x in instances), dtype=np.uint64, count=len(instances))
     return cols, keys
+
+
+def sentence_documents(texts: Iterable[str], vocab: Any) -> Iterator[list[np.ndarray]]:
+    """Each document as the ids of its Punkt sentences (objectives.md §4.1).
+
+    Sentences of ``ENCODE_BATCH`` documents go to SentencePiece in one batch call; each
+    sentence is encoded on its own (so each starts with the dummy-prefix ``▁``, as BERT's
+    per-line tokenization does).
+    """
+    from c4forge.objectives.examples import ENCODE_BATCH
+
+    sentences: list[str] = []
+    counts: list[int] = []
+
+    def flush() -> Iterator[list[np.ndarray]]:
+        ids = vocab.encode_arrays(sentences)
+        at = 0
+        for n in counts:
+            yield ids[at : at + n]
+            at += n
+
+    for text in texts:
+        sents = split_document(text)
+        sentences.extend(sents)
+        counts.append(len(sents))
+        if len(counts) == ENCODE_BATCH:
+            yield from flush()
+            sentences, counts = [], []
+    if counts:
+        yield from flush()
+
+
+def bert_row_blocks(
+    texts: Iterable[str],
+    vocab: Any,
+    *,
+    clean_shard_index: int,
+    seed: int,
+    config: ObjectiveConfig,
+    stats: dict[str, int],
+    dtype: Any,
+    chunk_examples: int,
+) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
+    """bert_mlm_nsp's example builder (objectives.RowBuilder): rows of one clean shard.
+
+    Random "next" sentences come from any document of the clean shard: all of its documents
+    are held (as token arrays) while its instances are made.
+    """
+    docs = list(sentence_documents(texts, vocab))
+    instances = bert_mlm_nsp(
+        docs,
+        clean_shard_index=clean_shard_index,
+        seed=seed,
+        config=config,
+        vocab_size=vocab.vocab_size,
+        stats=stats,
+    )
+    for pending in chunked(instances, chunk_examples):
+        yield bert_rows(pending, config, dtype=dtype)

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from c4forge.objectives.config import ObjectiveConfig
 from c4forge.objectives.functions import (
     RAGGED_MAX_PIECES,
     span_corruption,
@@ -28,7 +29,6 @@ from c4forge.objectives.functions import (
     span_corruption_ragged_flat,
 )
 from c4forge.objectives.packing import first_fit_pack, pack_arrays, pad_concat
-from c4forge.objectives.registry import ObjectiveConfig
 from c4forge.objectives.seeding import example_key, example_keys, piece_rng
 from c4forge.objectives.transforms import TooManySpans
 
@@ -227,7 +227,7 @@ def _check_start(config: ObjectiveConfig, seed: int, clean_shard_index: int) -> 
 
 
 def _batched(config: ObjectiveConfig) -> bool:
-    return config.name == "span_corruption" and config.mask == "random"
+    return config.spec.vectorised and config.mask == "random"
 
 
 def shard_examples(
@@ -518,3 +518,72 @@ def rows_of(
         dtype=dtype,
     )
     return packed.columns, keys[packed.first_example]
+
+
+# ----------------------------------------------------------------------------- the example builder
+
+ENCODE_BATCH = 256  # documents per SentencePiece batch call
+
+
+def encoded_documents(texts: Iterable[str], vocab: Any) -> Iterator[np.ndarray]:
+    """SentencePiece ids (int32 arrays) of each document, in order, encoded in batches."""
+    batch: list[str] = []
+    for text in texts:
+        batch.append(text)
+        if len(batch) == ENCODE_BATCH:
+            yield from vocab.encode_arrays(batch)
+            batch = []
+    if batch:
+        yield from vocab.encode_arrays(batch)
+
+
+def block_chunks(
+    blocks: Iterable[ExampleBlock], size: int, *, exact: bool
+) -> Iterator[ExampleBlock]:
+    """Regroup ExampleBlocks into chunks of ``size`` examples (``exact``) or at least ``size``."""
+    pending: list[ExampleBlock] = []
+    count = 0
+    for b in blocks:
+        pending.append(b)
+        count += len(b)
+        while count >= size:
+            merged = ExampleBlock.concat(pending)
+            cut = size if exact else count
+            yield merged.take(0, cut) if cut < count else merged
+            pending = [merged.take(cut, count)] if cut < count else []
+            count -= cut
+    if count:
+        yield ExampleBlock.concat(pending)
+
+
+def piece_rows(
+    texts: Iterable[str],
+    vocab: Any,
+    *,
+    clean_shard_index: int,
+    seed: int,
+    config: ObjectiveConfig,
+    stats: dict[str, int],
+    dtype: Any,
+    chunk_examples: int,
+) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
+    """The T5 objectives' example builder (objectives.RowBuilder): rows of one clean shard.
+
+    Per-document packing windows are counted from the clean shard's first example; chunks hold
+    a whole number of windows, so chunking never changes which examples share a window.
+    """
+    blocks = example_blocks(
+        encoded_documents(texts, vocab),
+        clean_shard_index=clean_shard_index,
+        seed=seed,
+        config=config,
+        vocab_size=vocab.vocab_size,
+        stats=stats,
+    )
+    if config.packing == "per_document":
+        window = config.pack_window or 512
+        chunks = block_chunks(blocks, max(1, chunk_examples // window) * window, exact=True)
+    else:  # one row per example: where a chunk ends changes nothing
+        chunks = block_chunks(blocks, chunk_examples, exact=False)
+    for examples in chunks:
+        yield rows_of_block(examples, config, dtype=dtype)

@@ -1,23 +1,48 @@
-"""The objective registry and the validated configuration of one shard build.
+"""The objective registry: one entry per objective, with named fields (``ObjectiveSpec``).
 
-`OBJECTIVES[name]` says how an objective cuts documents (concatenated or not, piece length),
-its default row lengths, its function and its output columns. `make_config` turns CLI options
-into a frozen `ObjectiveConfig`, refusing impossible settings before any work (formats.md §3.4).
+An entry says how its options are validated (``configure``), how its rows are made
+(``build_rows``), which column layout they have, what it counts and what the summary prints.
+The CLI's ``--objective`` choices and objective-only flags, the shard schema and the job's
+counters are all read from here; ``make_config`` turns options into a frozen
+``ObjectiveConfig``, refusing impossible settings before any work (formats.md §3.4). Adding an
+objective is adding an entry.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from c4forge.errors import ConfigError
+from c4forge.objectives import bert
 from c4forge.objectives import functions as fns
+from c4forge.objectives.config import (
+    DOC_SEPARATORS,
+    ENC_DEC_COLUMNS,
+    MASKS,
+    PACKINGS,
+    ObjectiveConfig,
+    ObjectiveOption,
+    ObjectiveSpec,
+)
+from c4forge.objectives.examples import STAT_KEYS, piece_rows
 from c4forge.objectives.lengths import span_corruption_lengths
-from c4forge.objectives.packing import PACKED_COLUMNS
 
-ENC_DEC_COLUMNS = ("inputs", "targets")
+__all__ = [
+    "BERT_COLUMNS",
+    "DOC_SEPARATORS",
+    "ENC_DEC_COLUMNS",
+    "MASKS",
+    "OBJECTIVES",
+    "PACKINGS",
+    "ObjectiveConfig",
+    "ObjectiveOption",
+    "ObjectiveSpec",
+    "make_config",
+    "objective_options",
+]
+
 BERT_COLUMNS = (
     "input_ids",
     "token_type_ids",
@@ -26,200 +51,74 @@ BERT_COLUMNS = (
     "masked_lm_weights",
     "next_sentence_label",
 )
+ENCODER_DECODER = "encoder_decoder"  # formats.md §3.2 column layouts (formats.shards)
+BERT_LAYOUT = "mlm_nsp"
 
 
 def _ceil8(x: float) -> int:
     return max(8, int(math.ceil(x / 8 - 1e-9)) * 8)
 
 
-@dataclass(frozen=True)
-class ObjectiveSpec:
-    """How one objective turns documents into examples.
-
-    - `objective_id`: stable integer mixed into every per-example seed (never renumber).
-    - `concat`: documents are concatenated (in groups) before cutting pieces.
-    - `piece_length(inputs_length, d, m)`: tokens per piece before corruption.
-    - `default_targets_length(inputs_length, d, m)`.
-    - `fn(tokens, rng, *, vocab_size, noise_density, mean_noise_span_length, mask, extra_ids)`.
-    """
-
-    name: str
-    objective_id: int
-    t5_config: str
-    concat: bool
-    default_noise_density: float
-    piece_length: Callable[[int, float, float], int]
-    default_targets_length: Callable[[int, float, float], int]
-    fn: Callable[..., Any] | None
-    columns: tuple[str, ...] = ENC_DEC_COLUMNS
-    uses_sentinels: int = 1  # minimum extra ids the objective needs
-    encoder_only: bool = False
-
-    def default_lengths(
-        self,
-        inputs_length: int,
-        noise_density: float | None = None,
-        mean_noise_span_length: float = 3.0,
-    ) -> tuple[int, int]:
-        """(inputs_length, targets_length) this objective uses by default (§4's table at 512)."""
-        d = self.default_noise_density if noise_density is None else noise_density
-        return inputs_length, self.default_targets_length(inputs_length, d, mean_noise_span_length)
+# ----------------------------------------------------------------------------- T5 piece objectives
 
 
-def _span_piece(i: int, d: float, m: float) -> int:
-    return span_corruption_lengths(i, d, m)[0]
+def _span_lengths(i: int, d: float, m: float, extra_ids: int) -> tuple[int, int]:
+    return span_corruption_lengths(i, d, m, extra_ids)
 
 
-def _span_targets(i: int, d: float, m: float) -> int:
-    return span_corruption_lengths(i, d, m)[1]
-
-
-def _minus_one(i: int, d: float, m: float) -> int:
-    return i - 1
-
-
-def _same(i: int, d: float, m: float) -> int:
-    return i
+def _minus_one_same(i: int, d: float, m: float, extra_ids: int) -> tuple[int, int]:
+    return i - 1, i
 
 
 # DECISION: the spec fixes 192 (iid_replace_spans) and 104 (iid_drop) at inputs 512, d = 0.15.
 # Other settings scale those by the expected target size (∝ d(2−d) resp. ∝ d) and by the piece
 # length, rounded up to a multiple of 8, so 512/0.15 gives exactly the spec's numbers.
-def _iid_replace_targets(i: int, d: float, m: float) -> int:
-    return _ceil8(192 * (i / 512) * (d * (2 - d)) / (0.15 * 1.85))
+def _iid_replace_lengths(i: int, d: float, m: float, extra_ids: int) -> tuple[int, int]:
+    return i - 1, _ceil8(192 * (i / 512) * (d * (2 - d)) / (0.15 * 1.85))
 
 
-def _iid_drop_targets(i: int, d: float, m: float) -> int:
-    return _ceil8(104 * (i / 512) * d / 0.15)
+def _iid_drop_lengths(i: int, d: float, m: float, extra_ids: int) -> tuple[int, int]:
+    return i - 1, _ceil8(104 * (i / 512) * d / 0.15)
 
 
-OBJECTIVES: dict[str, ObjectiveSpec] = {
-    "span_corruption": ObjectiveSpec(
-        "span_corruption",
-        0,
-        "span.gin",
-        True,
-        0.15,
-        _span_piece,
-        _span_targets,
-        fns.span_corruption,
-    ),
-    "prefix_lm": ObjectiveSpec(
-        "prefix_lm",
-        1,
-        "prefix_lm.gin",
-        False,
-        0.5,
-        _minus_one,
-        _same,
-        fns.prefix_lm,
-        uses_sentinels=0,
-    ),
-    "bert_t5": ObjectiveSpec(
-        "bert_t5", 2, "iid_15_r10s90_f.gin", True, 0.15, _minus_one, _same, fns.bert_t5
-    ),
-    "mass": ObjectiveSpec("mass", 3, "iid_15_m_f.gin", True, 0.15, _minus_one, _same, fns.mass),
-    "iid_replace_spans": ObjectiveSpec(
-        "iid_replace_spans",
-        4,
-        "iid_15_u_u.gin",
-        True,
-        0.15,
-        _minus_one,
-        _iid_replace_targets,
-        fns.iid_replace_spans,
-    ),
-    "iid_drop": ObjectiveSpec(
-        "iid_drop",
-        5,
-        "iid_15_d_d.gin",
-        True,
-        0.15,
-        _minus_one,
-        _iid_drop_targets,
-        fns.iid_drop,
-        uses_sentinels=0,
-    ),
-    "deshuffle": ObjectiveSpec(
-        "deshuffle",
-        6,
-        "all_permute.gin",
-        False,
-        1.0,
-        _minus_one,
-        _same,
-        fns.deshuffle,
-        uses_sentinels=0,
-    ),
-    # BERT's own MLM + NSP works on sentence lists, not pieces: see objectives/bert.py.
-    "bert_mlm_nsp": ObjectiveSpec(
-        "bert_mlm_nsp",
-        7,
-        "bert create_pretraining_data.py",
-        False,
-        0.15,
-        _same,
-        lambda i, d, m: 20,
-        None,
-        BERT_COLUMNS,
-        uses_sentinels=3,
-        encoder_only=True,
-    ),
-}
-
-PACKINGS = ("concat", "per_document")
-MASKS = ("random", "regular")
-DOC_SEPARATORS = ("none", "eos")
+def _density_in_open_unit(d: float) -> None:
+    if not 0.0 < d < 1.0:
+        raise ConfigError(f"--noise-density must be in (0, 1), got {d}")
 
 
-@dataclass(frozen=True)
-class ObjectiveConfig:
-    """Everything that decides the examples of a build; `descriptor()` goes into index.json."""
-
-    name: str
-    inputs_length: int
-    targets_length: int
-    tokens_length: int
-    noise_density: float
-    mean_noise_span_length: float
-    mask: str = "random"
-    packing: str = "concat"
-    concat_documents: int | None = 128
-    select_random_chunk_max: int = 65536
-    doc_separator: str = "none"
-    pack_window: int | None = None
-    extra_ids: int = 100
-    # bert_mlm_nsp only (None elsewhere)
-    max_predictions_per_seq: int | None = None
-    short_seq_prob: float | None = None
-    dupe_factor: int | None = None
-
-    @property
-    def spec(self) -> ObjectiveSpec:
-        return OBJECTIVES[self.name]
-
-    @property
-    def concatenates(self) -> bool:
-        return self.concat_documents is not None
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        if self.spec.encoder_only:
-            return self.spec.columns
-        return PACKED_COLUMNS if self.packing == "per_document" else ENC_DEC_COLUMNS
-
-    def descriptor(self) -> dict[str, Any]:
-        """The `objective` block of index.json (formats.md §3.3); bert-only keys when relevant."""
-        d = asdict(self)
-        if not self.spec.encoder_only:
-            for k in ("max_predictions_per_seq", "short_seq_prob", "dupe_factor"):
-                d.pop(k)
-        return d
+def _density_prefix(d: float) -> None:
+    if not 0.0 <= d <= 0.5:
+        raise ConfigError(f"prefix_lm needs a noise density <= 0.5 (0.5 = uniform prefix), got {d}")
 
 
-def make_config(
-    name: str = "span_corruption",
+def _density_fixed_one(d: float) -> None:
+    if d != 1.0:
+        raise ConfigError("deshuffle permutes every token: its noise density is fixed at 1.0")
+
+
+def _common_checks(
+    spec: ObjectiveSpec, packing: str, mask: str, doc_separator: str, extra_ids: int
+) -> None:
+    if packing not in PACKINGS:
+        raise ConfigError(f"--packing must be one of {PACKINGS}, got {packing!r}")
+    if mask not in MASKS:
+        raise ConfigError(f"--mask must be one of {MASKS}, got {mask!r}")
+    if doc_separator not in DOC_SEPARATORS:
+        raise ConfigError(f"--doc-separator must be one of {DOC_SEPARATORS}, got {doc_separator!r}")
+    if mask not in spec.masks:
+        users = [s.name for s in OBJECTIVES.values() if mask in s.masks]
+        raise ConfigError(f"--mask {mask} applies to {', '.join(users)} only")
+    if extra_ids < spec.uses_sentinels:
+        raise ConfigError(
+            f"objective {spec.name} needs at least {spec.uses_sentinels} extra ids, "
+            f"vocabulary has {extra_ids}"
+        )
+
+
+def configure_pieces(
+    spec: ObjectiveSpec,
     *,
+    extra_ids: int = 100,
     inputs_length: int | None = None,
     targets_length: int | None = None,
     noise_density: float | None = None,
@@ -228,78 +127,23 @@ def make_config(
     packing: str = "concat",
     doc_separator: str = "none",
     pack_window: int = 512,
-    extra_ids: int = 100,
     concat_documents: int = 128,
     select_random_chunk_max: int = 65536,
-    max_predictions_per_seq: int = 20,
-    short_seq_prob: float = 0.1,
-    dupe_factor: int = 1,
 ) -> ObjectiveConfig:
-    """Validate options and derive lengths; every refusal is a ConfigError naming the option."""
-    if name not in OBJECTIVES:
-        raise ConfigError(f"unknown objective {name!r}; choose from {', '.join(OBJECTIVES)}")
-    spec = OBJECTIVES[name]
-    if packing not in PACKINGS:
-        raise ConfigError(f"--packing must be one of {PACKINGS}, got {packing!r}")
-    if mask not in MASKS:
-        raise ConfigError(f"--mask must be one of {MASKS}, got {mask!r}")
-    if doc_separator not in DOC_SEPARATORS:
-        raise ConfigError(f"--doc-separator must be one of {DOC_SEPARATORS}, got {doc_separator!r}")
-    if mask == "regular" and name != "span_corruption":
-        raise ConfigError("--mask regular applies to span_corruption only")
-    if extra_ids < spec.uses_sentinels:
-        raise ConfigError(
-            f"objective {name} needs at least {spec.uses_sentinels} extra ids, vocabulary has {extra_ids}"
-        )
+    """Validation of the T5 objectives (objectives.md §3–5)."""
+    assert spec.lengths is not None and spec.check_density is not None
+    _common_checks(spec, packing, mask, doc_separator, extra_ids)
     if select_random_chunk_max < 1 or concat_documents < 1:
         raise ConfigError("--concat-documents and the chunk size must be >= 1")
     d = spec.default_noise_density if noise_density is None else float(noise_density)
     m = float(mean_noise_span_length)
-    if name == "deshuffle" and d != 1.0:
-        raise ConfigError("deshuffle permutes every token: its noise density is fixed at 1.0")
-    if name == "prefix_lm" and not 0.0 <= d <= 0.5:
-        raise ConfigError(f"prefix_lm needs a noise density <= 0.5 (0.5 = uniform prefix), got {d}")
-    if name not in ("deshuffle", "prefix_lm") and not 0.0 < d < 1.0:
-        raise ConfigError(f"--noise-density must be in (0, 1), got {d}")
+    spec.check_density(d)
     if m < 1.0:
         raise ConfigError(f"--mean-noise-span-length must be >= 1, got {m}")
-
-    if spec.encoder_only:
-        max_seq = 128 if inputs_length is None else inputs_length
-        if max_seq < 5:
-            raise ConfigError(
-                f"bert_mlm_nsp needs --inputs-length (max_seq_length) >= 5, got {max_seq}"
-            )
-        if packing != "concat":
-            raise ConfigError("bert_mlm_nsp rows are not packed: use --packing concat")
-        if not 1 <= max_predictions_per_seq <= max_seq:
-            raise ConfigError(f"max_predictions_per_seq must be in 1..{max_seq}")
-        if dupe_factor < 1 or not 0.0 <= short_seq_prob <= 1.0:
-            raise ConfigError("dupe_factor must be >= 1 and short_seq_prob in [0, 1]")
-        return ObjectiveConfig(
-            name,
-            max_seq,
-            targets_length or max_predictions_per_seq,
-            max_seq,
-            d,
-            m,
-            packing="concat",
-            concat_documents=None,
-            select_random_chunk_max=select_random_chunk_max,
-            extra_ids=extra_ids,
-            max_predictions_per_seq=max_predictions_per_seq,
-            short_seq_prob=short_seq_prob,
-            dupe_factor=dupe_factor,
-        )
-
     inputs_length = 512 if inputs_length is None else int(inputs_length)
     if inputs_length < 4:
         raise ConfigError(f"--inputs-length must be >= 4, got {inputs_length}")
-    if name == "span_corruption":
-        tokens_length, default_targets = span_corruption_lengths(inputs_length, d, m, extra_ids)
-    else:
-        tokens_length = spec.piece_length(inputs_length, d, m)
-        default_targets = spec.default_targets_length(inputs_length, d, m)
+    tokens_length, default_targets = spec.lengths(inputs_length, d, m, extra_ids)
     targets_length = default_targets if targets_length is None else int(targets_length)
     if targets_length < 2:
         raise ConfigError(f"--targets-length must be >= 2, got {targets_length}")
@@ -307,7 +151,7 @@ def make_config(
         raise ConfigError("--pack-window must be >= 1")
     concatenates = spec.concat and packing == "concat"
     return ObjectiveConfig(
-        name,
+        spec.name,
         inputs_length,
         targets_length,
         tokens_length,
@@ -321,3 +165,254 @@ def make_config(
         pack_window=pack_window if packing == "per_document" else None,
         extra_ids=extra_ids,
     )
+
+
+def _piece_objective(
+    name: str,
+    objective_id: int,
+    reference: str,
+    *,
+    fn: Any,
+    concat: bool = True,
+    noise_density: float = 0.15,
+    lengths: Any = _minus_one_same,
+    check_density: Any = _density_in_open_unit,
+    uses_sentinels: int = 1,
+    masks: tuple[str, ...] = ("random",),
+    vectorised: bool = False,
+) -> ObjectiveSpec:
+    """An entry of the T5 family: pieces cut from documents, corrupted by ``fn``."""
+    return ObjectiveSpec(
+        name=name,
+        objective_id=objective_id,
+        reference=reference,
+        configure=configure_pieces,
+        build_rows=piece_rows,
+        layout=ENCODER_DECODER,
+        columns=ENC_DEC_COLUMNS,
+        stat_keys=STAT_KEYS,
+        summary_counts=(
+            ("trimmed targets", "targets_truncated"),
+            ("dropped >sentinels", "too_many_spans"),
+        ),
+        default_noise_density=noise_density,
+        lengths=lengths,
+        uses_sentinels=uses_sentinels,
+        concat=concat,
+        fn=fn,
+        check_density=check_density,
+        masks=masks,
+        vectorised=vectorised,
+    )
+
+
+# ----------------------------------------------------------------------------- BERT's MLM + NSP
+
+BERT_OPTIONS = (
+    ObjectiveOption(
+        "max_predictions_per_seq",
+        int,
+        20,
+        "masked positions stored per row (default 20; BERT uses 20 at 128, 80 at 512)",
+    ),
+    ObjectiveOption(
+        "short_seq_prob",
+        float,
+        0.1,
+        "probability of a shorter target length for a pair (default 0.1)",
+    ),
+    ObjectiveOption(
+        "dupe_factor",
+        int,
+        1,
+        "passes over the documents with different masks (default 1; BERT used 10)",
+    ),
+)
+
+
+def configure_bert(
+    spec: ObjectiveSpec,
+    *,
+    extra_ids: int = 100,
+    max_predictions_per_seq: int,
+    short_seq_prob: float,
+    dupe_factor: int,
+    inputs_length: int | None = None,
+    targets_length: int | None = None,
+    noise_density: float | None = None,
+    mean_noise_span_length: float | None = None,
+    mask: str = "random",
+    packing: str = "concat",
+    doc_separator: str = "none",
+    pack_window: int = 512,
+    concat_documents: int = 128,
+    select_random_chunk_max: int = 65536,
+) -> ObjectiveConfig:
+    """Validation of bert_mlm_nsp (objectives.md §4.1): 15 % of positions masked with BERT's
+    80/10/10 rule, predictions stored in ``max_predictions_per_seq`` slots. Span options,
+    --targets-length and per-document packing have no meaning there, so giving one is an error
+    rather than a silently ignored flag."""
+    ignored = {
+        "--targets-length": targets_length is not None,
+        "--noise-density": noise_density is not None,
+        "--mean-noise-span-length": mean_noise_span_length is not None,
+        "--packing per_document": packing != "concat",
+        "--doc-separator eos": doc_separator != "none",
+    }
+    bad = [flag for flag, on in ignored.items() if on]
+    if bad:
+        raise ConfigError(
+            f"{spec.name} does not use {', '.join(bad)} (its rows hold one sentence pair "
+            "each; use --inputs-length for max_seq_length and --max-predictions-per-seq)"
+        )
+    _common_checks(spec, packing, mask, doc_separator, extra_ids)
+    if select_random_chunk_max < 1 or concat_documents < 1:
+        raise ConfigError("--concat-documents and the chunk size must be >= 1")
+    max_seq = 128 if inputs_length is None else inputs_length
+    if max_seq < 5:
+        raise ConfigError(
+            f"bert_mlm_nsp needs --inputs-length (max_seq_length) >= 5, got {max_seq}"
+        )
+    if not 1 <= max_predictions_per_seq <= max_seq:
+        raise ConfigError(f"max_predictions_per_seq must be in 1..{max_seq}")
+    if dupe_factor < 1 or not 0.0 <= short_seq_prob <= 1.0:
+        raise ConfigError("dupe_factor must be >= 1 and short_seq_prob in [0, 1]")
+    return ObjectiveConfig(
+        spec.name,
+        max_seq,
+        max_predictions_per_seq,
+        max_seq,
+        spec.default_noise_density,
+        3.0,
+        packing="concat",
+        concat_documents=None,
+        select_random_chunk_max=select_random_chunk_max,
+        extra_ids=extra_ids,
+        options=(
+            ("dupe_factor", dupe_factor),
+            ("max_predictions_per_seq", max_predictions_per_seq),
+            ("short_seq_prob", short_seq_prob),
+        ),
+    )
+
+
+def _bert_lengths(i: int, d: float, m: float, extra_ids: int) -> tuple[int, int]:
+    return i, 20  # max_seq_length, the default max_predictions_per_seq
+
+
+# ----------------------------------------------------------------------------- the entries
+
+OBJECTIVES: dict[str, ObjectiveSpec] = {
+    spec.name: spec
+    for spec in (
+        _piece_objective(
+            "span_corruption",
+            0,
+            "span.gin",
+            lengths=_span_lengths,
+            fn=fns.span_corruption,
+            masks=MASKS,
+            vectorised=True,
+        ),
+        _piece_objective(
+            "prefix_lm",
+            1,
+            "prefix_lm.gin",
+            concat=False,
+            noise_density=0.5,
+            fn=fns.prefix_lm,
+            check_density=_density_prefix,
+            uses_sentinels=0,
+        ),
+        _piece_objective(
+            "bert_t5",
+            2,
+            "iid_15_r10s90_f.gin",
+            fn=fns.bert_t5,
+        ),
+        _piece_objective(
+            "mass",
+            3,
+            "iid_15_m_f.gin",
+            fn=fns.mass,
+        ),
+        _piece_objective(
+            "iid_replace_spans",
+            4,
+            "iid_15_u_u.gin",
+            lengths=_iid_replace_lengths,
+            fn=fns.iid_replace_spans,
+        ),
+        _piece_objective(
+            "iid_drop",
+            5,
+            "iid_15_d_d.gin",
+            lengths=_iid_drop_lengths,
+            fn=fns.iid_drop,
+            uses_sentinels=0,
+        ),
+        _piece_objective(
+            "deshuffle",
+            6,
+            "all_permute.gin",
+            concat=False,
+            noise_density=1.0,
+            fn=fns.deshuffle,
+            check_density=_density_fixed_one,
+            uses_sentinels=0,
+        ),
+        ObjectiveSpec(
+            name="bert_mlm_nsp",
+            objective_id=bert.BERT_OBJECTIVE_ID,
+            reference="bert create_pretraining_data.py",
+            configure=configure_bert,
+            build_rows=bert.bert_row_blocks,
+            layout=BERT_LAYOUT,
+            columns=BERT_COLUMNS,
+            stat_keys=bert.BERT_STAT_KEYS,
+            summary_counts=(
+                ("sentences", "sentences"),
+                ("random next", "random_next"),
+                ("truncated tokens", "truncated_tokens"),
+            ),
+            summary_sides="tokens / masked predictions",
+            options=BERT_OPTIONS,
+            lengths=_bert_lengths,
+            uses_sentinels=3,  # [MASK], [CLS], [SEP]
+        ),
+    )
+}
+
+
+def objective_options() -> dict[str, tuple[ObjectiveOption, ...]]:
+    """Each objective's own options (for the CLI's flags)."""
+    return {name: spec.options for name, spec in OBJECTIVES.items() if spec.options}
+
+
+def make_config(name: str = "span_corruption", **options: Any) -> ObjectiveConfig:
+    """Validate ``options`` for objective ``name`` (None = the objective's default) and derive
+    its lengths; every refusal is a ConfigError naming the option."""
+    spec = OBJECTIVES.get(name)
+    if spec is None:
+        raise ConfigError(f"unknown objective {name!r}; choose from {', '.join(OBJECTIVES)}")
+    given = {k: v for k, v in options.items() if v is not None}
+    own = {o.name for o in spec.options}
+    foreign = [
+        o.flag
+        for other in OBJECTIVES.values()
+        if other is not spec
+        for o in other.options
+        if o.name in given and o.name not in own
+    ]
+    if foreign:
+        users = sorted(
+            {s.name for s in OBJECTIVES.values() for o in s.options if o.flag in foreign}
+        )
+        raise ConfigError(f"{', '.join(foreign)}: only for --objective {' or '.join(users)}")
+    accepted = inspect.signature(spec.configure).parameters
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
+    unknown = [] if open_ended else sorted(k for k in given if k not in accepted)
+    if unknown:
+        raise ConfigError(f"objective {name} has no option {', '.join(unknown)}")
+    values = {o.name: o.default for o in spec.options} | given
+    return spec.configure(spec, **values)

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from c4forge.errors import VerificationError
+from c4forge.errors import InputError, VerificationError
 from c4forge.io.storage import atomic_write_text, check_format, read_json, sha256_file, write_json
 
 FORMAT = "c4forge.trainer_state"
@@ -62,6 +62,52 @@ def latest_checkpoint(run_dir: str) -> str | None:
     if not _STEP_DIR.match(name) or not os.path.isdir(path):
         raise VerificationError(f"{pointer}: names {name!r}, which is not a checkpoint directory")
     return path
+
+
+def resolve_checkpoint(path: str) -> str:
+    """A step directory from a run dir, its ``checkpoints/`` dir, or a step dir itself."""
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no such run or checkpoint")
+    if os.path.isfile(os.path.join(path, "model.safetensors")):
+        return path
+    for ckpt_dir in (os.path.join(path, CHECKPOINTS), path):
+        latest = os.path.join(ckpt_dir, LATEST)
+        if os.path.isfile(latest):
+            with open(latest, encoding="utf-8") as f:
+                name = f.read().strip()
+            if not name:
+                raise VerificationError(f"{latest}: empty (no complete checkpoint recorded)")
+            step_dir = name if os.path.isabs(name) else os.path.join(ckpt_dir, name)
+            if not os.path.isfile(os.path.join(step_dir, "model.safetensors")):
+                raise VerificationError(
+                    f"{latest} names {name!r}, but {step_dir} has no model.safetensors"
+                )
+            return step_dir
+    raise InputError(
+        f"{path}: not a run (no checkpoints/latest) nor a checkpoint (no model.safetensors)"
+    )
+
+
+def read_model_tensors(
+    step_dir: str, shapes: dict[str, tuple[int, ...]]
+) -> dict[str, torch.Tensor]:
+    """fp32 tensors of ``step_dir/model.safetensors``, checked name by name and shape by shape
+    against ``shapes`` (the state-dict shapes of the model its config.json describes)."""
+    path = os.path.join(step_dir, "model.safetensors")
+    tensors = _read_tensors(path)
+    missing = sorted(set(shapes) - set(tensors))
+    unexpected = sorted(set(tensors) - set(shapes))
+    if missing or unexpected:
+        raise VerificationError(
+            f"{path}: does not match its config.json — missing {missing[:5]}"
+            f"{'…' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}"
+        )
+    for name, shape in shapes.items():
+        if tuple(tensors[name].shape) != tuple(shape):
+            raise VerificationError(
+                f"{path}: {name} has shape {tuple(tensors[name].shape)}, config says {shape}"
+            )
+    return {k: v.float().contiguous() for k, v in tensors.items()}
 
 
 # ----------------------------------------------------------------------------- RNG state

@@ -1,4 +1,5 @@
-"""`c4forge export RUN_OR_CHECKPOINT --output DIR`: an HF T5ForConditionalGeneration folder."""
+"""`c4forge export RUN_OR_CHECKPOINT --output DIR`: an HF folder of the run's model family
+(T5ForConditionalGeneration for t5 runs, BertForPreTraining for bert runs)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import argparse
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "export",
-        help="export a training run or checkpoint to a HF T5ForConditionalGeneration folder",
+        help="export a training run or checkpoint to a HF T5ForConditionalGeneration or "
+        "BertForPreTraining folder",
         description=(
-            "Write config.json, model.safetensors, generation_config.json, spiece.model and the "
-            "T5Tokenizer files. RUN_OR_CHECKPOINT is a run directory (its checkpoints/latest is "
-            "used) or one step-XXXXXXXX checkpoint directory."
+            "Write config.json, model.safetensors and the tokenizer files (t5 runs: also "
+            "generation_config.json and spiece.model for T5Tokenizer; bert runs: a tokenizer that "
+            "gives [CLS] A [SEP] B [SEP] with segment ids). RUN_OR_CHECKPOINT is a run directory "
+            "(its checkpoints/latest is used) or one step-XXXXXXXX checkpoint directory; the "
+            "vocabulary comes from the run's own copy (RUN/vocab) unless --vocab is given."
         ),
     )
     p.add_argument("checkpoint", metavar="RUN_OR_CHECKPOINT")
@@ -20,8 +24,8 @@ def register(subparsers) -> None:
     p.add_argument("--output", "-o", help="HF folder to write")
     p.add_argument(
         "--vocab",
-        help="vocabulary directory (c4forge vocab) or plain SentencePiece .model; default: the "
-        "one recorded in the checkpoint",
+        help="vocabulary directory (c4forge vocab) or plain SentencePiece .model; default: "
+        "RUN/vocab, else the one recorded in the checkpoint",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     p.add_argument(
@@ -67,6 +71,6 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         f"{summary['parameters'] / 1e6:.1f}M parameters, vocab {summary['vocab_size']} / "
         f"embedding {summary['embedding_size']})\n"
         f"  -> {summary['output']}: {', '.join(summary['files'])}\n"
-        f"  load with: transformers.T5ForConditionalGeneration.from_pretrained({output!r})"
+        f"  load with: transformers.{summary['architecture']}.from_pretrained({output!r})"
     )
     return 0

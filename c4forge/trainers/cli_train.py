@@ -27,10 +27,12 @@ def _non_negative(text: str) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
-        help="train the GLU-Transformer on Arrow shards (CPU, CUDA, DDP, TPU)",
+        help="train the GLU-Transformer or a BERT encoder on Arrow shards (CPU, CUDA, DDP, TPU)",
         description=(
-            "Train a T5.1.1-style encoder-decoder with any GLU-paper FFN on c4forge shards. "
-            "Options left out when resuming are taken from the checkpoint."
+            "Train a T5.1.1-style encoder-decoder (span-corruption and other T5 objectives) or a "
+            "BERT encoder (bert_mlm_nsp shards) with any GLU-paper FFN on c4forge shards; the "
+            "shards' objective picks the family. Options left out when resuming are taken from "
+            "the checkpoint."
         ),
     )
     p.add_argument("shards", help="shard directory (with index.json)")
@@ -39,27 +41,47 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--steps", type=_positive, required=True, help="total optimizer steps")
     m = p.add_argument_group("model")
-    m.add_argument("--preset", help="tiny, small or base (required for a new run)")
-    m.add_argument("--ffn", help="relu gelu swish glu bilinear reglu geglu swiglu (default geglu)")
+    m.add_argument(
+        "--preset",
+        help="t5: tiny, small, base; bert: bert-tiny, bert-mini, bert-small, bert-medium, "
+        "bert-base (required for a new run)",
+    )
+    m.add_argument(
+        "--ffn",
+        help="relu gelu swish glu bilinear reglu geglu swiglu (default t5 geglu, bert gelu)",
+    )
     m.add_argument("--d-ff", type=_positive, help="FFN width, used as given (no 2/3 rule)")
     m.add_argument("--tie-embeddings", action="store_true", default=None, help="T5 1.0 tied head")
     m.add_argument(
         "--attn", choices=("sdpa", "eager", "flex"), help="attention path (default sdpa)"
     )
+    m.add_argument("--dropout", type=float, help="dropout rate (default t5 0.0, bert 0.1 as BERT)")
     m.add_argument(
-        "--vocab", help="vocabulary directory the shards must match (recorded for export)"
+        "--vocab",
+        help="vocabulary directory the shards must match (default SHARDS/vocab); the run keeps "
+        "a copy in RUN/vocab",
     )
     o = p.add_argument_group("optimisation")
     o.add_argument("--batch-size", type=_positive, help="global rows per step (default 128)")
     o.add_argument("--grad-accum", type=_positive, help="micro-steps per step (default 1)")
-    o.add_argument("--optimizer", choices=("adafactor", "adamwscale"), help="default adafactor")
+    o.add_argument(
+        "--optimizer",
+        choices=("adafactor", "adamwscale", "adamw"),
+        help="default adafactor (t5), adamw (bert: wd 0.01 off biases/LayerNorm, eps 1e-6)",
+    )
     o.add_argument(
         "--schedule",
-        choices=("isr", "isr_decay", "cosine", "constant"),
-        help="default isr_decay (adafactor) / cosine (adamwscale)",
+        choices=("isr", "isr_decay", "cosine", "constant", "linear"),
+        help="default isr_decay (adafactor) / cosine (adamwscale) / linear (adamw)",
     )
-    o.add_argument("--lr", type=float, help="peak LR (adamwscale 2e-2) or Adafactor's cap (1e-2)")
-    o.add_argument("--warmup", type=_non_negative, help="warm-up steps (default 10000)")
+    o.add_argument(
+        "--lr", type=float, help="peak LR (adamwscale 2e-2, adamw 1e-4) or Adafactor's cap (1e-2)"
+    )
+    o.add_argument(
+        "--warmup",
+        type=_non_negative,
+        help="warm-up steps (default 10000; linear schedule: 10 %% of --steps)",
+    )
     o.add_argument("--grad-clip", type=float, help="global norm clip (0 = off; adamwscale 1.0)")
     o.add_argument("--z-loss", type=float, help="t5x z-loss coefficient (default 0; t5x 1e-4)")
     o.add_argument("--seed", type=_non_negative, help="model init and data order seed (default 0)")
@@ -109,7 +131,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=_positive,
         help="stop after this step with a checkpoint, keeping the --steps schedule (resume later)",
     )
-    r.add_argument("--crash-after-step", type=_positive, help=argparse.SUPPRESS)  # tests only
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:

@@ -68,6 +68,11 @@ class ModelConfig:
         return self.embedding_size
 
     @property
+    def n_layers(self) -> int:
+        """Encoder layers (the name the bert family and fine-tuning use)."""
+        return self.num_layers
+
+    @property
     def d_attn(self) -> int:
         return self.num_heads * self.d_kv
 
@@ -124,15 +129,20 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         """Inverse of ``to_dict``; unknown keys are refused (a config from another tool or typo)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(
-                f"model config: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
-            )
-        if "embedding_size" not in data:
-            raise ConfigError("model config: embedding_size is missing")
-        return cls(**data)
+        return config_from_dict(cls, data, "model config", "embedding_size")
+
+
+def config_from_dict(cls: type, data: dict[str, Any], what: str, required: str) -> Any:
+    """A config dataclass from JSON: unknown keys and a missing ``required`` key are refused."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(
+            f"{what}: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+        )
+    if required not in data:
+        raise ConfigError(f"{what}: {required} is missing")
+    return cls(**data)
 
 
 def make_config(preset: str, embedding_size: int, **overrides: Any) -> ModelConfig:
@@ -141,21 +151,35 @@ def make_config(preset: str, embedding_size: int, **overrides: Any) -> ModelConf
     ``None`` values in ``overrides`` mean "not given" (an argparse default), so a CLI can pass
     every option through unchanged.
     """
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown preset {preset!r}; valid: {', '.join(PRESETS)}")
+    values = preset_values(PRESETS, preset, "geglu", ModelConfig, "model", overrides)
+    return ModelConfig(embedding_size=embedding_size, **values)
+
+
+def preset_values(
+    presets: dict[str, dict[str, int]],
+    preset: str,
+    default_ffn: str,
+    cls: type,
+    what: str,
+    overrides: dict[str, Any],
+) -> dict[str, Any]:
+    """A preset's fields with the 2/3 rule for gated FFNs, then the given overrides (None = not
+    given); unknown presets, options and FFN variants are ConfigErrors naming the valid ones."""
+    if preset not in presets:
+        raise ConfigError(f"unknown {what} preset {preset!r}; valid: {', '.join(presets)}")
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    known = {f.name for f in dataclasses.fields(ModelConfig)} - {"embedding_size"}
+    known = {f.name for f in dataclasses.fields(cls)} - {"embedding_size", "vocab_size", "family"}
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise ConfigError(
-            f"unknown model option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+            f"unknown {what} option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
         )
-    ffn = overrides.get("ffn", "geglu")
+    ffn = overrides.get("ffn", default_ffn)
     if ffn not in FFN_VARIANTS:
         raise ConfigError(f"unknown FFN variant {ffn!r}; valid: {', '.join(FFN_VARIANTS)}")
-    values: dict[str, Any] = dict(PRESETS[preset])
+    values: dict[str, Any] = dict(presets[preset])
     if FFN_VARIANTS[ffn][0] == 3:
         values["d_ff"] = values["d_ff"] * 2 // 3  # 3·d·(2/3·d_ff) = 2·d·d_ff
     values.update(overrides)
     values["ffn"] = ffn
-    return ModelConfig(embedding_size=embedding_size, **values)
+    return values

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ SEGMENT_COLUMNS = (
     "targets_segment_ids",
     "targets_positions",
 )
+T5_COLUMNS = ("inputs", "targets", *SEGMENT_COLUMNS)  # what the encoder-decoder reads
 _SHUFFLE_TAG = 0x5348_5546  # "SHUF": keeps the shuffle stream apart from other seeded streams
 
 
@@ -54,8 +55,9 @@ def open_shard_set(
     ``full`` also opens every shard and recomputes its sha256 (``--verify-shards full``).
     """
     from c4forge.formats.shards import ShardSet
+    from c4forge.io import storage
 
-    if not os.path.isdir(path):
+    if not storage.is_remote(path) and not os.path.isdir(path):  # remote: ShardSet reads it
         raise InputError(f"{path}: no such shard directory")
     return ShardSet.open(
         path,
@@ -144,13 +146,20 @@ class RowOrder:
 class ShardReader:
     """Random access to the rows of shards, with a small per-process LRU of decoded shards."""
 
-    def __init__(self, shard_set: Any, paths: list[str], expected_rows: list[int], cache: int = 4):
+    def __init__(
+        self,
+        shard_set: Any,
+        paths: list[str],
+        expected_rows: list[int],
+        cache: int = 4,
+        columns: tuple[str, ...] = T5_COLUMNS,
+        check: Callable[[dict[str, np.ndarray], str], None] | None = None,
+    ):
         self.shard_set = shard_set
         self.paths = paths
         self.expected_rows = expected_rows
-        self.columns = [
-            c for c in shard_set.columns if c in ("inputs", "targets", *SEGMENT_COLUMNS)
-        ]
+        self.columns = [c for c in shard_set.columns if c in columns]
+        self.check = check  # the family's row check, run once per decoded shard
         self._cache: collections.OrderedDict[int, dict[str, np.ndarray]] = collections.OrderedDict()
         self._cache_size = max(1, cache)
 
@@ -165,8 +174,11 @@ class ShardReader:
         for batch in self.shard_set.iter_batches(path):
             for c in self.columns:
                 col = batch.column(c)
-                width = col.type.list_size
-                parts[c].append(col.flatten().to_numpy(zero_copy_only=False).reshape(-1, width))
+                if hasattr(col.type, "list_size"):
+                    flat = col.flatten().to_numpy(zero_copy_only=False)
+                    parts[c].append(flat.reshape(-1, col.type.list_size))
+                else:  # a scalar column (bert's next_sentence_label)
+                    parts[c].append(col.to_numpy(zero_copy_only=False))
             n += batch.num_rows
         if n != self.expected_rows[idx]:
             raise VerificationError(
@@ -175,6 +187,8 @@ class ShardReader:
         data = {
             c: np.concatenate(v) if v else np.zeros((0, 0), np.uint16) for c, v in parts.items()
         }
+        if self.check is not None:
+            self.check(data, path)
         self._cache[idx] = data
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
@@ -187,7 +201,7 @@ class ShardReader:
             sel = np.nonzero(shard == s)[0]
             data = self.shard(int(s))
             if out is None:
-                out = {c: np.empty((len(shard), a.shape[1]), a.dtype) for c, a in data.items()}
+                out = {c: np.empty((len(shard), *a.shape[1:]), a.dtype) for c, a in data.items()}
             for c, a in data.items():
                 out[c][sel] = a[within[sel]]
         assert out is not None
@@ -257,6 +271,8 @@ class TrainStream(_iterable_base()):  # type: ignore[misc]
         split: str = "train",
         as_numpy: bool = False,
         host_dtype: Any = None,
+        columns: tuple[str, ...] = T5_COLUMNS,
+        check: Callable[[dict[str, np.ndarray], str], None] | None = None,
     ) -> None:
         super().__init__()
         shards = shard_set.split_shards(split)
@@ -271,6 +287,8 @@ class TrainStream(_iterable_base()):  # type: ignore[misc]
         self.end_step = end_step
         self.as_numpy = as_numpy
         self.host_dtype = host_dtype  # e.g. int32 for XLA, which has no uint16 transfers
+        self.columns = columns
+        self.check = check
 
     def __len__(self) -> int:
         return (self.end_step - self.start_step) * self.plan.grad_accum
@@ -292,15 +310,20 @@ class TrainStream(_iterable_base()):  # type: ignore[misc]
                 worker, num_workers = info.id, info.num_workers
         except ImportError:
             pass
-        reader = ShardReader(self.shard_set, self.paths, self.rows)
+        reader = ShardReader(
+            self.shard_set, self.paths, self.rows, columns=self.columns, check=self.check
+        )
         accum = self.plan.grad_accum
         for i in range(worker, len(self), num_workers):
             step, micro = divmod(i, accum)
             step += self.start_step
             shard, within = self.order.locate(self.micro_rows(step, micro))
             data = reader.gather(shard, within)
-            if self.host_dtype is not None:
-                data = {k: v.astype(self.host_dtype) for k, v in data.items()}
+            if self.host_dtype is not None:  # narrow unsigned token columns only
+                data = {
+                    k: v.astype(self.host_dtype) if v.dtype.kind == "u" else v
+                    for k, v in data.items()
+                }
             item: dict[str, Any] = dict(data)
             if not self.as_numpy:
                 torch = _torch()
@@ -317,6 +340,8 @@ def eval_batches(
     rank: int = 0,
     world_size: int = 1,
     split: str = "validation",
+    columns: tuple[str, ...] = T5_COLUMNS,
+    check: Callable[[dict[str, np.ndarray], str], None] | None = None,
 ) -> Iterator[dict[str, np.ndarray]]:
     """The first ``rows`` validation rows (shards in index order, rows in file order).
 
@@ -325,7 +350,14 @@ def eval_batches(
     ``i % world_size``.
     """
     shards = shard_set.split_shards(split)
-    reader = ShardReader(shard_set, [p for p, _ in shards], [r for _, r in shards], cache=1)
+    reader = ShardReader(
+        shard_set,
+        [p for p, _ in shards],
+        [r for _, r in shards],
+        cache=1,
+        columns=columns,
+        check=check,
+    )
     total = sum(r for _, r in shards)
     n = total if rows is None or rows <= 0 else min(rows, total)
     starts = np.concatenate([[0], np.cumsum([r for _, r in shards])[:-1]]).astype(np.int64)
@@ -337,7 +369,7 @@ def eval_batches(
         data = reader.gather(shard, g - starts[shard])
         if len(g) < batch_rows:
             data = {
-                k: np.concatenate([v, np.zeros((batch_rows - len(g), v.shape[1]), v.dtype)])
+                k: np.concatenate([v, np.zeros((batch_rows - len(g), *v.shape[1:]), v.dtype)])
                 for k, v in data.items()
             }
         yield data

@@ -4,6 +4,13 @@ The model already uses HF's parameter names, so the weights are a state-dict cop
 finding the checkpoint, checking it is complete and consistent, writing HF's config with the flags
 that make both transformers 4.x and 5.x load it untied and unscaled, and shipping the tokenizer.
 The folder is written under a temporary name and renamed, so a reader never sees half of it.
+bert-family runs go to ``export_bert`` (HF ``BertForPreTraining``); the family comes from the
+checkpoint's config.json.
+
+``tie_word_embeddings: false`` is written explicitly (model.md §8). transformers 5.x's
+``T5Config`` nevertheless forces ``tie_word_embeddings = True`` internally and, finding two
+different tensors, logs "…so we will NOT tie them" on every load of an untied T5 (HF's own
+t5-v1_1 checkpoints included); no config key silences it there. 4.x reads the flag and is quiet.
 """
 
 from __future__ import annotations
@@ -16,7 +23,10 @@ from typing import Any
 from c4forge.errors import ConfigError, InputError, OutputExistsError, VerificationError
 from c4forge.io.storage import atomic_write_bytes, read_json, sha256_file, write_json
 from c4forge.tokenizers.vocab import proto_fields
+from c4forge.trainers.checkpoint import read_model_tensors, resolve_checkpoint
 from c4forge.trainers.config import ModelConfig
+from c4forge.trainers.models import read_config, run_dir_of
+from c4forge.trainers.vocab_copy import run_vocab_dir
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -66,30 +76,6 @@ class Checkpoint:
     state: dict[str, Any]  # trainer_state.json, {} when absent
 
 
-def resolve_checkpoint(path: str) -> str:
-    """A step directory from a run dir, its ``checkpoints/`` dir, or a step dir itself."""
-    if not os.path.exists(path):
-        raise InputError(f"{path}: no such run or checkpoint")
-    if os.path.isfile(os.path.join(path, WEIGHTS_FILE)):
-        return path
-    for ckpt_dir in (os.path.join(path, "checkpoints"), path):
-        latest = os.path.join(ckpt_dir, "latest")
-        if os.path.isfile(latest):
-            with open(latest, encoding="utf-8") as f:
-                name = f.read().strip()
-            if not name:
-                raise VerificationError(f"{latest}: empty (no complete checkpoint recorded)")
-            step_dir = name if os.path.isabs(name) else os.path.join(ckpt_dir, name)
-            if not os.path.isfile(os.path.join(step_dir, WEIGHTS_FILE)):
-                raise VerificationError(
-                    f"{latest} names {name!r}, but {step_dir} has no {WEIGHTS_FILE}"
-                )
-            return step_dir
-    raise InputError(
-        f"{path}: not a run (no checkpoints/latest) nor a checkpoint (no {WEIGHTS_FILE})"
-    )
-
-
 def read_checkpoint_meta(path: str) -> Checkpoint:
     step_dir = resolve_checkpoint(path)
     cfg_path = os.path.join(step_dir, CONFIG_FILE)
@@ -102,7 +88,7 @@ def read_checkpoint_meta(path: str) -> Checkpoint:
     if isinstance(raw, dict) and isinstance(raw.get("model"), dict):
         raw = raw["model"]  # tolerate {"model": {...}, ...} wrappers
     try:
-        cfg = ModelConfig.from_dict(raw)
+        _, cfg = read_config(raw)
     except (ConfigError, TypeError) as err:
         raise VerificationError(f"{cfg_path}: {err}") from err
     state: dict[str, Any] = {}
@@ -118,36 +104,18 @@ def read_checkpoint_meta(path: str) -> Checkpoint:
 def load_weights(ckpt: Checkpoint) -> dict:
     """The checkpoint's tensors, checked name by name and shape by shape against the config."""
     import torch
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
 
-    from c4forge.trainers.model import GLUTransformer
+    from c4forge.trainers.models import build_model, family_of
 
-    path = os.path.join(ckpt.directory, WEIGHTS_FILE)
-    try:
-        tensors = load_file(path)
-    except (SafetensorError, OSError, ValueError) as err:
-        raise VerificationError(f"{path}: unreadable safetensors file ({err})") from err
     with torch.device("meta"):
-        expected = {k: tuple(v.shape) for k, v in GLUTransformer(ckpt.config).state_dict().items()}
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    if missing or unexpected:
-        raise VerificationError(
-            f"{path}: does not match its config.json — missing {missing[:5]}"
-            f"{'…' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}"
-        )
-    for name, shape in expected.items():
-        if tuple(tensors[name].shape) != shape:
-            raise VerificationError(
-                f"{path}: {name} has shape {tuple(tensors[name].shape)}, config says {shape}"
-            )
-    return {k: v.float().contiguous() for k, v in tensors.items()}
+        model = build_model(family_of(ckpt.config), ckpt.config)
+        expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    return read_model_tensors(ckpt.directory, expected)
 
 
 def load_model(path: str):
     """A ``GLUTransformer`` with the weights of a run or checkpoint (eval mode, CPU)."""
-    from c4forge.trainers.model import GLUTransformer
+    from c4forge.trainers.models.t5 import GLUTransformer
 
     ckpt = read_checkpoint_meta(path)
     model = GLUTransformer(ckpt.config)
@@ -169,14 +137,18 @@ def _nested(state: dict[str, Any], *keys: str) -> Any:
 
 
 def find_vocabulary(ckpt: Checkpoint, override: str | None):
-    """The run's vocabulary: ``--vocab`` if given, else what trainer_state.json records, else a
-    ``spiece.model`` / ``sentencepiece.model`` next to the checkpoint or in the run dir."""
+    """The run's vocabulary: ``--vocab`` if given, else the run's own copy (``RUN/vocab``), else
+    what trainer_state.json records, else a ``spiece.model`` / ``sentencepiece.model`` next to the
+    checkpoint or in the run dir."""
     from c4forge.tokenizers.vocab import Vocabulary
 
     candidates: list[str] = []
     if override:
         candidates.append(override)
     else:
+        own = run_vocab_dir(run_dir_of(ckpt.directory))  # RUN/vocab: survives moving the run
+        if own:
+            candidates.append(own)
         recorded = _nested(ckpt.state, "vocab_dir", "vocab_model", "vocab")
         if isinstance(recorded, str):
             candidates.append(recorded)
@@ -213,7 +185,7 @@ def find_vocabulary(ckpt: Checkpoint, override: str | None):
     return vocab
 
 
-def tokenizer_json(vocab) -> str | None:
+def tokenizer_json(vocab, extra_names: list[str] | None = None, template=None) -> str | None:
     """HF fast-tokenizer ``tokenizer.json`` equivalent to ``spiece.model`` + extra ids.
 
     transformers 5.x has only the ``tokenizers``-backed T5Tokenizer; without this file it converts
@@ -221,6 +193,10 @@ def tokenizer_json(vocab) -> str | None:
     is older than sentencepiece's generated code). Built like HF's T5 converter: Unigram over the
     pieces and their scores, the model's precompiled normalizer, Metaspace, ``</s>`` appended, and
     ``<extra_id_k>`` at V − 1 − k. ``None`` when the ``tokenizers`` library is not installed.
+
+    ``extra_names`` renames the extra ids (index k = id V − 1 − k; the bert export names the top
+    three [MASK], [CLS], [SEP]); ``template`` is a ``TemplateProcessing`` post-processor
+    replacing T5's "append </s>".
     """
     try:
         from tokenizers import (
@@ -240,7 +216,7 @@ def tokenizer_json(vocab) -> str | None:
         proto = f.read()
     sp = spm.SentencePieceProcessor(model_proto=proto)
     pieces = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
-    extras = [f"<extra_id_{k}>" for k in range(vocab.extra_ids)]
+    extras = extra_names or [f"<extra_id_{k}>" for k in range(vocab.extra_ids)]
     pieces += [(t, 0.0) for t in reversed(extras)]
     tk = Tokenizer(Unigram(pieces, unk_id=vocab.unk_id, byte_fallback=False))
     charsmap = spm_charsmap(proto)
@@ -253,7 +229,7 @@ def tokenizer_json(vocab) -> str | None:
         ]
     )
     tk.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
-    tk.post_processor = processors.TemplateProcessing(
+    tk.post_processor = template or processors.TemplateProcessing(
         single=["$A", "</s>"],
         pair=["$A", "</s>", "$B", "</s>"],
         special_tokens=[("</s>", vocab.eos_id)],
@@ -294,38 +270,87 @@ def export(
     dropout_rate: float | None = None,
     model_max_length: int | None = None,
 ) -> dict[str, Any]:
-    """Write the HF folder; returns a summary (checkpoint, step, files, parameters)."""
+    """Write the HF folder of the checkpoint's family; returns a summary (checkpoint, step,
+    files, parameters). Everything is checked before the first byte is written."""
     from safetensors.torch import save_file
 
+    from c4forge.trainers.models import family_of
+
     ckpt = read_checkpoint_meta(path)
+    family = family_of(ckpt.config)
+    if family == "bert":
+        from c4forge.trainers.export_bert import bert_files
+
+        bert_files(ckpt.config, None, 0, dropout_rate)  # a non-gelu FFN is refused here
     tensors = load_weights(ckpt)
     vocab = find_vocabulary(ckpt, vocab_path)
     if os.path.exists(output) and os.listdir(output) and not overwrite:
         raise OutputExistsError(f"{output}: exists and is not empty; pass --overwrite")
-    if embed_token_copies:  # for a transformers release that reports them missing
-        tensors["encoder.embed_tokens.weight"] = tensors["shared.weight"].clone()
-        tensors["decoder.embed_tokens.weight"] = tensors["shared.weight"].clone()
-    max_len = model_max_length or _nested(ckpt.state, "inputs_length") or 512
+    max_len = int(model_max_length or _nested(ckpt.state, "inputs_length") or 512)
+    if family == "bert":
+        files = bert_files(ckpt.config, vocab, max_len, dropout_rate)
+        architecture = "BertForPreTraining"
+    else:
+        if embed_token_copies:  # for a transformers release that reports them missing
+            tensors["encoder.embed_tokens.weight"] = tensors["shared.weight"].clone()
+            tensors["decoder.embed_tokens.weight"] = tensors["shared.weight"].clone()
+        files = t5_files(ckpt.config, vocab, max_len, dropout_rate)
+        architecture = "T5ForConditionalGeneration"
 
+    def write_weights(folder: str) -> None:
+        save_file(tensors, os.path.join(folder, WEIGHTS_FILE), metadata={"format": "pt"})
+
+    write_folder(output, files, write_weights)
+    n_params = sum(t.numel() for k, t in tensors.items() if "embed_tokens" not in k)
+    return {
+        "checkpoint": ckpt.directory,
+        "step": ckpt.state.get("step"),
+        "output": output,
+        "files": sorted(os.listdir(output)),
+        "parameters": n_params,
+        "ffn": ckpt.config.ffn,
+        "family": family,
+        "architecture": architecture,
+        "vocab_size": vocab.vocab_size,
+        "embedding_size": ckpt.config.embedding_size,
+        "weights_sha256": sha256_file(os.path.join(output, WEIGHTS_FILE)),
+    }
+
+
+def t5_files(cfg: ModelConfig, vocab, max_len: int, dropout_rate: float | None) -> dict[str, Any]:
+    """The T5 folder's files besides the weights: name → dict (JSON) or bytes."""
+    files: dict[str, Any] = {
+        CONFIG_FILE: hf_config_dict(cfg, dropout_rate),
+        "generation_config.json": {
+            "decoder_start_token_id": 0,
+            "eos_token_id": 1,
+            "pad_token_id": 0,
+        },
+    }
+    with open(vocab.plain_model_path, "rb") as f:
+        files["spiece.model"] = f.read()
+    files.update(tokenizer_files(vocab, max_len))
+    fast = tokenizer_json(vocab)
+    if fast is not None:
+        files["tokenizer.json"] = fast.encode("utf-8")
+    return files
+
+
+def write_folder(output: str, files: dict[str, Any], write_weights) -> None:
+    """Write ``files`` (and the weights) into a temporary folder next to ``output``, fsync,
+    then rename it into place, so a reader never sees half of an export."""
     parent = os.path.dirname(os.path.abspath(output))
     os.makedirs(parent, exist_ok=True)
     tmp = os.path.join(parent, f".{os.path.basename(os.path.abspath(output))}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     try:
-        save_file(tensors, os.path.join(tmp, WEIGHTS_FILE), metadata={"format": "pt"})
-        write_json(os.path.join(tmp, CONFIG_FILE), hf_config_dict(ckpt.config, dropout_rate))
-        write_json(
-            os.path.join(tmp, "generation_config.json"),
-            {"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0},
-        )
-        with open(vocab.plain_model_path, "rb") as f:
-            atomic_write_bytes(os.path.join(tmp, "spiece.model"), f.read())
-        for name, obj in tokenizer_files(vocab, int(max_len)).items():
-            write_json(os.path.join(tmp, name), obj)
-        fast = tokenizer_json(vocab)
-        if fast is not None:
-            atomic_write_bytes(os.path.join(tmp, "tokenizer.json"), fast.encode("utf-8"))
+        write_weights(tmp)
+        for name, content in files.items():
+            if isinstance(content, bytes):
+                atomic_write_bytes(os.path.join(tmp, name), content)
+            else:
+                write_json(os.path.join(tmp, name), content)
         for name in os.listdir(tmp):
             with open(os.path.join(tmp, name), "rb") as f:
                 os.fsync(f.fileno())
@@ -339,18 +364,6 @@ def export(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    n_params = sum(t.numel() for k, t in tensors.items() if "embed_tokens" not in k)
-    return {
-        "checkpoint": ckpt.directory,
-        "step": ckpt.state.get("step"),
-        "output": output,
-        "files": sorted(os.listdir(output)),
-        "parameters": n_params,
-        "ffn": ckpt.config.ffn,
-        "vocab_size": vocab.vocab_size,
-        "embedding_size": ckpt.config.embedding_size,
-        "weights_sha256": sha256_file(os.path.join(output, WEIGHTS_FILE)),
-    }
 
 
 def spm_charsmap(model_proto: bytes) -> bytes | None:

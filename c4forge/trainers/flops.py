@@ -82,3 +82,22 @@ def param_counts(cfg: ModelConfig) -> dict[str, int]:
     )
     emb = cfg.embedding_size * d * (1 if cfg.tie_embeddings else 2)
     return {"total": non_emb + emb, "embedding": emb, "non_embedding": non_emb}
+
+
+def bert_flops_breakdown(cfg, seq_length: int, predictions: int) -> dict[str, float]:
+    """Training FLOPs per bert row by component: the encoder on ``seq_length`` tokens, the MLM
+    head (transform + tied decoder) on the ``predictions`` gathered positions, pooler + NSP once."""
+    d, n, t, e = cfg.d_model, cfg.n_layers, seq_length, cfg.vocab_size
+    ffn = (3 if cfg.is_gated else 2) * d * cfg.d_ff
+    return {
+        "encoder_attn_proj": 6.0 * n * 4 * d * d * t,
+        "encoder_ffn": 6.0 * n * ffn * t,
+        "encoder_attn_scores": 12.0 * d * n * t * t,
+        "mlm_transform": 6.0 * d * d * predictions,
+        "mlm_decoder": 6.0 * d * e * predictions,
+        "pooler_nsp": 6.0 * (d * d + 2 * d),
+    }
+
+
+def bert_flops_per_example(cfg, seq_length: int, predictions: int) -> float:
+    return float(sum(bert_flops_breakdown(cfg, seq_length, predictions).values()))

@@ -44,3 +44,33 @@ def build_hf_model(cfg: ModelConfig, model=None, attn_implementation: str | None
         hf.encoder.embed_tokens = hf.shared
         hf.decoder.embed_tokens = hf.shared
     return hf
+
+
+def hf_bert_config(cfg, attn_implementation: str | None = None):
+    """HF ``BertConfig`` of a c4forge bert config (only the ``gelu`` FFN has an HF equivalent)."""
+    from transformers import BertConfig
+
+    from c4forge.trainers.export_bert import hf_bert_config_dict
+
+    config = BertConfig(**{k: v for k, v in hf_bert_config_dict(cfg).items() if k != "model_type"})
+    if attn_implementation:
+        config._attn_implementation = attn_implementation
+    return config
+
+
+def build_hf_bert(cfg, model=None, attn_implementation: str | None = None):
+    """An HF ``BertForPreTraining`` of the same shape; with ``model`` it gets the same weights."""
+    import torch
+    from transformers import BertForPreTraining
+
+    hf = BertForPreTraining(hf_bert_config(cfg, attn_implementation))
+    if model is not None:
+        with torch.no_grad():
+            result = hf.load_state_dict(model.state_dict(), strict=False)
+        bad = [k for k in result.missing_keys if not k.startswith("cls.predictions.decoder")]
+        if bad or result.unexpected_keys:
+            raise RuntimeError(
+                f"HF BERT does not match: missing {bad}, unexpected {result.unexpected_keys}"
+            )
+        hf.tie_weights()
+    return hf

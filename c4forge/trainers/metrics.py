@@ -76,6 +76,10 @@ def plot_loss_curve(metrics_path: str, png_path: str, title: str = "") -> str | 
     records = read_metrics(metrics_path)
     train = [(r["step"], r["loss"]) for r in records if "loss" in r]
     evals = [(r["step"], r["eval_nll"]) for r in records if "eval_nll" in r]
+    eval_label = "held-out NLL"
+    if not evals:  # the bert family: MLM + NSP loss
+        evals = [(r["step"], r["eval_loss"]) for r in records if "eval_loss" in r]
+        eval_label = "held-out loss (MLM + NSP)"
     if not train and not evals:
         return None
     import matplotlib
@@ -87,7 +91,7 @@ def plot_loss_curve(metrics_path: str, png_path: str, title: str = "") -> str | 
     if train:
         ax.plot(*zip(*train), label="train loss", color="tab:blue", linewidth=1.4)
     if evals:
-        ax.plot(*zip(*evals), "o-", label="held-out NLL", color="tab:orange", markersize=4)
+        ax.plot(*zip(*evals), "o-", label=eval_label, color="tab:orange", markersize=4)
     ax.set_xlabel("step")
     ax.set_ylabel("nats per target token")
     ax.set_title(title or "c4forge train")

@@ -14,10 +14,27 @@ import torch
 
 from c4forge.errors import ConfigError
 
-OPTIMIZERS = ("adafactor", "adamwscale")
-DEFAULT_SCHEDULE = {"adafactor": "isr_decay", "adamwscale": "cosine"}
-DEFAULT_LR = {"adafactor": 1e-2, "adamwscale": 2e-2}  # adafactor: only used by cosine/constant
-DEFAULT_GRAD_CLIP = {"adafactor": 0.0, "adamwscale": 1.0}
+OPTIMIZERS = ("adafactor", "adamwscale", "adamw")
+DEFAULT_SCHEDULE = {"adafactor": "isr_decay", "adamwscale": "cosine", "adamw": "linear"}
+# adafactor: only used by cosine/constant; adamw: BERT-base's pretraining peak
+DEFAULT_LR = {"adafactor": 1e-2, "adamwscale": 2e-2, "adamw": 1e-4}
+DEFAULT_GRAD_CLIP = {"adafactor": 0.0, "adamwscale": 1.0, "adamw": 1.0}
+BERT_WEIGHT_DECAY = 0.01
+# google-research/bert optimization.py: no decay on "LayerNorm", "layer_norm", "bias"
+NO_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+def weight_decay_groups(
+    named: Iterable[tuple[str, torch.nn.Parameter]], weight_decay: float = BERT_WEIGHT_DECAY
+) -> list[dict]:
+    """Two parameter groups: decayed weights, and biases / LayerNorm parameters without decay."""
+    decay, plain = [], []
+    for name, p in named:
+        (plain if any(k in name for k in NO_DECAY) else decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": plain, "weight_decay": 0.0},
+    ]
 
 
 def build_optimizer(
@@ -27,7 +44,8 @@ def build_optimizer(
     weight_decay: float = 0.0,
     foreach: bool | None = True,
 ) -> torch.optim.Optimizer:
-    """``adafactor``: torch.optim.Adafactor as T5 trained; ``adamwscale``: nanoT5's default."""
+    """``adafactor``: torch.optim.Adafactor as T5 trained; ``adamwscale``: nanoT5's default;
+    ``adamw``: BERT's (pass ``weight_decay_groups(model.named_parameters())`` as ``params``)."""
     if name not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {name!r}; valid: {', '.join(OPTIMIZERS)}")
     lr = DEFAULT_LR[name] if lr is None else float(lr)
@@ -44,6 +62,13 @@ def build_optimizer(
             d=1.0,
             weight_decay=weight_decay,
             foreach=foreach,
+        )
+    if name == "adamw":
+        # BERT's AdamW: β = (0.9, 0.999), eps 1e-6, decoupled decay (weight_decay_groups sets it
+        # per group). torch's AdamW has Adam's bias correction, which google-research/bert's
+        # AdamWeightDecayOptimizer omits; we follow torch/HF (the spec is silent).
+        return torch.optim.AdamW(
+            params, lr=lr, betas=(0.9, 0.999), eps=1e-6, weight_decay=weight_decay, foreach=foreach
         )
     return AdamWScale(params, lr=lr, weight_decay=weight_decay)
 

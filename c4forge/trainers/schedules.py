@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from c4forge.errors import ConfigError
 
-SCHEDULES = ("isr", "isr_decay", "cosine", "constant")
+SCHEDULES = ("isr", "isr_decay", "cosine", "constant", "linear")
 COSINE_MIN_LR = 1e-5  # nanoT5's eta_min
 
 
@@ -52,6 +52,17 @@ def schedule_fn(
     peak = float(lr)
     if name == "constant":
         return lambda n: peak
+
+    if name == "linear":
+        # BERT: linear warm-up from 0 to lr over W steps, then linear decay to 0 at N. As HF's
+        # get_linear_schedule_with_warmup (peak at W); google-research/bert decays lr·(1 − n/N)
+        # from step 0 and lets the warm-up override it, which jumps down at W.
+        def linear(n: int) -> float:
+            if n <= warmup:
+                return peak * n / warmup
+            return peak * max(big_n - n, 0) / max(big_n - warmup, 1)
+
+        return linear
 
     def cosine(n: int) -> float:
         # nanoT5: LinearLR(0.5 → 1) over W steps, then cosine to eta_min at N.

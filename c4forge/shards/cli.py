@@ -5,27 +5,23 @@ Two forms share one subparser, told apart by the first positional argument:
     c4forge shards DOCS --vocab VOCAB --output DIR [options] [Beam options]
     c4forge shards verify DIR [--vocab VOCAB_DIR]
 
-(a documents folder literally named ``verify`` is reachable as ``./verify``). Argparse only;
-the job is imported lazily in ``run`` so `--help` stays instant. Unrecognised arguments are
-Beam pipeline options, passed to ``PipelineOptions`` unchanged.
+(a documents folder literally named ``verify`` is reachable as ``./verify``). The objective
+choices and objective-only flags come from the objective registry (pure numpy, no Beam); the
+job is imported lazily in ``run`` so `--help` stays quick. ``job_from_args`` is the one place an
+argparse namespace becomes a typed ``ShardsJob``. Unrecognised arguments must be Beam pipeline
+options (checked against Beam's own parser) and reach ``PipelineOptions`` unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
+from c4forge.objectives.registry import OBJECTIVES, objective_options
 from c4forge.pipeline.cli_common import add_runner_args
 
-OBJECTIVE_NAMES = (
-    "span_corruption",
-    "prefix_lm",
-    "bert_t5",
-    "mass",
-    "iid_replace_spans",
-    "iid_drop",
-    "deshuffle",
-    "bert_mlm_nsp",
-)
+if TYPE_CHECKING:
+    from c4forge.shards.job import ShardsJob
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -57,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="sentinels added to a plain .model (default 100)",
     )
     p.add_argument("--output", "-o", help="output shard folder")
-    p.add_argument("--objective", choices=OBJECTIVE_NAMES, default="span_corruption")
+    p.add_argument("--objective", choices=list(OBJECTIVES), default="span_corruption")
     p.add_argument(
         "--inputs-length",
         type=int,
@@ -85,25 +81,10 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default="none",
         help="none = T5 (no separator between concatenated documents); eos = HF/nanoT5",
     )
-    bert = p.add_argument_group("bert_mlm_nsp (BERT's own MLM + NSP rows, objectives.md §4.1)")
-    bert.add_argument(
-        "--max-predictions-per-seq",
-        type=int,
-        default=None,
-        help="masked positions stored per row (default 20; BERT uses 20 at 128, 80 at 512)",
-    )
-    bert.add_argument(
-        "--short-seq-prob",
-        type=float,
-        default=None,
-        help="probability of a shorter target length for a pair (default 0.1)",
-    )
-    bert.add_argument(
-        "--dupe-factor",
-        type=int,
-        default=None,
-        help="passes over the documents with different masks (default 1; BERT used 10)",
-    )
+    for name, options in objective_options().items():
+        group = p.add_argument_group(f"{name} only ({OBJECTIVES[name].reference})")
+        for option in options:
+            group.add_argument(option.flag, type=option.type, default=None, help=option.help)
     p.add_argument(
         "--num-shards",
         default="auto",
@@ -125,19 +106,22 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace, extra: list[str]) -> int:
+COMMON_OBJECTIVE_OPTIONS = (
+    "inputs_length",
+    "targets_length",
+    "noise_density",
+    "mean_noise_span_length",
+    "packing",
+    "doc_separator",
+    "pack_window",
+)
+
+
+def job_from_args(args: argparse.Namespace, extra: list[str]) -> ShardsJob:
+    """The typed job of `c4forge shards DOCS …` (validated here, before any work)."""
     from c4forge.errors import ConfigError
+    from c4forge.shards.job import make_job
 
-    if args.target[0] == "verify":
-        if len(args.target) != 2:
-            raise ConfigError("usage: c4forge shards verify DIR [--vocab VOCAB_DIR]")
-        if extra:
-            raise ConfigError(f"unrecognized arguments for 'shards verify': {' '.join(extra)}")
-        from c4forge.pipeline.shards_beam import verify_command
-
-        return verify_command(
-            args.target[1], args.vocab, quiet=args.quiet, extra_ids=args.extra_ids
-        )
     if len(args.target) != 1:
         raise ConfigError(
             f"expected one documents folder, got {len(args.target)}: {' '.join(args.target)}"
@@ -146,6 +130,49 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise ConfigError("--vocab is required (a `c4forge vocab` folder or a .model file)")
     if not args.output:
         raise ConfigError("--output is required")
-    from c4forge.pipeline.shards_beam import run_shards_beam
+    own = [o.name for options in objective_options().values() for o in options]
+    chosen = {name: getattr(args, name) for name in (*COMMON_OBJECTIVE_OPTIONS, *own)}
+    # argparse's defaults for packing and separators are the T5 ones; "not given" is None.
+    chosen["packing"] = None if args.packing == "concat" else args.packing
+    chosen["doc_separator"] = None if args.doc_separator == "none" else args.doc_separator
+    chosen["pack_window"] = None if args.packing == "concat" else args.pack_window
+    return make_job(
+        docs=args.target[0],
+        output=args.output,
+        vocab=args.vocab,
+        objective=args.objective,
+        objective_options=chosen,
+        extra_ids=args.extra_ids,
+        seed=args.seed,
+        token_dtype=args.token_dtype,
+        batch_rows=args.batch_rows,
+        compression=args.compression,
+        num_shards=args.num_shards,
+        rows_per_shard=args.rows_per_shard,
+        runner=args.runner,
+        workers=args.workers,
+        pipeline_args=tuple(extra),
+        overwrite=args.overwrite,
+        quiet=args.quiet,
+    )
 
-    return run_shards_beam(args, extra)
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from c4forge.errors import ConfigError
+    from c4forge.pipeline.beam_options import quiet_beam_logging
+
+    quiet_beam_logging()  # before anything imports Beam (remote paths do, through storage)
+    if args.target[0] == "verify":
+        if len(args.target) != 2:
+            raise ConfigError("usage: c4forge shards verify DIR [--vocab VOCAB_DIR]")
+        if extra:
+            raise ConfigError(f"unrecognized arguments for 'shards verify': {' '.join(extra)}")
+        from c4forge.shards.verify import verify_command
+
+        return verify_command(
+            args.target[1], args.vocab, quiet=args.quiet, extra_ids=args.extra_ids
+        )
+    from c4forge.shards.driver import run_job
+
+    run_job(job_from_args(args, extra))
+    return 0

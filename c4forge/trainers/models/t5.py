@@ -1,4 +1,4 @@
-"""The GLU-Transformer: a T5.1.1 encoder-decoder with any FFN of "GLU Variants Improve Transformer".
+"""The t5 family — the GLU-Transformer: a T5.1.1 encoder-decoder with any FFN of "GLU Variants Improve Transformer".
 
 One file, read top to bottom (model.md §1). Design choices that matter:
 
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from c4forge.trainers.config import ModelConfig
+from c4forge.trainers.config import PRESETS, ModelConfig, make_config  # noqa: F401 (family API)
 
 # ----------------------------------------------------------------------------------------------
 # Relative position buckets (model.md §1.1), written as HF's T5Attention._relative_position_bucket
@@ -429,3 +429,11 @@ def _segments(ids: torch.Tensor, segment_ids: torch.Tensor | None) -> torch.Tens
     if segment_ids is None:
         return (ids != 0).to(torch.int32)
     return segment_ids.to(torch.int32)
+
+
+# ----------------------------------------------------------------------------------------------
+# Family registry entry (models/__init__.py)
+
+FAMILY = "t5"
+Model = GLUTransformer
+Config = ModelConfig

@@ -1,0 +1,194 @@
+"""The output folder of a shard build: what is there before (fresh / resume / done, §3.4) and
+the finishing pass after the rows are written (empty shards, totals, the vocabulary copy, and
+index.json last). Engine-free: any engine that writes shards with ``rows.write_one_shard`` and
+counters with ``rows.save_clean_stats`` is finished here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from c4forge.errors import InputError, OutputExistsError
+from c4forge.formats import clean_docs, storage
+from c4forge.formats import shards as fmt
+from c4forge.shards.job import ShardsBuild
+from c4forge.shards.rows import clean_stats_path, empty_stats, write_one_shard
+from c4forge.shards.vocab_copy import INDEX_KEY, VOCAB_DIR, copy_is_current, write_vocab_copy
+
+BUILD_RECORD = "_build.json"  # under _progress/: what an unfinished build was building
+_SHARD_FILE_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.arrow$")
+
+
+def _our_files(output: str) -> list[str]:
+    return [n for n in storage.listdir(output) if _SHARD_FILE_RE.match(n) or ".arrow.tmp-" in n]
+
+
+def remove_previous(output: str) -> None:
+    """--overwrite: delete what a shard build writes here, and nothing else in the folder."""
+    for name in _our_files(output):
+        storage.remove(storage.join(output, name))
+    storage.remove(storage.join(output, fmt.INDEX_NAME))
+    storage.rmtree(storage.join(output, fmt.PROGRESS_DIR))
+    storage.rmtree(storage.join(output, VOCAB_DIR))
+
+
+def build_record(build: ShardsBuild) -> dict[str, Any]:
+    layout: dict[str, Any] = (
+        {"num_shards": build.num_shards}
+        if build.rows_per_shard is None
+        else {"rows_per_shard": build.rows_per_shard}
+    )
+    return {"dataset_fingerprint": build.fingerprint, "arrow": build.manifest["arrow"], **layout}
+
+
+def _index_matches(build: ShardsBuild, index: dict[str, Any]) -> bool:
+    if (
+        index.get("dataset_fingerprint") != build.fingerprint
+        or index.get("arrow") != build.manifest["arrow"]
+    ):
+        return False
+    if set(index.get("splits", {})) != set(build.splits):
+        return False
+    for split, block in index["splits"].items():
+        want = (
+            build.num_shards[split]
+            if build.num_shards is not None
+            else max(1, math.ceil(block["rows"] / build.rows_per_shard))
+        )
+        if block["num_shards"] != want:
+            return False
+    return True
+
+
+def prepare_output(build: ShardsBuild, overwrite: bool) -> str:
+    """Decide what to do with an existing folder: 'done', 'resume' or 'fresh' (§3.4)."""
+    out = build.output
+    index_path = storage.join(out, fmt.INDEX_NAME)
+    record_path = storage.join(out, fmt.PROGRESS_DIR, BUILD_RECORD)
+    want = build_record(build)
+    if storage.exists(index_path):
+        index = storage.read_json(index_path)
+        if not _index_matches(build, index):
+            if not overwrite:
+                raise OutputExistsError(
+                    f"{index_path} holds a shard set built differently (dataset_fingerprint "
+                    f"{index.get('dataset_fingerprint')}, this run {build.fingerprint}, or other "
+                    "shard counts / Arrow options); pass --overwrite to replace it"
+                )
+            remove_previous(out)
+        else:
+            # Finished before: keep every intact shard, rebuild only damaged or missing ones.
+            progress = fmt.Progress(out)
+            intact = True
+            for block in index["splits"].values():
+                for rec in block["shards"]:
+                    progress.save({**rec, "dataset_fingerprint": build.fingerprint})
+                    if progress.finished(rec["file"], build.fingerprint) is None:
+                        intact = False
+            if intact:
+                storage.rmtree(storage.join(out, fmt.PROGRESS_DIR))
+                if not copy_is_current(out, index, build.vocab_files):
+                    # A damaged copy, or a set built before shard sets carried one: (re)write
+                    # the copy and its index.json entry; the shards stay as they are.
+                    index[INDEX_KEY] = write_vocab_copy(
+                        out, build.vocab_files, build.manifest["vocabulary"]
+                    )
+                    fmt.write_index(out, index)
+                return "done"
+            storage.remove(index_path)
+            storage.write_json(record_path, want)
+            return "resume"
+    elif storage.exists(record_path):
+        if storage.read_json(record_path) != want:
+            if not overwrite:
+                raise OutputExistsError(
+                    f"{out} holds an unfinished shard build with other settings "
+                    f"({record_path}); pass --overwrite to discard it"
+                )
+            remove_previous(out)
+        else:
+            _remove_tmp(out)
+            return "resume"
+    elif _our_files(out):
+        if not overwrite:
+            raise OutputExistsError(
+                f"{out} already holds .arrow shards without index.json or build record; "
+                "pass --overwrite to replace them"
+            )
+        remove_previous(out)
+    storage.makedirs(storage.join(out, fmt.PROGRESS_DIR))
+    storage.write_json(record_path, want)
+    return "fresh"
+
+
+def _remove_tmp(out: str) -> None:
+    """Leftovers of writes interrupted by a crash (a finished write renamed its temp file)."""
+    for name in storage.listdir(out):
+        if ".tmp-" in name:
+            storage.remove(storage.join(out, name))
+
+
+def finished_shards(build: ShardsBuild) -> frozenset[str]:
+    """Names whose progress record and file sha256 agree (only knowable with fixed counts)."""
+    if build.num_shards is None:
+        return frozenset()
+    progress = fmt.Progress(build.output)
+    names = {fmt.shard_file_name(s, i, n) for s, n in build.num_shards.items() for i in range(n)}
+    return frozenset(n for n in names if progress.finished(n, build.fingerprint) is not None)
+
+
+def gather_stats(build: ShardsBuild) -> dict[str, dict[str, int]]:
+    """Sum the per-clean-shard counters per split; every clean shard must have reported."""
+    out: dict[str, dict[str, int]] = {}
+    for split in build.splits:
+        total = empty_stats(build.objective)
+        for path in build.clean_files[split]:
+            rec_path = clean_stats_path(build.output, split, clean_docs.shard_index(path))
+            if not storage.exists(rec_path):
+                raise RuntimeError(f"clean shard {path} was not processed ({rec_path} missing)")
+            for k, v in storage.read_json(rec_path)["stats"].items():
+                total[k] = total.get(k, 0) + v
+        out[split] = total
+    return out
+
+
+def finish(build: ShardsBuild, stats: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """Write shards that received no rows, check the totals, copy the vocabulary, and write
+    index.json last."""
+    for split, st in stats.items():
+        if split == "train" and st["rows"] == 0:
+            raise InputError(
+                f"{build.job.docs}: no training rows: {st['documents']} train documents read, "
+                f"{st['documents_empty']} of them empty (no text)"
+            )
+    num_shards = build.num_shards or {
+        s: max(1, math.ceil(stats[s]["rows"] / build.rows_per_shard)) for s in build.splits
+    }
+    progress = fmt.Progress(build.output)
+    splits = {}
+    for split in build.splits:
+        count = num_shards[split]
+        records = []
+        for i in range(count):
+            name = fmt.shard_file_name(split, i, count)
+            rec = progress.load(name)
+            if rec is None or rec.get("dataset_fingerprint") != build.fingerprint:
+                rec = write_one_shard(build, split, i, count, [])  # no row hashed to this shard
+            records.append(rec)
+        block = fmt.split_summary(count, records)
+        if block["rows"] != stats[split]["rows"]:
+            raise RuntimeError(
+                f"{split}: shards hold {block['rows']} rows, the build made {stats[split]['rows']}"
+            )
+        splits[split] = block
+    index = dict(build.manifest)
+    index["splits"] = splits
+    index["stats"] = stats
+    index["versions"] = fmt.library_versions()
+    index[INDEX_KEY] = write_vocab_copy(
+        build.output, build.vocab_files, build.manifest["vocabulary"]
+    )
+    fmt.write_index(build.output, index)
+    return index

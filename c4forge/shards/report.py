@@ -1,0 +1,99 @@
+"""What a person sees of a shard build: the summary lines and the progress bars."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from typing import Any
+
+from c4forge.formats import shards as fmt
+from c4forge.io import storage
+from c4forge.shards.job import ShardsBuild
+from c4forge.shards.rows import CLEAN_STATS_DIR
+
+# Objectives no longer registered (an old index.json) are summarised like the T5 family.
+_DEFAULT_COUNTS = (
+    ("trimmed targets", "targets_truncated"),
+    ("dropped >sentinels", "too_many_spans"),
+)
+
+
+def _summary_fields(name: str) -> tuple[tuple[tuple[str, str], ...], str]:
+    from c4forge.objectives.registry import OBJECTIVES
+
+    spec = OBJECTIVES.get(name)
+    if spec is None:
+        return _DEFAULT_COUNTS, "input / target tokens"
+    return spec.summary_counts, spec.summary_sides
+
+
+def summary_lines(
+    index: dict[str, Any], output: str, seconds: float | None, runner: str
+) -> list[str]:
+    obj = index["objective"]
+    lines = [
+        f"c4forge shards: {obj['name']} {obj['inputs_length']}/{obj['targets_length']} "
+        f"packing={obj['packing']} seed={index['seed']} dtype={index['token_dtype']}",
+    ]
+    counted, sides = _summary_fields(obj["name"])
+    for split, block in index["splits"].items():
+        pad_in = fmt.padding_fraction(block, obj["inputs_length"], "input_tokens")
+        pad_tg = fmt.padding_fraction(block, obj["targets_length"], "target_tokens")
+        st = index.get("stats", {}).get(split, {})
+        counts = ", ".join(f"{label} {st.get(key, 0):,}" for label, key in counted)
+        lines.append(
+            f"  {split:<10} {block['num_shards']:>4} shards {block['rows']:>10,} rows  "
+            f"{block['input_tokens']:>12,} / {block['target_tokens']:,} {sides}  "
+            f"padding {pad_in:.2%} / {pad_tg:.2%}  "
+            f"(docs {st.get('documents', 0):,}, empty {st.get('documents_empty', 0):,}, "
+            f"{counts})"
+        )
+    size = sum(r["bytes"] for b in index["splits"].values() for r in b["shards"])
+    lines.append(f"  files      {output}/ ({size / 1e6:,.1f} MB), manifest {output}/index.json")
+    lines.append(
+        f"  fingerprint {index['dataset_fingerprint']}  vocabulary {index['vocabulary']['sha256']}"
+    )
+    copy = index.get("vocab_files")
+    if copy:
+        names = ", ".join(r["file"] for r in copy["files"])
+        lines.append(f"  vocabulary {storage.join(output, copy['directory'])}/ ({names})")
+    if seconds is not None:
+        lines.append(f"  time       {seconds:,.1f} s on {runner}")
+    return lines
+
+
+class ProgressWatcher:
+    """A tqdm bar fed by the files the workers write (clean shards read, shards written)."""
+
+    def __init__(self, build: ShardsBuild, quiet: bool) -> None:
+        self.build = build
+        self.stop = threading.Event()
+        self.thread = None if quiet else threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from tqdm import tqdm
+
+        clean_total = sum(len(f) for f in self.build.clean_files.values())
+        shards_total = sum((self.build.num_shards or {}).values()) or None
+        pdir = storage.join(self.build.output, fmt.PROGRESS_DIR)
+        # A bucket listing costs a request: poll it every 10 s, a local folder every 0.5 s.
+        every = 10.0 if storage.is_remote(pdir) else 0.5
+        with (
+            tqdm(total=clean_total, desc="clean shards read", unit="file", file=sys.stderr) as a,
+            tqdm(total=shards_total, desc="shards written", unit="shard", file=sys.stderr) as b,
+        ):
+            while not self.stop.wait(every):
+                with contextlib.suppress(OSError):
+                    a.update(len(storage.listdir(storage.join(pdir, CLEAN_STATS_DIR))) - a.n)
+                    b.update(sum(n.endswith(".arrow.json") for n in storage.listdir(pdir)) - b.n)
+
+    def __enter__(self) -> ProgressWatcher:
+        if self.thread is not None:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
