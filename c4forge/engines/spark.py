@@ -141,9 +141,11 @@ def make_context(master: str | None, workers: int | None, extra: list[str], app:
         from pyspark import SparkConf, SparkContext
     except ImportError as err:
         raise ConfigError("--engine spark needs pyspark: pip install 'c4forge[spark]'") from err
-    # Under spark-submit, SparkConf() already holds --master (spark.master): keep it unless
-    # --master was given to c4forge explicitly.
-    submitted = SparkConf().get("spark.master", None)
+    from c4forge.pipeline.spark_launch import quiet_launch, quiet_python, submitted_master
+
+    quiet_python()
+    # Under spark-submit, keep its --master unless --master was given to c4forge explicitly.
+    submitted = submitted_master()
     url = check_master(master or submitted)
     if url == "local[*]" and workers and not submitted:
         url = f"local[{workers}]"
@@ -160,6 +162,8 @@ def make_context(master: str | None, workers: int | None, extra: list[str], app:
     )
     if url.startswith("local"):
         conf.set("spark.ui.enabled", "false")
+    if not submitted:
+        quiet_launch(conf, url)
     from c4forge.passthrough import spark_conf_pairs
 
     for key, val in spark_conf_pairs(extra):

@@ -42,9 +42,11 @@ def _dir_patterns(input_format: str) -> tuple[str, ...]:
 
 def _match_remote(pattern: str) -> list[InputFile]:
     try:
-        return [InputFile(p, n) for p, n in storage.match(pattern)]
+        found = storage.match(pattern)
     except StorageError as err:
         raise InputError(str(err)) from err
+    # A key ending in "/" is a folder marker (S3 consoles, Hadoop's s3a), never an input file.
+    return [InputFile(p, n) for p, n in found if not p.endswith("/")]
 
 
 def _expand_local(spec: str, input_format: str) -> list[InputFile]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import posixpath
@@ -57,9 +58,26 @@ def is_remote(path: str) -> bool:
     return s is not None and s != "file"
 
 
+def use_pipeline_options(argv: list[str]) -> None:
+    """Give Beam's filesystems in THIS process the job's options (``--s3_endpoint_url``,
+    ``--s3_access_key_id`` …, ``--project``), before the driver lists inputs or checks the
+    output. Beam sets them itself only when a pipeline is built (and in its workers), which is
+    after the driver's own remote calls; without options its S3 client cannot even be made."""
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    FileSystems.set_options(PipelineOptions(list(argv)))
+
+
 def _fs() -> Any:
     from apache_beam.io.filesystems import FileSystems
 
+    # Beam keeps the options in a class attribute; none set yet (a command that built no
+    # pipeline, e.g. `shards verify s3://…`): empty options, so boto3 reads the standard AWS
+    # environment (AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, credentials, region). Options
+    # already set (a worker, or use_pipeline_options) are kept.
+    if getattr(FileSystems, "_pipeline_options", None) is None:
+        use_pipeline_options([])
     return FileSystems
 
 
@@ -263,6 +281,59 @@ def atomic_open(path: str, mode: str = "wb") -> Iterator[IO[Any]]:
         raise
 
 
+class _RemoteFile(io.RawIOBase):
+    """A Beam filesystem file opened on the first byte written. Why lazily: Beam's S3
+    uploader starts a multipart upload on open and cannot complete one of zero parts
+    (S3 answers MalformedXML), so an empty file must be made without one (``_put_empty``)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+        self.file: IO[bytes] | None = None
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        if self.file is None:
+            if not len(b):
+                return 0
+            from apache_beam.io.filesystems import CompressionTypes
+
+            self.file = _fs().create(self.path, compression_type=CompressionTypes.UNCOMPRESSED)
+        return self.file.write(b)
+
+    def commit(self) -> bool:
+        """Close the upload; False when nothing was written (no file exists then)."""
+        if self.file is None:
+            return False
+        self.file.close()
+        return True
+
+    def discard(self) -> None:
+        if self.file is not None:
+            with contextlib.suppress(Exception):
+                self.file.close()
+            with contextlib.suppress(Exception):
+                if _fs().exists(self.path):
+                    _fs().delete([self.path])
+
+
+def _put_empty(path: str) -> None:
+    """An empty object under ``path``: one PUT on S3 (atomic by itself), else create + close."""
+    fs = _fs()
+    if path.startswith("s3://"):
+        from apache_beam.io.aws.clients.s3 import boto3_client
+
+        bucket, _, key = path[len("s3://") :].partition("/")
+        client = boto3_client.Client(options=getattr(fs, "_pipeline_options", None) or {})
+        client.client.put_object(Bucket=bucket, Key=key, Body=b"")
+        return
+    from apache_beam.io.filesystems import CompressionTypes
+
+    fs.create(path, compression_type=CompressionTypes.UNCOMPRESSED).close()
+
+
 @contextlib.contextmanager
 def atomic_writer(path: str) -> Iterator[IO[bytes]]:
     """A binary file, local or remote, that appears under ``path`` only if the block completes
@@ -271,23 +342,19 @@ def atomic_writer(path: str) -> Iterator[IO[bytes]]:
         with atomic_open(path, "wb") as f:
             yield f
         return
-    from apache_beam.io.filesystems import CompressionTypes
-
     fs = _fs()
-    tmp = tmp_name(path)
-    f = fs.create(tmp, compression_type=CompressionTypes.UNCOMPRESSED)
+    f = _RemoteFile(tmp_name(path))
     try:
-        yield f
-        f.close()
+        yield f  # type: ignore[misc] - a writable binary file
+        written = f.commit()
         if fs.exists(path):  # rename does not replace on every filesystem
             fs.delete([path])
-        fs.rename([tmp], [path])
+        if written:
+            fs.rename([f.path], [path])
+        else:
+            _put_empty(path)
     except BaseException:
-        with contextlib.suppress(Exception):
-            f.close()
-        with contextlib.suppress(Exception):
-            if fs.exists(tmp):
-                fs.delete([tmp])
+        f.discard()
         raise
 
 

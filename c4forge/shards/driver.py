@@ -30,6 +30,8 @@ def _beam_engine(build: ShardsBuild, skip: frozenset[str]) -> str:
 def run_job(job: ShardsJob, engine: Engine | None = None) -> dict[str, Any]:
     """Build (or finish) the shard set of ``job``; returns index.json's content."""
     started = time.time()
+    if job.pipeline_args:  # --s3_endpoint_url …: the driver's own remote calls need them too
+        storage.use_pipeline_options(list(job.pipeline_args))
     build = resolve(job)
     state = prepare_output(build, job.overwrite)
     runner = ""
