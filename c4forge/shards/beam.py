@@ -115,8 +115,8 @@ def build_pipeline(pipeline: Any, build: ShardsBuild, skip: frozenset[str]) -> N
 def run_pipeline(build: ShardsBuild, skip: frozenset[str]) -> str:
     """The engine of ``driver.run_job``: run the pipeline; returns the runner's description.
     A c4forge error raised in a worker reaches the caller as itself, not wrapped by Beam."""
-    from c4forge.pipeline.beam_options import make_runner
     from c4forge.engines.errors import user_error_from
+    from c4forge.pipeline.beam_options import make_runner
 
     job = build.job
     choice = make_runner(job.runner, job.workers, list(job.pipeline_args))
