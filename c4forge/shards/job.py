@@ -20,8 +20,9 @@ import numpy as np
 
 from c4forge import __version__
 from c4forge.errors import ConfigError, InputError
-from c4forge.formats import clean_docs, storage
+from c4forge.formats import clean_docs
 from c4forge.formats import shards as fmt
+from c4forge.io import storage
 from c4forge.objectives.registry import ObjectiveConfig, make_config
 
 COMPRESSIONS = ("none", "lz4")

@@ -11,8 +11,9 @@ import re
 from typing import Any
 
 from c4forge.errors import InputError, OutputExistsError
-from c4forge.formats import clean_docs, storage
+from c4forge.formats import clean_docs
 from c4forge.formats import shards as fmt
+from c4forge.io import storage
 from c4forge.shards.job import ShardsBuild
 from c4forge.shards.rows import clean_stats_path, empty_stats, write_one_shard
 from c4forge.shards.vocab_copy import INDEX_KEY, VOCAB_DIR, copy_is_current, write_vocab_copy

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from c4forge.formats import clean_docs, storage
+from c4forge.formats import clean_docs
 from c4forge.formats import shards as fmt
+from c4forge.io import storage
 from c4forge.shards.job import ShardsBuild
 
 # Rows per block: bounds a worker's memory to a few blocks whatever the clean shard's size (a
