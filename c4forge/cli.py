@@ -52,6 +52,11 @@ def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.Argume
 
 
 def main(argv: list[str] | None = None) -> int:
+    from c4forge.pipeline.beam_options import quiet_beam_logging
+
+    # Any subcommand may import Beam (storage, clean, shards, export of a remote run): its
+    # import-time "apitools not found" line is noise, not the user's problem.
+    quiet_beam_logging()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command not in PASSTHROUGH:

@@ -353,3 +353,19 @@ def test_dedup_none_skips_the_stage(lines_case, tmp_path):
     assert nonzero(stats["counters"]) == nonzero(counters)
     # Without dedup the shared line survives on every page that had it (twice on one).
     assert stats["outputs"]["validation"]["documents"] == len(docs) == 4
+
+
+def test_a_clean_run_prints_only_our_lines(tmp_path):
+    """Beam's import-time "apitools not found" warning is not the user's problem: a normal
+    `c4forge clean` run's stderr holds no line that c4forge did not write."""
+    import subprocess
+    import sys
+
+    wet = os.path.join(REPO, "tests", "data", "wet", "whirlwind.warc.wet.gz")
+    proc = subprocess.run(
+        [sys.executable, "-m", "c4forge", "clean", wet, "-o", str(tmp_path / "out"), "--workers", "1"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "apitools" not in proc.stderr and "WARNING:root" not in proc.stderr, proc.stderr
+    assert "c4forge clean: done" in proc.stdout + proc.stderr
