@@ -184,7 +184,7 @@ def test_wet_exact_dedup_funnel_from_plain_functions():
 
 
 def test_failed_conservation_is_printed(warc_run):
-    from c4forge.clean.stats import conservation
+    from c4forge.filters.counting import conservation_errors as conservation
 
     _, stats, out = warc_run
     stats = json.loads(json.dumps(stats))

@@ -26,6 +26,7 @@ from c4forge.clean import stats as cs
 from c4forge.clean.config import CleanJob
 from c4forge.clean.plan import Plan, build_plan
 from c4forge.errors import C4ForgeError, ConfigError, VerificationError
+from c4forge.filters import counting
 from c4forge.io import storage
 from c4forge.io.inputs import InputFile, inputs_block
 
@@ -96,7 +97,7 @@ def finish(
     counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in keys}
     outputs = cs.outputs_block(shard_stats, counts)
     stages = None if job.variant == "en" else plan.funnel
-    counters = cs.full_counters(raw, job.dedup, plan.near_dedup, stages, plan.language_id)
+    counters = counting.full_counters(raw, job.dedup, plan.near_dedup, stages, plan.language_id)
     written = {x["file"] for x in shard_stats}
     co.remove_files(job.output, [n for n in co.list_shard_files(job.output) if n not in written])
     stats = cs.make_stats(

@@ -61,30 +61,6 @@ def resource_fingerprints(language: str) -> dict[str, Any]:
     }
 
 
-def full_counters(
-    raw: Mapping[str, Mapping[str, int]],
-    dedup: str,
-    near_dedup: bool = False,
-    stages: Sequence[str] | None = None,
-    language_id: str = "langdetect",
-) -> dict[str, dict[str, int]]:
-    """stats.json's counters block: ``counting.full_counters`` (every reason of the run's
-    stages, zeros included; the issue-5 extensions only when they apply; a variant's plan
-    names its stages)."""
-    return counting.full_counters(raw, dedup, near_dedup, stages, language_id)
-
-
-def conservation(
-    counters: Mapping[str, Mapping[str, int]],
-    dedup: str,
-    near_dedup: bool | None = None,
-    chain: Sequence[str] | None = None,
-) -> list[str]:
-    """§13's identities (``counting.conservation_errors``), WARC reasons and the near-dedup
-    stage included; ``near_dedup=None`` infers it from the counters."""
-    return counting.conservation_errors(counters, dedup, near_dedup, chain)
-
-
 def outputs_block(shards: list[dict], counts: Mapping[str, int]) -> dict[str, Any]:
     """Per split: documents, characters, shard list (sorted by index)."""
     out: dict[str, Any] = {}
@@ -162,7 +138,7 @@ def make_stats(
 ) -> dict[str, Any]:
     """stats.json; ``funnel``: the plan's page-flow stages (conservation identities);
     ``by_language``: add the per-language block (mC4)."""
-    errors = conservation(counters, dedup, near_dedup, funnel)
+    errors = counting.conservation_errors(counters, dedup, near_dedup, funnel)
     written = sum(o["documents"] for o in outputs.values())
     split_total = sum(n for r, n in counters.get("split", {}).items() if ":" not in r)
     if written != split_total:

@@ -159,9 +159,6 @@ def job_from_args(args: argparse.Namespace, extra: list[str]) -> ShardsJob:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from c4forge.errors import ConfigError
-    from c4forge.pipeline.beam_options import quiet_beam_logging
-
-    quiet_beam_logging()  # before anything imports Beam (remote paths do, through storage)
     if args.target[0] == "verify":
         if len(args.target) != 2:
             raise ConfigError("usage: c4forge shards verify DIR [--vocab VOCAB_DIR]")
