@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "finetune": "c4forge.finetune.cli_finetune",
     "evaluate": "c4forge.finetune.cli_evaluate",
     "glue": "c4forge.finetune.cli_glue",
+    "experiment": "c4forge.experiments.cli",
 }
 
 # Commands whose unknown arguments are Beam/Spark pipeline options.
