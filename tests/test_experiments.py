@@ -202,7 +202,9 @@ def test_paired_bootstrap_is_deterministic_and_reads_the_difference():
     assert t1 == t2
     assert t1["difference"] == pytest.approx((good == y).mean() - (bad == y).mean())
     assert t1["ci_low"] > 0 and t1["p_value"] < 0.01
-    assert "better than the base" in stats.verdict({k: 100 * v for k, v in t1.items()}, "x", "points")
+    assert "better than the base" in stats.verdict(
+        {k: 100 * v for k, v in t1.items()}, "x", "points"
+    )
     same = stats.paired_bootstrap(("accuracy",), [(y, good, good)], 200)
     assert same["difference"] == 0 and "inside the noise" in stats.verdict(same, "x", "points")
     noisy = stats.paired_bootstrap(("accuracy",), [(y[:40], good[:, :40], good[::-1, :40])], 300)

@@ -44,7 +44,10 @@ def _predictions(path: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     out = {}
     for split, rows in by_split.items():
         rows.sort(key=lambda r: r["index"])
-        out[split] = (np.array([r["label"] for r in rows]), np.array([r["prediction"] for r in rows]))
+        out[split] = (
+            np.array([r["label"] for r in rows]),
+            np.array([r["prediction"] for r in rows]),
+        )
     return out
 
 
@@ -115,10 +118,16 @@ def compute(root: str, bootstrap: int = 1000) -> dict[str, Any]:
         "base_arm": base_name,
         "seeds": plan["seeds"],
         "tasks": data["tasks"],
-        "units": {"held_out_loss": "nats per target token (lower is better)",
-                  "scores": "points: 100 × task score (higher is better)"},  # fmt: skip
-        "bootstrap": {"resamples": bootstrap, "seed": 0, "level": stats.LEVEL,
-                      "over": "seeds (paired) × dev examples"},  # fmt: skip
+        "units": {
+            "held_out_loss": "nats per target token (lower is better)",
+            "scores": "points: 100 × task score (higher is better)",
+        },  # fmt: skip
+        "bootstrap": {
+            "resamples": bootstrap,
+            "seed": 0,
+            "level": stats.LEVEL,
+            "over": "seeds (paired) × dev examples",
+        },  # fmt: skip
         "arms": out_arms,
         "budget": budget,
     }
@@ -230,7 +239,7 @@ def markdown(res: dict[str, Any], recipe_line: str = "") -> tuple[str, str]:
         "",
     ]
     for name, arm in res["arms"].items():
-        for key, test in arm.get("vs_base", {}).items():
+        for test in arm.get("vs_base", {}).values():
             doc.append(f"- **{name}** — {test['statement']}")
     doc += ["", "## Per seed (each number links to the file it was read from)", ""]
     for name, arm in res["arms"].items():
@@ -250,8 +259,9 @@ def markdown(res: dict[str, Any], recipe_line: str = "") -> tuple[str, str]:
         "",
         f"{b['stages']} stages, {b['cpu_seconds']:.0f} CPU s, {b['wall_seconds']:.0f} s wall "
         "(sum over stages, all invocations): "
-        + ", ".join(f"{k} {v['stages']}× {v['cpu_seconds']:.0f} CPU s"
-                    for k, v in b["by_kind"].items()),  # fmt: skip
+        + ", ".join(
+            f"{k} {v['stages']}× {v['cpu_seconds']:.0f} CPU s" for k, v in b["by_kind"].items()
+        ),  # fmt: skip
         "",
         "Plots: [loss_curves.png](loss_curves.png), [scores.png](scores.png).",
         "",

@@ -29,7 +29,7 @@ from typing import Any
 from c4forge.errors import C4ForgeError
 from c4forge.experiments import execute
 from c4forge.experiments.schema import Experiment
-from c4forge.experiments.stages import Plan, RunSpec, Stage
+from c4forge.experiments.stages import Plan, Stage
 from c4forge.io.storage import atomic_write_text, write_json
 
 SHARED_KINDS = ("clean", "vocab", "shards")
@@ -106,7 +106,12 @@ def _label(stage: Stage, plan: Plan) -> str:
 
 
 def run_stages(
-    root: str, stages: list[Stage], plan: Plan, device: str, workers: int | None, tag: str = "",
+    root: str,
+    stages: list[Stage],
+    plan: Plan,
+    device: str,
+    workers: int | None,
+    tag: str = "",
     threads: int | None = None,
 ) -> dict[str, float]:
     """Run the stages not yet done, in order; returns wall and CPU seconds spent."""
@@ -189,7 +194,9 @@ def run_parallel(exp: Experiment, root: str, plan: Plan, n_gpus: int, workers) -
     groups = assign([unit_cost(u) for u in units(plan)], n_gpus)
     procs = []
     for env, argv in worker_commands(exp.path, root, groups, ["--device", "cuda"]):
-        say(f"worker on GPU {env['CUDA_VISIBLE_DEVICES']}: runs {argv[argv.index('--worker-runs') + 1]}")
+        say(
+            f"worker on GPU {env['CUDA_VISIBLE_DEVICES']}: runs {argv[argv.index('--worker-runs') + 1]}"
+        )
         procs.append(subprocess.Popen(argv, env=env))
     failed = [p.args for p in procs if p.wait() != 0]
     if failed:

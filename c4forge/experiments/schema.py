@@ -321,7 +321,9 @@ def check_values(where: str, r: dict[str, dict[str, Any]]) -> None:
                           "experiment objective yet; use bert_t5 for T5's BERT-style objective")  # fmt: skip
     ft = r["finetune"]
     if ft["head"] not in HEADS:
-        raise ConfigError(f"{where} finetune.head: unknown {ft['head']!r}; valid: {', '.join(HEADS)}")
+        raise ConfigError(
+            f"{where} finetune.head: unknown {ft['head']!r}; valid: {', '.join(HEADS)}"
+        )
     if not ft["tasks"]:
         raise ConfigError(f"{where} finetune.tasks: no task")
     for task in ft["tasks"]:
