@@ -168,7 +168,9 @@ def test_gpu_scheduling_without_cuda(tmp_path):
     assert max(loads) - min(loads) <= max(runner.unit_cost(u) for u in units)
     assert runner.assign([5, 4, 3, 3, 1], 2) == [[0, 3], [1, 2, 4]]  # loads 8 and 8
     assert runner.assign([1.0], 4) == [[0], [], [], []]
-    cmds = runner.worker_commands(exp.path, str(tmp_path), [[0, 2], [], [1]], ["--device", "cuda"])
+    cmds = runner.worker_commands(
+        exp.path, str(tmp_path), str(tmp_path / "s"), [[0, 2], [], [1]], ["--device", "cuda"]
+    )
     assert [env["CUDA_VISIBLE_DEVICES"] for env, _ in cmds] == ["0", "2"]
     assert cmds[1][1][-3:] == ["1", "--device", "cuda"] and "--worker-runs" in cmds[1][1]
 

@@ -31,6 +31,10 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--device", default="auto", choices=("auto", "cpu", "cuda"),
         help="auto: every GPU (arms spread over them when there are several), else the CPU",
     )  # fmt: skip
+    p.add_argument(
+        "--stages", default=None, metavar="STORE",
+        help="stage folder (default DIR/stages); experiments sharing one run equal stages once",
+    )  # fmt: skip
     p.add_argument("--workers", type=int, default=None, help="Beam workers for clean and shards")
     p.add_argument(
         "--threads", type=int, default=None,
@@ -70,9 +74,10 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         print(write_results(root, exp)["markdown_summary"])
         return 0
     device, n_gpus = _devices(args.device)
+    store = os.path.abspath(args.stages) if args.stages else os.path.join(root, "stages")
     if args.worker_runs is not None:
         plan = build_plan(exp)
-        runner.run_worker(root, plan, [int(x) for x in args.worker_runs.split(",")], device)
+        runner.run_worker(store, plan, [int(x) for x in args.worker_runs.split(",")], device)
         return 0
     workers = args.workers or exp.workers
     threads = args.threads if args.threads is not None else (1 if device == "cpu" else None)
@@ -80,7 +85,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         from c4forge.errors import ConfigError
 
         raise ConfigError(f"--threads must be >= 1, got {threads}")
-    runner.run_experiment(exp, root, device, workers, n_gpus, threads)
+    runner.run_experiment(exp, root, device, workers, n_gpus, threads, store)
     return 0
 
 

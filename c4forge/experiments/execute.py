@@ -31,12 +31,29 @@ LOG = "log.txt"
 RESUMABLE = ("pretrain", "finetune")
 
 
-def stage_dir(root: str, stage: Stage) -> str:
-    return os.path.join(root, "stages", stage.name)
+def stage_dir(store: str, stage: Stage) -> str:
+    """``store`` is the stage folder (DIR/stages, or a store several experiments share)."""
+    return os.path.join(store, stage.name)
 
 
-def is_done(root: str, stage: Stage) -> bool:
-    return os.path.isfile(os.path.join(stage_dir(root, stage), MARKER))
+def is_done(store: str, stage: Stage) -> bool:
+    return os.path.isfile(os.path.join(stage_dir(store, stage), MARKER))
+
+
+@contextlib.contextmanager
+def stage_lock(store: str, stage: Stage):
+    """An exclusive ``flock`` on ``<store>/<name>.lock`` while a stage runs: two experiments
+    sharing a store never run the same stage at once (the second waits, then finds it done).
+    The kernel drops the lock when its process dies, SIGKILL included."""
+    import fcntl
+
+    os.makedirs(store, exist_ok=True)
+    with open(os.path.join(store, f"{stage.name}.lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _cpu_seconds() -> float:
@@ -64,16 +81,16 @@ def torch_threads(n: int | None):
 
 
 def run_stage(
-    root: str, stage: Stage, device: str = "cpu", workers: int | None = None,
+    store: str, stage: Stage, device: str = "cpu", workers: int | None = None,
     threads: int | None = None,
 ) -> dict:  # fmt: skip
     """Run ``stage`` (its inputs are done) and write its marker; returns the marker's content."""
-    out = stage_dir(root, stage)
+    out = stage_dir(store, stage)
     if os.path.isdir(out) and stage.kind not in RESUMABLE:
         shutil.rmtree(out)  # an interrupted short stage starts again
     os.makedirs(out, exist_ok=True)
-    dirs = {s.kind: stage_dir(root, s) for s in stage.inputs}
-    dirs.update({f"after-{s.kind}": stage_dir(root, s) for s in stage.after})
+    dirs = {s.kind: stage_dir(store, s) for s in stage.inputs}
+    dirs.update({f"after-{s.kind}": stage_dir(store, s) for s in stage.after})
     wall0, cpu0 = time.perf_counter(), _cpu_seconds()
     with open(os.path.join(out, LOG), "a", encoding="utf-8") as log:
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
@@ -96,8 +113,8 @@ def run_stage(
     return marker
 
 
-def read_marker(root: str, stage: Stage) -> dict[str, Any]:
-    return read_json(os.path.join(stage_dir(root, stage), MARKER))
+def read_marker(store: str, stage: Stage) -> dict[str, Any]:
+    return read_json(os.path.join(stage_dir(store, stage), MARKER))
 
 
 def _cli(argv: list[str]) -> None:
@@ -120,7 +137,7 @@ def _clean(stage: Stage, out: str, dirs: dict, device: str, workers: int | None)
     c, p = stage.config, stage.params
     inputs = p["inputs"]
     if inputs == SAMPLE:
-        inputs = demo_inputs(os.path.join(os.path.dirname(os.path.dirname(out)), "input"))
+        inputs = demo_inputs(os.path.join(os.path.dirname(out), "input"))
     argv = ["clean", *inputs, "--output", out, "--variant", c["variant"], "--quiet"]
     _opt(argv, "--dedup", c.get("dedup"))
     _opt(argv, "--badwords-fraction", c.get("badwords_fraction"))

@@ -171,7 +171,8 @@ def _against_base(root: str, arm: dict, base: dict, get_task, resamples: int) ->
 def _budget(root: str, plan: dict[str, Any]) -> dict[str, Any]:
     by_kind: dict[str, dict[str, float]] = {}
     for s in plan["stages"]:
-        marker = read_json(os.path.join(root, "stages", s["name"], "stage.json"))
+        store = os.path.join(root, plan.get("stages_dir", "stages"))
+        marker = read_json(os.path.join(store, s["name"], "stage.json"))
         k = by_kind.setdefault(s["kind"], {"stages": 0, "cpu_seconds": 0.0, "wall_seconds": 0.0})
         k["stages"] += 1
         k["cpu_seconds"] += marker["cpu_seconds"]

@@ -3,7 +3,8 @@
 ```
 DIR/experiment.toml            the file this run was started from (a copy)
 DIR/plan.json                  every stage (kind, key, config, inputs) and every run's roles
-DIR/stages/<kind>-<key>/       one folder per stage; stage.json marks it done
+DIR/stages/<kind>-<key>/       one folder per stage; stage.json marks it done (--stages STORE:
+                               a store several experiments share, so equal stages run once)
 DIR/runs/<arm>/seed-<s>/       links to the stages the arm used (clean, vocab, shards,
                                pretrain, ft-<task>-pretrained, ft-<task>-random) + run.json
 DIR/results.json, results.md   the table; loss_curves.png, scores.png
@@ -18,7 +19,6 @@ units in order. A worker is this same command with ``--worker-runs``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -39,8 +39,8 @@ def say(text: str) -> None:
     print(text, file=sys.__stdout__, flush=True)
 
 
-def write_plan(root: str, exp: Experiment, plan: Plan) -> None:
-    os.makedirs(os.path.join(root, "stages"), exist_ok=True)
+def write_plan(root: str, store: str, exp: Experiment, plan: Plan) -> None:
+    os.makedirs(store, exist_ok=True)
     with open(exp.path, encoding="utf-8") as f:
         atomic_write_text(os.path.join(root, "experiment.toml"), f.read())
     doc = {
@@ -49,6 +49,7 @@ def write_plan(root: str, exp: Experiment, plan: Plan) -> None:
         "name": exp.name,
         "base_arm": exp.base_name,
         "seeds": exp.seeds,
+        "stages_dir": os.path.relpath(store, root),
         "stages": [
             {"name": s.name, "kind": s.kind, "key": s.key, "config": s.config,
              "inputs": [i.name for i in s.inputs], "after": [a.name for a in s.after]}
@@ -63,14 +64,14 @@ def write_plan(root: str, exp: Experiment, plan: Plan) -> None:
     write_json(os.path.join(root, "plan.json"), doc)
 
 
-def link_runs(root: str, exp: Experiment, plan: Plan) -> None:
+def link_runs(root: str, store: str, exp: Experiment, plan: Plan) -> None:
     """DIR/runs/<arm>/seed-<s>/<role> → ../../../stages/<name> (relative: the folder moves)."""
     for run in plan.runs:
         folder = os.path.join(root, run.folder)
         os.makedirs(folder, exist_ok=True)
         for role, stage in run.stages.items():
             link = os.path.join(folder, role)
-            target = os.path.join("..", "..", "..", "stages", stage.name)
+            target = os.path.relpath(execute.stage_dir(store, stage), folder)
             if os.path.islink(link) and os.readlink(link) == target:
                 continue
             if os.path.lexists(link):
@@ -106,7 +107,7 @@ def _label(stage: Stage, plan: Plan) -> str:
 
 
 def run_stages(
-    root: str,
+    store: str,
     stages: list[Stage],
     plan: Plan,
     device: str,
@@ -118,17 +119,18 @@ def run_stages(
     total = {"wall": 0.0, "cpu": 0.0, "ran": 0, "skipped": 0}
     for i, stage in enumerate(stages, 1):
         head = f"{tag}[{i}/{len(stages)}] {_label(stage, plan)}"
-        if execute.is_done(root, stage):
-            total["skipped"] += 1
-            say(f"{head}: done earlier ({stage.name})")
-            continue
-        resumed = os.path.isdir(execute.stage_dir(root, stage))
-        say(f"{head}: {'resuming' if resumed else 'running'} → stages/{stage.name}")
-        try:
-            marker = execute.run_stage(root, stage, device, workers, threads)
-        except C4ForgeError as err:
-            log = os.path.join(execute.stage_dir(root, stage), execute.LOG)
-            raise C4ForgeError(f"stage {stage.name} failed: {err} (log: {log})") from None
+        with execute.stage_lock(store, stage):
+            if execute.is_done(store, stage):
+                total["skipped"] += 1
+                say(f"{head}: done earlier ({stage.name})")
+                continue
+            resumed = os.path.isdir(execute.stage_dir(store, stage))
+            say(f"{head}: {'resuming' if resumed else 'running'} → {stage.name}")
+            try:
+                marker = execute.run_stage(store, stage, device, workers, threads)
+            except C4ForgeError as err:
+                log = os.path.join(execute.stage_dir(store, stage), execute.LOG)
+                raise C4ForgeError(f"stage {stage.name} failed: {err} (log: {log})") from None
         total["wall"] += marker["wall_seconds"]
         total["cpu"] += marker["cpu_seconds"]
         total["ran"] += 1
@@ -174,7 +176,7 @@ def assign(costs: list[float], n_devices: int) -> list[list[int]]:
 
 
 def worker_commands(
-    config: str, root: str, groups: list[list[int]], extra: list[str]
+    config: str, root: str, store: str, groups: list[list[int]], extra: list[str]
 ) -> list[tuple[dict[str, str], list[str]]]:
     """(environment, argv) of one worker per device that has units."""
     cmds = []
@@ -182,18 +184,20 @@ def worker_commands(
         if not group:
             continue
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(device)}
-        argv = [sys.executable, "-m", "c4forge", "experiment", config, "-o", root,
+        argv = [sys.executable, "-m", "c4forge", "experiment", config, "-o", root, "--stages", store,
                 "--worker-runs", ",".join(map(str, group)), *extra]  # fmt: skip
         cmds.append((env, argv))
     return cmds
 
 
-def run_parallel(exp: Experiment, root: str, plan: Plan, n_gpus: int, workers) -> None:
+def run_parallel(
+    exp: Experiment, root: str, store: str, plan: Plan, n_gpus: int, workers: int | None
+) -> None:
     shared = [s for s in plan.stages if s.kind in SHARED_KINDS]
-    run_stages(root, shared, plan, "cuda", workers)
+    run_stages(store, shared, plan, "cuda", workers)
     groups = assign([unit_cost(u) for u in units(plan)], n_gpus)
     procs = []
-    for env, argv in worker_commands(exp.path, root, groups, ["--device", "cuda"]):
+    for env, argv in worker_commands(exp.path, root, store, groups, ["--device", "cuda"]):
         say(
             f"worker on GPU {env['CUDA_VISIBLE_DEVICES']}: runs {argv[argv.index('--worker-runs') + 1]}"
         )
@@ -203,50 +207,38 @@ def run_parallel(exp: Experiment, root: str, plan: Plan, n_gpus: int, workers) -
         raise C4ForgeError(f"{len(failed)} GPU worker(s) failed; run the command again to resume")
 
 
-def run_worker(root: str, plan: Plan, run_indices: list[int], device: str) -> None:
+def run_worker(store: str, plan: Plan, run_indices: list[int], device: str) -> None:
     all_units = units(plan)
     for i in run_indices:
         if not 0 <= i < len(all_units):
             raise C4ForgeError(f"--worker-runs: no run {i} (the plan has {len(all_units)})")
         run = plan.runs[i]
-        run_stages(root, all_units[i], plan, device, None, tag=f"{run.arm}/seed-{run.seed} ")
+        run_stages(store, all_units[i], plan, device, None, tag=f"{run.arm}/seed-{run.seed} ")
 
 
 # ------------------------------------------------------------------------------- the whole job
 def run_experiment(
     exp: Experiment, root: str, device: str, workers: int | None = None,
-    n_gpus: int | None = None, threads: int | None = None,
+    n_gpus: int | None = None, threads: int | None = None, store: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     from c4forge.experiments.results import write_results
     from c4forge.experiments.stages import build_plan
 
     start, cpu0 = time.perf_counter(), execute._cpu_seconds()  # noqa: SLF001
+    store = store or os.path.join(root, "stages")
     plan = build_plan(exp)
-    write_plan(root, exp, plan)
-    link_runs(root, exp, plan)
-    done = sum(execute.is_done(root, s) for s in plan.stages)
+    write_plan(root, store, exp, plan)
+    link_runs(root, store, exp, plan)
+    done = sum(execute.is_done(store, s) for s in plan.stages)
     say(f"c4forge experiment {exp.name}: {len(exp.arms)} arms × {len(exp.seeds)} seeds, "
         f"{len(plan.stages)} stages ({done} done earlier) → {root}")  # fmt: skip
     if n_gpus is not None and n_gpus > 1:
-        run_parallel(exp, root, plan, n_gpus, workers)
+        run_parallel(exp, root, store, plan, n_gpus, workers)
     else:
-        run_stages(root, plan.stages, plan, device, workers, threads=threads)
+        run_stages(store, plan.stages, plan, device, workers, threads=threads)
     results = write_results(root, exp)
     wall, cpu = time.perf_counter() - start, execute._cpu_seconds() - cpu0  # noqa: SLF001
     say(f"\n{results['markdown_summary']}\n\nthis invocation: {wall:.0f} s wall, {cpu:.0f} s CPU; "
         f"stage CPU total (all invocations): {results['budget']['cpu_seconds']:.0f} s\n"
         f"results: {os.path.join(root, 'results.md')} (+ results.json, loss_curves.png, scores.png)")  # fmt: skip
     return results
-
-
-def stage_summary(root: str) -> str:
-    """One line per stage folder (for debugging a run by hand)."""
-    lines = []
-    for name in sorted(os.listdir(os.path.join(root, "stages"))):
-        marker = os.path.join(root, "stages", name, execute.MARKER)
-        state = "done" if os.path.isfile(marker) else "unfinished"
-        if state == "done":
-            with open(marker, encoding="utf-8") as f:
-                state += f" ({json.load(f)['cpu_seconds']:.0f} CPU s)"
-        lines.append(f"{name}: {state}")
-    return "\n".join(lines)
