@@ -163,7 +163,9 @@ def test_table_recomputes_from_the_run_folders_files(experiment):
         losses, scores, gains = [], [], []
         for seed in (0, 1):
             run = f"{out}/runs/{arm}/seed-{seed}"
-            evals = [json.loads(x) for x in open(f"{run}/pretrain/metrics.jsonl") if "eval_nll" in x]
+            evals = [
+                json.loads(x) for x in open(f"{run}/pretrain/metrics.jsonl") if "eval_nll" in x
+            ]
             losses.append(evals[-1]["eval_nll"])
             per_init = {}
             for init in ("pretrained", "random"):
@@ -181,8 +183,9 @@ def test_table_recomputes_from_the_run_folders_files(experiment):
         for v in row["held_out_loss"]["per_seed"]:
             assert os.path.isfile(os.path.join(out, v["source"]))
     vs = res["arms"]["relu"]["vs_base"]
-    diff = res["arms"]["relu"]["tasks"]["sst2"]["pretrained"]["mean"] - (
-        res["arms"]["base"]["tasks"]["sst2"]["pretrained"]["mean"]
+    diff = (
+        res["arms"]["relu"]["tasks"]["sst2"]["pretrained"]["mean"]
+        - (res["arms"]["base"]["tasks"]["sst2"]["pretrained"]["mean"])
     )
     assert vs["sst2"]["difference"] == pytest.approx(diff)
     assert vs["sst2"]["ci_low"] <= vs["sst2"]["difference"] <= vs["sst2"]["ci_high"]
