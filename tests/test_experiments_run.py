@@ -91,8 +91,8 @@ def experiment(tmp_path_factory):
     deadline = time.time() + 900
     while time.time() < deadline and proc.poll() is None:
         for stage in glob.glob(f"{out}/stages/pretrain-*"):
-            ckpts = glob.glob(f"{stage}/checkpoints/step-*")
-            if ckpts and not os.path.exists(f"{stage}/stage.json"):
+            latest = os.path.exists(f"{stage}/checkpoints/latest")  # written after the step
+            if latest and not os.path.exists(f"{stage}/stage.json"):
                 os.killpg(proc.pid, signal.SIGKILL)  # our own child's process group
                 killed_at = stage
                 break
