@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--check", action="store_true", help="check the file and print the plan only")
     p.add_argument("--results-only", action="store_true",
-                   help="recompute the table and plots from the run folders")  # fmt: skip
+                   help="recompute the table and plots from the run folders (finished runs only)")  # fmt: skip
     p.add_argument("--worker-runs", default=None, help=argparse.SUPPRESS)
     return p
 

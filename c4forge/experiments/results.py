@@ -61,9 +61,15 @@ def collect(root: str) -> dict[str, Any]:
     plan = read_json(os.path.join(root, "plan.json"))
     arms: dict[str, dict[str, Any]] = {}
     tasks: list[str] = []
+    missing: list[str] = []
     for run in plan["runs"]:
         rel = run["folder"]
         folder = os.path.join(root, rel)
+        if not all(
+            os.path.isfile(os.path.join(folder, role, "stage.json")) for role in run["stages"]
+        ):
+            missing.append(rel)  # still running, or interrupted: left out of the table
+            continue
         info = read_json(os.path.join(folder, "run.json"))
         arm = arms.setdefault(run["arm"], {"overrides": info["overrides"], "recipe": info["recipe"],
                                            "loss": [], "curves": [], "tasks": {}})  # fmt: skip
@@ -83,7 +89,7 @@ def collect(root: str) -> dict[str, Any]:
             entry = arm["tasks"].setdefault(task, {}).setdefault(init, [])
             entry.append({"seed": run["seed"], "value": 100.0 * float(res["task_score"]),
                           "source": res_rel, "predictions": f"{rel}/{role}/predictions.jsonl"})  # fmt: skip
-    return {"plan": plan, "arms": arms, "tasks": tasks}
+    return {"plan": plan, "arms": arms, "tasks": tasks, "missing": missing}
 
 
 def compute(root: str, bootstrap: int = 1000) -> dict[str, Any]:
@@ -92,7 +98,7 @@ def compute(root: str, bootstrap: int = 1000) -> dict[str, Any]:
 
     data = collect(root)
     plan, base_name = data["plan"], data["plan"]["base_arm"]
-    base = data["arms"][base_name]
+    base = data["arms"].get(base_name)
     out_arms: dict[str, Any] = {}
     for name, arm in data["arms"].items():
         row: dict[str, Any] = {
@@ -107,7 +113,7 @@ def compute(root: str, bootstrap: int = 1000) -> dict[str, Any]:
                 gains = [v["value"] - rand[v["seed"]] for v in inits["pretrained"]]
                 t["gain"] = dict(zip(("mean", "std"), stats.mean_std(gains)))
             row["tasks"][task] = t
-        if name != base_name:
+        if name != base_name and base is not None:
             row["vs_base"] = _against_base(root, arm, base, get_task, bootstrap)
         out_arms[name] = row
     budget = _budget(root, plan)
@@ -129,6 +135,8 @@ def compute(root: str, bootstrap: int = 1000) -> dict[str, Any]:
             "over": "seeds (paired) × dev examples",
         },  # fmt: skip
         "arms": out_arms,
+        "complete": not data["missing"],
+        "missing_runs": data["missing"],
         "budget": budget,
     }
 
@@ -170,15 +178,21 @@ def _against_base(root: str, arm: dict, base: dict, get_task, resamples: int) ->
 
 def _budget(root: str, plan: dict[str, Any]) -> dict[str, Any]:
     by_kind: dict[str, dict[str, float]] = {}
+    store = os.path.join(root, plan.get("stages_dir", "stages"))
+    unfinished = 0
     for s in plan["stages"]:
-        store = os.path.join(root, plan.get("stages_dir", "stages"))
-        marker = read_json(os.path.join(store, s["name"], "stage.json"))
+        path = os.path.join(store, s["name"], "stage.json")
+        if not os.path.isfile(path):
+            unfinished += 1
+            continue
+        marker = read_json(path)
         k = by_kind.setdefault(s["kind"], {"stages": 0, "cpu_seconds": 0.0, "wall_seconds": 0.0})
         k["stages"] += 1
         k["cpu_seconds"] += marker["cpu_seconds"]
         k["wall_seconds"] += marker["wall_seconds"]
     return {
-        "stages": len(plan["stages"]),
+        "stages": len(plan["stages"]) - unfinished,
+        "unfinished_stages": unfinished,
         "cpu_seconds": sum(k["cpu_seconds"] for k in by_kind.values()),
         "wall_seconds": sum(k["wall_seconds"] for k in by_kind.values()),
         "by_kind": by_kind,
@@ -225,6 +239,13 @@ def markdown(res: dict[str, Any], recipe_line: str = "") -> tuple[str, str]:
     doc = [f"# Experiment `{res['name']}`", ""]
     if recipe_line:
         doc += [recipe_line, ""]
+    if res["missing_runs"]:
+        doc += [
+            f"**Incomplete:** {len(res['missing_runs'])} arm × seed runs are not finished and "
+            f"are left out: {', '.join(res['missing_runs'])}. Run the same command again to "
+            "finish them.",
+            "",
+        ]
     doc += [
         f"{len(res['arms'])} arms × {len(res['seeds'])} seeds (seeds {res['seeds']}). Held-out "
         "loss: the pretraining run's last `eval_nll` (nats per target token) on its shards' "

@@ -126,14 +126,16 @@ def build_plan(exp: Experiment) -> Plan:
 
     base = exp.arms[exp.base_name]
     runs = []
-    for arm, r in exp.arms.items():
-        clean = add(_clean_stage(r["corpus"], digests))
-        vocab_source = clean
-        if exp.shared_vocab:  # the base corpus's vocabulary for every arm
-            vocab_source = add(_clean_stage(base["corpus"], digests))
-        vocab = add(make_stage("vocab", dict(r["vocab"]), [vocab_source]))
-        shards = add(make_stage("shards", dict(r["shards"]), [clean, vocab]))
-        for seed in exp.seeds:
+    # Seed-major: every arm's first seed before any second seed, so an interrupted or
+    # still-running experiment already has a one-seed table of every arm.
+    for seed in exp.seeds:
+        for arm, r in exp.arms.items():
+            clean = add(_clean_stage(r["corpus"], digests))
+            vocab_source = clean
+            if exp.shared_vocab:  # the base corpus's vocabulary for every arm
+                vocab_source = add(_clean_stage(base["corpus"], digests))
+            vocab = add(make_stage("vocab", dict(r["vocab"]), [vocab_source]))
+            shards = add(make_stage("shards", dict(r["shards"]), [clean, vocab]))
             train_cfg = {**r["train"], "seed": seed, "model": dict(r["model"])}
             pre = add(make_stage("pretrain", train_cfg, [shards, vocab]))
             roles = {"clean": clean, "vocab": vocab, "shards": shards, "pretrain": pre}
