@@ -212,14 +212,15 @@ def _changes(overrides: dict[str, dict[str, Any]]) -> str:
 def markdown(res: dict[str, Any], recipe_line: str = "") -> tuple[str, str]:
     """(the whole results.md, the table alone for the console)."""
     tasks = res["tasks"]
-    head = ["arm", "changes", "held-out loss"]
+    head = ["arm", "changes", "seeds", "held-out loss"]
     for t in tasks:
         head += [f"{t}", f"{t} gain"]
     head.append(f"vs base ({res['base_arm']})")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, arm in res["arms"].items():
         anchor = f"#arm-{name.lower().replace('.', '')}"
-        cells = [f"[{name}](runs/{name}/)", _changes(arm["overrides"]),
+        seeds = str(len(arm["held_out_loss"]["per_seed"]))
+        cells = [f"[{name}](runs/{name}/)", _changes(arm["overrides"]), seeds,
                  f"[{_pm(arm['held_out_loss'], 3)}]({anchor})"]  # fmt: skip
         for t in tasks:
             tt = arm["tasks"].get(t, {})
