@@ -205,3 +205,31 @@ def test_table_recomputes_from_the_run_folders_files(experiment):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert open(f"{out}/results.json").read() == before
+
+
+def test_worker_processes_run_their_units(experiment):
+    """The several-GPU path on CPU: one worker process per device, each with its own units
+    (here two fine-tuning stages whose markers were removed, in different units)."""
+    from c4forge.experiments import runner, schema
+    from c4forge.experiments.stages import build_plan
+
+    out = experiment["out"]
+    exp = schema.load(experiment["config"])
+    plan = build_plan(exp)
+    units = runner.units(plan)
+    groups = runner.assign([runner.unit_cost(u) for u in units], 2)
+    redo = [next(s for s in units[g[0]] if s.kind == "finetune") for g in groups]
+    for stage in redo:
+        os.remove(f"{out}/stages/{stage.name}/stage.json")
+    store = f"{out}/stages"
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = REPO
+    try:
+        runner.run_parallel(exp, out, store, plan, 2, None, worker_device="cpu")
+    finally:
+        if old is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old
+    for stage in redo:
+        assert os.path.isfile(f"{out}/stages/{stage.name}/stage.json")

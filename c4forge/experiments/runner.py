@@ -191,13 +191,16 @@ def worker_commands(
 
 
 def run_parallel(
-    exp: Experiment, root: str, store: str, plan: Plan, n_gpus: int, workers: int | None
-) -> None:
+    exp: Experiment, root: str, store: str, plan: Plan, n_gpus: int, workers: int | None,
+    worker_device: str = "cuda",
+) -> None:  # fmt: skip
+    """Shared stages here, then one worker process per GPU (``worker_device`` "cpu" runs the
+    same processes without CUDA: the tests exercise this path on a machine without GPUs)."""
     shared = [s for s in plan.stages if s.kind in SHARED_KINDS]
-    run_stages(store, shared, plan, "cuda", workers)
+    run_stages(store, shared, plan, worker_device, workers)
     groups = assign([unit_cost(u) for u in units(plan)], n_gpus)
     procs = []
-    for env, argv in worker_commands(exp.path, root, store, groups, ["--device", "cuda"]):
+    for env, argv in worker_commands(exp.path, root, store, groups, ["--device", worker_device]):
         say(
             f"worker on GPU {env['CUDA_VISIBLE_DEVICES']}: runs {argv[argv.index('--worker-runs') + 1]}"
         )
