@@ -205,11 +205,14 @@ def _pm(s: dict[str, Any], digits: int = 2) -> str:
 
 
 def _changes(overrides: dict[str, dict[str, Any]]) -> str:
-    items = [f"{sec}.{k} = {v}" for sec, vals in overrides.items() for k, v in vals.items()]
+    def shown(v: Any) -> Any:  # a file by its name: the full path is in run.json
+        return os.path.basename(v) if isinstance(v, str) and os.path.isabs(v) else v
+
+    items = [f"{sec}.{k} = {shown(v)}" for sec, vals in overrides.items() for k, v in vals.items()]
     return ", ".join(items) if items else "(base recipe)"
 
 
-def markdown(res: dict[str, Any], recipe_line: str = "") -> tuple[str, str]:
+def markdown(res: dict[str, Any], recipe_line: str = "", description: str = "") -> tuple[str, str]:
     """(the whole results.md, the table alone for the console)."""
     tasks = res["tasks"]
     head = ["arm", "changes", "seeds", "held-out loss"]
@@ -238,6 +241,8 @@ def markdown(res: dict[str, Any], recipe_line: str = "") -> tuple[str, str]:
     table = "\n".join(lines)
     b = res["budget"]
     doc = [f"# Experiment `{res['name']}`", ""]
+    if description:
+        doc += [description, ""]
     if recipe_line:
         doc += [recipe_line, ""]
     if res["missing_runs"]:
@@ -302,7 +307,7 @@ def write_results(root: str, exp: Any) -> dict[str, Any]:
 
     res = compute(root, exp.bootstrap)
     recipe = exp.budget or ""
-    md, table = markdown(res, recipe)
+    md, table = markdown(res, recipe, exp.description)
     write_json(os.path.join(root, "results.json"), res)
     atomic_write_text(os.path.join(root, "results.md"), md)
     plot_loss_curves(root, res, os.path.join(root, "loss_curves.png"))
