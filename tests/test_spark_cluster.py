@@ -105,3 +105,26 @@ def test_local_spark_console_shows_only_c4forge_lines(tmp_path):
     assert noise == [], "\n".join(noise)
     assert any(line.startswith("c4forge clean: 1 input file(s)") for line in lines)
     assert "conservation check: OK" in done.stdout
+
+
+@pytest.mark.slow
+def test_local_spark_workers_run_this_interpreter_not_paths_python3(tmp_path):
+    """`--engine spark` run by an interpreter that is not PATH's `python3` (a virtual
+    environment used without activating it): PATH's python3 here is a stand-in that cannot run
+    anything, so the job passes only if the Python workers run ``sys.executable``."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("python3", "python"):
+        (fake / name).write_text("#!/bin/sh\necho 'wrong interpreter: PATH python3' >&2\nexit 3\n")
+        (fake / name).chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}{os.pathsep}{os.environ.get('PATH', '')}")
+    env["PYTHONPATH"] = os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])
+    env.pop("PYSPARK_PYTHON", None)
+    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "c4forge", "clean", DERIVED_WET, "-o", str(out)]
+    cmd += ["--engine", "spark", "--master", "local[1]"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "wrong interpreter" not in done.stderr
+    assert json.loads((out / "stats.json").read_text())["outputs"]["train"]["documents"] > 0
