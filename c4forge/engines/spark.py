@@ -511,6 +511,6 @@ def _log(job: Any, msg: str) -> None:
 def _progress(chunks: list[pg.Chunk], job: Any):
     if job.quiet or len(chunks) < 2:
         return chunks
-    from tqdm import tqdm
+    from c4forge.progress import progress
 
-    return tqdm(chunks, desc="input chunks", unit="chunk", file=sys.stderr)
+    return progress(chunks, desc="input chunks", unit="chunk")

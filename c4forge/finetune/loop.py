@@ -308,11 +308,11 @@ class FineTuner:
         if self.ckpt_path is None:
             torch.manual_seed(o.seed)  # dropout from a known state
         log = MetricsLog(o.output, self.start_step if self.ckpt_path else None, tensorboard=False)
-        from tqdm import tqdm
+        from c4forge.progress import progress
 
-        bar = tqdm(
+        bar = progress(
             total=self.steps, initial=self.start_step, unit="step", desc=f"finetune {o.task}",
-            disable=not o.progress, dynamic_ncols=True,
+            disable=not o.progress,
         )  # fmt: skip
         self.model.train()
         train_seconds, train_cpu, window, window_n = 0.0, 0.0, torch.zeros(()), 0

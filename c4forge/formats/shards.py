@@ -717,9 +717,9 @@ class ShardSet:
         files = [(s, p) for s in self.splits for p, _ in self.split_shards(s)]
         bar = None
         if progress:
-            from tqdm import tqdm
+            from c4forge.progress import progress as progress_display
 
-            bar = tqdm(total=len(files), unit="shard", desc="verify")
+            bar = progress_display(total=len(files), unit="shard", desc="verify")
         rows = 0
         for _split, path in files:
             if checksums:

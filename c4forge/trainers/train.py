@@ -674,15 +674,9 @@ class Trainer:
         t_start = time.perf_counter()
         bar = None
         if self.main and o.progress:
-            from tqdm import tqdm
+            from c4forge.progress import progress
 
-            bar = tqdm(
-                total=o.steps,
-                initial=self.start_step,
-                unit="step",
-                desc="train",
-                dynamic_ncols=True,
-            )
+            bar = progress(total=o.steps, initial=self.start_step, unit="step", desc="train")
         k, m = len(self.fam.parts), len(self.fam.stats)
         window = {
             "loss": torch.zeros(k, device=self.dev.device),
