@@ -7,7 +7,9 @@ Multi-GPU: ``torchrun --standalone --nproc_per_node=8 -m c4forge train …`` (mo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+from typing import Any
 
 
 def _positive(text: str) -> int:
@@ -133,11 +135,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from c4forge.trainers.train import TrainOptions, train
+# Entries of the parsed namespace that are not TrainOptions fields, each consumed explicitly:
+# "command" is cli.main's dispatch key. Every other flag must be a field.
+CONSUMED: frozenset[str] = frozenset({"command"})
 
-    fields = TrainOptions.__dataclass_fields__
-    opts = TrainOptions(**{k: v for k, v in vars(args).items() if k in fields})
+
+def options_from_args(args: argparse.Namespace) -> Any:
+    """The ``TrainOptions`` of the parsed flags. A flag with no field (and not in ``CONSUMED``)
+    is an error at start-up, never silently dropped."""
+    from c4forge.trainers.train import TrainOptions
+
+    values = vars(args)
+    fields = {f.name for f in dataclasses.fields(TrainOptions)}
+    stray = sorted(set(values) - fields - CONSUMED)
+    if stray:
+        raise TypeError(
+            f"c4forge train: flag(s) {', '.join(stray)} have no TrainOptions field; add the "
+            "field or consume the flag in cli_train.py"
+        )
+    return TrainOptions(**{k: v for k, v in values.items() if k in fields})
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from c4forge.trainers.train import train
+
+    opts = options_from_args(args)
     summary = train(opts)
     if summary is not None:
         import os
