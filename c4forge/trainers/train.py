@@ -35,6 +35,8 @@ import torch
 from c4forge import __version__
 from c4forge.errors import ConfigError, OutputExistsError, VerificationError
 from c4forge.io.storage import read_json
+from c4forge.tokenizers import vocab_files
+from c4forge.tokenizers.vocab_files import check_vocab_dir, copy_run_vocab, read_descriptor
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers import distributed as dist
 from c4forge.trainers import models
@@ -44,7 +46,6 @@ from c4forge.trainers.data import (
     TrainStream,
     eval_batches,
     open_shard_set,
-    read_vocab_descriptor,
 )
 from c4forge.trainers.device import DeviceInfo, is_out_of_memory, resolve_device
 from c4forge.trainers.families import training_for
@@ -60,12 +61,6 @@ from c4forge.trainers.optim import (
     weight_decay_groups,
 )
 from c4forge.trainers.schedules import schedule_fn
-from c4forge.trainers.vocab_copy import (
-    check_vocab_dir,
-    copy_run_vocab,
-    find_shards_vocab,
-    run_vocab_dir,
-)
 
 # Options that fix the data order or the optimisation trajectory: a resumed run takes them from
 # the checkpoint, and refuses an explicit value that differs.
@@ -290,10 +285,10 @@ class Trainer:
         self.fam = training_for(self.family)
         # the vocabulary: --vocab, else the copy a shard set carries (SHARDS/vocab), else what
         # the checkpoint recorded; every one is checked against the shards' fingerprint
-        self.vocab_source = o.vocab or find_shards_vocab(o.shards)
+        self.vocab_source = o.vocab or vocab_files.copy_dir(o.shards)
         if self.vocab_source is None and st is not None:
-            self.vocab_source = run_vocab_dir(o.output)  # the run's own copy
-        run_vocab = read_vocab_descriptor(self.vocab_source) if self.vocab_source else None
+            self.vocab_source = vocab_files.copy_dir(o.output)  # the run's own copy
+        run_vocab = read_descriptor(self.vocab_source) if self.vocab_source else None
         if st is not None:
             saved = st["config"]["vocabulary"]
             if run_vocab is not None and run_vocab["sha256"] != saved["sha256"]:
@@ -317,8 +312,9 @@ class Trainer:
             )
         self.index_sha = index_sha
         self.vocabulary = dict(self.shards.vocab)
-        if run_vocab_dir(o.output):  # a resumed run's copy must be the shards' vocabulary
-            check_vocab_dir(run_vocab_dir(o.output), self.vocabulary["sha256"])
+        own = vocab_files.copy_dir(o.output)
+        if own:  # a resumed run's copy must be the shards' vocabulary
+            check_vocab_dir(own, self.vocabulary["sha256"])
         self.vocab_dir = (
             os.path.abspath(self.vocab_source)
             if self.vocab_source
@@ -389,10 +385,9 @@ class Trainer:
     def _guess_vocab_dir(self) -> str | None:
         """``SHARDS/../vocab`` when its vocab.json has the shards' fingerprint (export needs it)."""
         cand = os.path.join(os.path.dirname(os.path.abspath(self.opts.shards)), "vocab")
-        try:
-            desc = read_vocab_descriptor(cand)
-        except Exception:
+        if not vocab_files.is_vocab_dir(cand):  # only "no vocabulary there" means None
             return None
+        desc = read_descriptor(cand)  # a damaged one is an error, not a silent None
         return cand if desc.get("sha256") == self.vocabulary["sha256"] else None
 
     def _setup_model(self) -> None:
