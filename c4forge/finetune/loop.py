@@ -252,6 +252,14 @@ class FineTuner:
             out[k] = self._perms[epoch][within]
         return out
 
+    def loss_unit(self) -> str:
+        """What ``_loss`` measures, for the loss plot's axis."""
+        if self.head == "text":
+            return "cross-entropy, nats per target token"
+        if self.data.spec.regression:
+            return "mean squared error per example"
+        return "cross-entropy, nats per example"
+
     def _loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         with self.dev.autocast():
             if self.head == "text":
@@ -352,6 +360,7 @@ class FineTuner:
             os.path.join(o.output, "metrics.jsonl"),
             os.path.join(o.output, CURVE),
             title=f"finetune {self.data.spec.name} / {self.head}",
+            ylabel=self.loss_unit(),
         )
         t0 = time.perf_counter()
         results = self.evaluate()
