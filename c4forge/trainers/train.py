@@ -22,6 +22,7 @@ accumulation steps" hold with dropout on.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -834,11 +835,23 @@ class Trainer:
 
 
 def train(opts: TrainOptions, hooks: Sequence[StepHook] = ()) -> RunSummary:
-    trainer = Trainer(opts)
+    """Train to ``opts.steps``; under torchrun, leave the process group cleanly.
+
+    Teardown order matters with gloo: the DDP wrapper's reducer (and the optimizer and loader
+    around it) hold the process group, whose C++ worker threads are joined only when the last
+    reference goes. Left to the garbage collector (the trainer sits in reference cycles) that
+    happened during interpreter shutdown, where a rank could abort with "terminate called
+    without an active exception" while its peer was still in the final barrier. So the trainer
+    is dropped and collected here, every rank then meets at a barrier, and only then is the
+    group destroyed (``distributed.shutdown``)."""
+    trainer: Trainer | None = None
+    finished = False
     try:
+        trainer = Trainer(opts)
         summary = trainer.run(hooks)
-    except BaseException:
-        dist.shutdown(synchronize=False)
-        raise
-    dist.shutdown()
+        finished = True
+    finally:
+        trainer = None  # drop DDP, optimizer, loader: the last references to the group
+        gc.collect()
+        dist.shutdown(synchronize=finished)  # after an error no barrier: peers may never come
     return summary
