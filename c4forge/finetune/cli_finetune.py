@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from c4forge.finetune import recipe as recipes  # no torch at import
 from c4forge.trainers.cli_train import _positive as positive  # argparse only, no torch
 
 TASK_HELP = "cola sst2 mrpc stsb qqp mnli qnli rte wnli, or custom"
@@ -18,7 +19,9 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
     t = p.add_argument_group("fine-tuning")
     t.add_argument("--epochs", type=float, help="passes over the training rows (default 3)")
     t.add_argument("--steps", type=positive, help="optimizer steps (instead of --epochs)")
-    t.add_argument("--lr", type=float, help="learning rate (text 1e-3 constant; cls/hire 1e-4)")
+    t.add_argument(
+        "--lr", type=float, help=f"learning rate (text: 1e-3 constant; {recipes.LR_HELP})"
+    )
     t.add_argument("--batch-size", type=positive, default=32, help="rows per step (default 32)")
     t.add_argument(
         "--max-length", type=positive, default=128, help="input tokens (default 128; capped "

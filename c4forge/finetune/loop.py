@@ -165,7 +165,7 @@ class FineTuner:
             self.steps = int(o.steps)
         else:
             self.steps = max(1, math.ceil((o.epochs or DEFAULT_EPOCHS) * per_epoch))
-        self.recipe = recipes.resolve_recipe(self.head, lr=o.lr)
+        self.recipe = recipes.resolve_recipe(self.head, backbone.d_model, lr=o.lr)
         torch.manual_seed(o.seed)  # head initialisation
         self.model = build_finetune_model(
             backbone.family, backbone.model, self.head, backbone.d_model, spec.num_labels
