@@ -114,7 +114,13 @@ def spark_home_for(real_home: str) -> str:
     home = os.path.join(cache_root(), "java", key)
     if os.access(os.path.join(home, "bin", "java"), os.X_OK):
         return home
-    os.makedirs(os.path.dirname(home), exist_ok=True)
+    try:
+        os.makedirs(os.path.dirname(home), exist_ok=True)
+    except OSError:  # a read-only home: the temporary folder, one per user
+        home = os.path.join(tempfile.gettempdir(), f"c4forge-java-{os.getuid()}", key)
+        if os.access(os.path.join(home, "bin", "java"), os.X_OK):
+            return home
+        os.makedirs(os.path.dirname(home), exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".tmp-", dir=os.path.dirname(home))
     for name in os.listdir(real_home):
         if name != "bin":
