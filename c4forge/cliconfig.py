@@ -1,0 +1,282 @@
+"""One way from the command line to a typed config (issue 16, item 7).
+
+Every command's options are a frozen dataclass whose fields declare their own flags in field
+metadata (``option(...)``): flag names, help, choices, type/parse function, argument group. Two
+functions join the dataclass and argparse, and nothing else does:
+
+* ``add_flags(parser, Cls)`` adds the fields' flags to a parser, in field order (so the field
+  order *is* the ``--help`` order), then checks the whole parser: every dest must be a field of
+  ``Cls`` or be declared CLI-only (a dest the command itself interprets, e.g. ``shards``'
+  ``DOCS | verify DIR``). A flag without a field is an error when the parser is built, so a
+  value can never be parsed and then silently dropped.
+* ``from_args(Cls, args, **given)`` builds the dataclass from the parsed namespace: each flagged
+  field from its dest (through the field's ``convert``), every other field from ``given``.
+
+The command-line modules are the only callers of ``from_args``; everything below them takes the
+dataclass, never an ``argparse.Namespace``. Programs (``c4forge experiment``, tests) build the
+same dataclasses directly or from a mapping (``from_mapping``; ``override`` for a changed copy),
+and an unknown key is a one-line ``ConfigError`` listing the valid ones.
+
+Why not a library (jsonargparse, tyro, simple-parsing): each rewrites ``--help`` its own way, and
+the commands' help text, flag names and defaults are a public interface kept byte-identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from c4forge.errors import ConfigError
+
+_KEY = "c4forge.cli"  # the field-metadata key holding a field's ``CliSpec``
+T = TypeVar("T")
+
+
+class CliDeclarationError(TypeError):
+    """A command's parser and its config dataclass disagree (a programming error)."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One ``add_argument`` call: names (``"--output", "-o"`` or a positional's name) and the
+    other argparse keywords (help, type, choices, action, metavar, nargs, required …)."""
+
+    names: tuple[str, ...]
+    kwargs: Mapping[str, Any]
+
+    @property
+    def positional(self) -> bool:
+        return not self.names[0].startswith("-")
+
+
+@dataclass(frozen=True)
+class CliSpec:
+    """A field's command-line side: its flags (several flags may share the field, as
+    ``--compile``/``--no-compile``), its argument group, and ``convert`` (parsed value → field
+    value, e.g. a comma list → a list)."""
+
+    flags: tuple[Flag, ...]
+    group: str | None = None
+    convert: Callable[[Any], Any] | None = None
+
+
+def flag(*names: str, **kwargs: Any) -> Flag:
+    """One flag of a field whose other flags share its dest (``option(flags=(…, …))``)."""
+    return Flag(names, kwargs)
+
+
+def option(
+    *names: str,
+    default: Any = dataclasses.MISSING,
+    default_factory: Any = dataclasses.MISSING,
+    group: str | None = None,
+    convert: Callable[[Any], Any] | None = None,
+    flags: tuple[Flag, ...] = (),
+    **kwargs: Any,
+) -> Any:
+    """A dataclass field with its command-line flag(s).
+
+    ``names`` and ``kwargs`` are ``add_argument``'s (``dest`` is always the field's name);
+    ``default`` is both the field's and the flag's (argparse's None when the field has none).
+    """
+    if names:
+        flags = (Flag(names, kwargs), *flags)
+    elif kwargs:
+        raise CliDeclarationError(f"argparse keywords {sorted(kwargs)} without a flag name")
+    if not flags:
+        raise CliDeclarationError("option() needs a flag name or flags=(flag(...), ...)")
+    spec = CliSpec(tuple(flags), group, convert)
+    return dataclasses.field(
+        default=default, default_factory=default_factory, metadata={_KEY: spec}
+    )
+
+
+def cli_spec(f: dataclasses.Field) -> CliSpec | None:
+    return f.metadata.get(_KEY)
+
+
+def flagged_fields(cls: type) -> list[dataclasses.Field]:
+    """The fields of ``cls`` that have command-line flags, in declaration (= ``--help``) order."""
+    return [f for f in dataclasses.fields(cls) if cli_spec(f) is not None]
+
+
+def _group(parser: argparse.ArgumentParser, title: str | None) -> Any:
+    if title is None:
+        return parser
+    for group in parser._action_groups:  # noqa: SLF001 - reuse a group another call made
+        if group.title == title:
+            return group
+    return parser.add_argument_group(title)
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def add_flags(
+    parser: argparse.ArgumentParser,
+    cls: type,
+    *,
+    cli_only: Iterable[str] = (),
+    collect: Mapping[str, Iterable[str]] | None = None,
+) -> argparse.ArgumentParser:
+    """Add the flags of ``cls``'s fields to ``parser`` and check that every dest of the parser
+    is accounted for: a flagged field, one of ``cli_only`` (interpreted by the command itself),
+    or one of the dests ``collect`` gathers into a mapping field (``{field: dests}``, for flags
+    defined elsewhere, such as each objective's own options). Anything else raises
+    ``CliDeclarationError``: call this after any flag added by hand."""
+    for f in flagged_fields(cls):
+        spec = cli_spec(f)
+        target = _group(parser, spec.group)
+        for fl in spec.flags:
+            kwargs = dict(fl.kwargs)
+            if fl.positional:
+                if fl.names != (f.name,):
+                    raise CliDeclarationError(
+                        f"{cls.__name__}.{f.name}: a positional flag is named after its field, "
+                        f"got {fl.names}"
+                    )
+            else:
+                kwargs["dest"] = f.name
+            if not kwargs.get("required") and kwargs.get("action") not in ("version", "help"):
+                kwargs.setdefault("default", _default(f))
+            target.add_argument(*fl.names, **kwargs)
+    check_parser(parser, cls, cli_only=cli_only, collect=collect)
+    return parser
+
+
+def check_parser(
+    parser: argparse.ArgumentParser,
+    cls: type,
+    *,
+    cli_only: Iterable[str] = (),
+    collect: Mapping[str, Iterable[str]] | None = None,
+) -> None:
+    """Every dest of ``parser`` maps to exactly one field of ``cls`` or is declared CLI-only."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    flagged = {f.name for f in flagged_fields(cls)}
+    cli_only = set(cli_only)
+    collected: dict[str, str] = {}
+    for name, dests in (collect or {}).items():
+        if name not in fields or name in flagged:
+            raise CliDeclarationError(f"{cls.__name__}: collect target {name!r} is not a plain field")
+        for dest in dests:
+            if dest in collected:
+                raise CliDeclarationError(f"{cls.__name__}: dest {dest!r} collected twice")
+            collected[dest] = name
+    dests = {a.dest for a in parser._actions if a.dest not in ("help", argparse.SUPPRESS)}  # noqa: SLF001
+    for dest in sorted(dests):
+        owners = [dest in flagged, dest in cli_only, dest in collected]
+        if sum(owners) != 1:
+            what = "no field and is not declared CLI-only" if not any(owners) else "two owners"
+            raise CliDeclarationError(
+                f"{parser.prog}: option dest {dest!r} has {what} ({cls.__name__}; fields: "
+                f"{', '.join(sorted(flagged))})"
+            )
+    stale = sorted((cli_only | set(collected)) - dests)
+    if stale:
+        raise CliDeclarationError(f"{parser.prog}: declared dests without a flag: {stale}")
+    overlap = sorted(cli_only & set(fields))
+    if overlap:
+        raise CliDeclarationError(f"{cls.__name__}: CLI-only dests {overlap} are also fields")
+
+
+def from_args(cls: type[T], args: Any, **given: Any) -> T:
+    """``cls`` from a parsed namespace: each flagged field from its dest (``convert`` applied),
+    each other field from ``given`` (which may also replace a flagged field's value)."""
+    values: dict[str, Any] = {}
+    for f in flagged_fields(cls):
+        value = getattr(args, f.name)
+        convert = cli_spec(f).convert
+        values[f.name] = convert(value) if convert is not None and value is not None else value
+    _check_keys(cls, given)
+    values.update(given)
+    return cls(**values)
+
+
+def collected(args: Any, dests: Iterable[str]) -> dict[str, Any]:
+    """The values of ``collect``-ed dests, as a mapping field receives them."""
+    return {d: getattr(args, d) for d in dests}
+
+
+def _check_keys(cls: type, data: Mapping[str, Any]) -> None:
+    known = [f.name for f in dataclasses.fields(cls) if f.init]
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"{cls.__name__}: unknown key(s) {', '.join(unknown)}; valid: {', '.join(known)}"
+        )
+
+
+def from_mapping(cls: type[T], data: Mapping[str, Any]) -> T:
+    """``cls`` from a plain mapping (a JSON/YAML experiment file, a program): unknown keys and
+    missing required ones are one-line ``ConfigError``s naming the valid keys."""
+    _check_keys(cls, data)
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.init
+        and f.name not in data
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ConfigError(f"{cls.__name__}: missing required key(s) {', '.join(missing)}")
+    return cls(**data)
+
+
+def override(config: T, changes: Mapping[str, Any]) -> T:
+    """A copy of ``config`` with ``changes`` (validated again by the class); unknown keys are a
+    one-line ``ConfigError``."""
+    _check_keys(type(config), changes)
+    return dataclasses.replace(config, **changes)
+
+
+class CliConfig:
+    """Mixin for the config dataclasses: the module functions as class methods, so a program
+    writes ``TrainOptions.from_mapping({...})`` or ``opts.override({"steps": 10})``."""
+
+    @classmethod
+    def add_flags(cls, parser: argparse.ArgumentParser, **kwargs: Any) -> argparse.ArgumentParser:
+        return add_flags(parser, cls, **kwargs)
+
+    @classmethod
+    def from_args(cls: type[T], args: Any, **given: Any) -> T:
+        return from_args(cls, args, **given)
+
+    @classmethod
+    def from_mapping(cls: type[T], data: Mapping[str, Any]) -> T:
+        return from_mapping(cls, data)
+
+    def override(self: T, changes: Mapping[str, Any]) -> T:
+        return override(self, changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Field → value (shallow: nested configs stay objects)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+# ----------------------------------------------------------------------------- argparse types
+
+
+def positive(text: str) -> int:
+    """An integer >= 1 (argparse ``type``: a bad value is argparse's usage error, exit 2)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def non_negative(text: str) -> int:
+    """An integer >= 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
