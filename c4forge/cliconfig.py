@@ -61,6 +61,9 @@ class CliSpec:
     flags: tuple[Flag, ...]
     group: str | None = None
     convert: Callable[[Any], Any] | None = None
+    # a mapping field made of flags known only when the parser is built (each objective's own
+    # options): () -> [(group title, dest, Flag)]; the field's value is {dest: parsed value}
+    expand: Callable[[], Iterable[tuple[str | None, str, Flag]]] | None = None
 
 
 def flag(*names: str, **kwargs: Any) -> Flag:
@@ -94,6 +97,17 @@ def option(
     )
 
 
+def option_set(expand: Callable[[], Iterable[tuple[str | None, str, Flag]]]) -> Any:
+    """A mapping field whose flags come from ``expand()`` when the parser is built: ``(group
+    title, dest, flag)`` per flag; parsed, the field is ``{dest: value}`` (None = not given)."""
+    return dataclasses.field(default_factory=dict, metadata={_KEY: CliSpec((), expand=expand)})
+
+
+def _expanded(f: dataclasses.Field) -> list[tuple[str | None, str, Flag]]:
+    spec = cli_spec(f)
+    return list(spec.expand()) if spec is not None and spec.expand is not None else []
+
+
 def cli_spec(f: dataclasses.Field) -> CliSpec | None:
     return f.metadata.get(_KEY)
 
@@ -125,15 +139,15 @@ def add_flags(
     cls: type,
     *,
     cli_only: Iterable[str] = (),
-    collect: Mapping[str, Iterable[str]] | None = None,
 ) -> argparse.ArgumentParser:
     """Add the flags of ``cls``'s fields to ``parser`` and check that every dest of the parser
-    is accounted for: a flagged field, one of ``cli_only`` (interpreted by the command itself),
-    or one of the dests ``collect`` gathers into a mapping field (``{field: dests}``, for flags
-    defined elsewhere, such as each objective's own options). Anything else raises
+    is accounted for: a flagged field (or a dest of an ``option_set`` field), or one of
+    ``cli_only`` (interpreted by the command itself). Anything else raises
     ``CliDeclarationError``: call this after any flag added by hand."""
     for f in flagged_fields(cls):
         spec = cli_spec(f)
+        for title, dest, fl in _expanded(f):
+            _group(parser, title).add_argument(*fl.names, dest=dest, **fl.kwargs)
         target = _group(parser, spec.group)
         for fl in spec.flags:
             kwargs = dict(fl.kwargs)
@@ -148,42 +162,38 @@ def add_flags(
             if not kwargs.get("required") and kwargs.get("action") not in ("version", "help"):
                 kwargs.setdefault("default", _default(f))
             target.add_argument(*fl.names, **kwargs)
-    check_parser(parser, cls, cli_only=cli_only, collect=collect)
+    check_parser(parser, cls, cli_only=cli_only)
     return parser
 
 
 def check_parser(
-    parser: argparse.ArgumentParser,
-    cls: type,
-    *,
-    cli_only: Iterable[str] = (),
-    collect: Mapping[str, Iterable[str]] | None = None,
+    parser: argparse.ArgumentParser, cls: type, *, cli_only: Iterable[str] = ()
 ) -> None:
     """Every dest of ``parser`` maps to exactly one field of ``cls`` or is declared CLI-only."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    flagged = {f.name for f in flagged_fields(cls)}
+    fields = {f.name for f in dataclasses.fields(cls)}
+    owner: dict[str, list[str]] = {}
+    for f in flagged_fields(cls):
+        expanded = _expanded(f)
+        for _, dest, _ in expanded:
+            owner.setdefault(dest, []).append(f"{f.name}[{dest}]")
+        if not expanded and cli_spec(f).expand is None:
+            owner.setdefault(f.name, []).append(f.name)
     cli_only = set(cli_only)
-    collected: dict[str, str] = {}
-    for name, dests in (collect or {}).items():
-        if name not in fields or name in flagged:
-            raise CliDeclarationError(f"{cls.__name__}: collect target {name!r} is not a plain field")
-        for dest in dests:
-            if dest in collected:
-                raise CliDeclarationError(f"{cls.__name__}: dest {dest!r} collected twice")
-            collected[dest] = name
+    for dest in cli_only:
+        owner.setdefault(dest, []).append("CLI-only")
     dests = {a.dest for a in parser._actions if a.dest not in ("help", argparse.SUPPRESS)}  # noqa: SLF001
     for dest in sorted(dests):
-        owners = [dest in flagged, dest in cli_only, dest in collected]
-        if sum(owners) != 1:
-            what = "no field and is not declared CLI-only" if not any(owners) else "two owners"
+        owners = owner.get(dest, [])
+        if len(owners) != 1:
+            what = "no field and is not declared CLI-only" if not owners else f"owners {owners}"
             raise CliDeclarationError(
-                f"{parser.prog}: option dest {dest!r} has {what} ({cls.__name__}; fields: "
-                f"{', '.join(sorted(flagged))})"
+                f"{parser.prog}: option dest {dest!r} has {what} ({cls.__name__} fields: "
+                f"{', '.join(sorted(fields))})"
             )
-    stale = sorted((cli_only | set(collected)) - dests)
+    stale = sorted(cli_only - dests)
     if stale:
-        raise CliDeclarationError(f"{parser.prog}: declared dests without a flag: {stale}")
-    overlap = sorted(cli_only & set(fields))
+        raise CliDeclarationError(f"{parser.prog}: CLI-only dests without a flag: {stale}")
+    overlap = sorted(cli_only & fields)
     if overlap:
         raise CliDeclarationError(f"{cls.__name__}: CLI-only dests {overlap} are also fields")
 
@@ -193,17 +203,15 @@ def from_args(cls: type[T], args: Any, **given: Any) -> T:
     each other field from ``given`` (which may also replace a flagged field's value)."""
     values: dict[str, Any] = {}
     for f in flagged_fields(cls):
+        if cli_spec(f).expand is not None:
+            values[f.name] = {dest: getattr(args, dest) for _, dest, _ in _expanded(f)}
+            continue
         value = getattr(args, f.name)
         convert = cli_spec(f).convert
         values[f.name] = convert(value) if convert is not None and value is not None else value
     _check_keys(cls, given)
     values.update(given)
     return cls(**values)
-
-
-def collected(args: Any, dests: Iterable[str]) -> dict[str, Any]:
-    """The values of ``collect``-ed dests, as a mapping field receives them."""
-    return {d: getattr(args, d) for d in dests}
 
 
 def _check_keys(cls: type, data: Mapping[str, Any]) -> None:
