@@ -139,11 +139,19 @@ def add_flags(
     cls: type,
     *,
     cli_only: Iterable[str] = (),
+    insert_after: Mapping[str, Iterable[Flag]] | None = None,
 ) -> argparse.ArgumentParser:
     """Add the flags of ``cls``'s fields to ``parser`` and check that every dest of the parser
     is accounted for: a flagged field (or a dest of an ``option_set`` field), or one of
     ``cli_only`` (interpreted by the command itself). Anything else raises
-    ``CliDeclarationError``: call this after any flag added by hand."""
+    ``CliDeclarationError``: call this after any flag added by hand. ``insert_after`` adds
+    CLI-only flags right after a field's (``{field: flags}``: ``export``'s positional ``OUT``
+    follows ``RUN_OR_CHECKPOINT``)."""
+    cli_only = list(cli_only)
+    insert_after = dict(insert_after or {})
+    unknown = sorted(set(insert_after) - {f.name for f in flagged_fields(cls)})
+    if unknown:
+        raise CliDeclarationError(f"{cls.__name__}: insert_after names no flagged field {unknown}")
     for f in flagged_fields(cls):
         spec = cli_spec(f)
         for title, dest, fl in _expanded(f):
@@ -162,6 +170,9 @@ def add_flags(
             if not kwargs.get("required") and kwargs.get("action") not in ("version", "help"):
                 kwargs.setdefault("default", _default(f))
             target.add_argument(*fl.names, **kwargs)
+        for fl in insert_after.get(f.name, ()):
+            action = target.add_argument(*fl.names, **fl.kwargs)
+            cli_only.append(action.dest)
     check_parser(parser, cls, cli_only=cli_only)
     return parser
 
