@@ -152,10 +152,11 @@ def add_flags(
     unknown = sorted(set(insert_after) - {f.name for f in flagged_fields(cls)})
     if unknown:
         raise CliDeclarationError(f"{cls.__name__}: insert_after names no flagged field {unknown}")
+    made: list[argparse.Action] = []  # the actions of fields (the rest must be CLI-only)
     for f in flagged_fields(cls):
         spec = cli_spec(f)
         for title, dest, fl in _expanded(f):
-            _group(parser, title).add_argument(*fl.names, dest=dest, **fl.kwargs)
+            made.append(_group(parser, title).add_argument(*fl.names, dest=dest, **fl.kwargs))
         target = _group(parser, spec.group)
         for fl in spec.flags:
             kwargs = dict(fl.kwargs)
@@ -168,50 +169,52 @@ def add_flags(
             else:
                 kwargs["dest"] = f.name
             if not kwargs.get("required") and kwargs.get("action") not in ("version", "help"):
-                kwargs.setdefault("default", _default(f))
-            target.add_argument(*fl.names, **kwargs)
+                # a converted field's flag parses to None when not given (then the field's own
+                # default applies), so ``convert`` only ever sees command-line text
+                kwargs.setdefault("default", None if spec.convert else _default(f))
+            made.append(target.add_argument(*fl.names, **kwargs))
         for fl in insert_after.get(f.name, ()):
             action = target.add_argument(*fl.names, **fl.kwargs)
             cli_only.append(action.dest)
-    check_parser(parser, cls, cli_only=cli_only)
+    _check_parser(parser, cls, made, cli_only)
     return parser
 
 
-def check_parser(
-    parser: argparse.ArgumentParser, cls: type, *, cli_only: Iterable[str] = ()
+def _check_parser(
+    parser: argparse.ArgumentParser,
+    cls: type,
+    made: list[argparse.Action],
+    cli_only: list[str],
 ) -> None:
-    """Every dest of ``parser`` maps to exactly one field of ``cls`` or is declared CLI-only."""
+    """Every action of ``parser`` is one ``add_flags`` made for a field, or has a CLI-only
+    dest that is no field's (so no value can be parsed for nothing, or land in a field twice)."""
     fields = {f.name for f in dataclasses.fields(cls)}
-    owner: dict[str, list[str]] = {}
-    for f in flagged_fields(cls):
-        expanded = _expanded(f)
-        for _, dest, _ in expanded:
-            owner.setdefault(dest, []).append(f"{f.name}[{dest}]")
-        if not expanded and cli_spec(f).expand is None:
-            owner.setdefault(f.name, []).append(f.name)
-    cli_only = set(cli_only)
-    for dest in cli_only:
-        owner.setdefault(dest, []).append("CLI-only")
-    dests = {a.dest for a in parser._actions if a.dest not in ("help", argparse.SUPPRESS)}  # noqa: SLF001
-    for dest in sorted(dests):
-        owners = owner.get(dest, [])
-        if len(owners) != 1:
-            what = "no field and is not declared CLI-only" if not owners else f"owners {owners}"
-            raise CliDeclarationError(
-                f"{parser.prog}: option dest {dest!r} has {what} ({cls.__name__} fields: "
-                f"{', '.join(sorted(fields))})"
-            )
-    stale = sorted(cli_only - dests)
-    if stale:
-        raise CliDeclarationError(f"{parser.prog}: CLI-only dests without a flag: {stale}")
-    overlap = sorted(cli_only & fields)
+    ours = {id(a) for a in made}
+    only = set(cli_only)
+    overlap = sorted(only & fields)
     if overlap:
         raise CliDeclarationError(f"{cls.__name__}: CLI-only dests {overlap} are also fields")
+    seen = set()
+    for action in parser._actions:  # noqa: SLF001
+        if action.dest in ("help", argparse.SUPPRESS):
+            continue
+        seen.add(action.dest)
+        if id(action) in ours or action.dest in only:
+            continue
+        what = "another owner than its field" if action.dest in fields else "no field"
+        raise CliDeclarationError(
+            f"{parser.prog}: option dest {action.dest!r} has {what} and is not declared "
+            f"CLI-only ({cls.__name__} fields: {', '.join(sorted(fields))})"
+        )
+    stale = sorted(only - seen)
+    if stale:
+        raise CliDeclarationError(f"{parser.prog}: CLI-only dests without a flag: {stale}")
 
 
 def from_args(cls: type[T], args: Any, **given: Any) -> T:
-    """``cls`` from a parsed namespace: each flagged field from its dest (``convert`` applied),
-    each other field from ``given`` (which may also replace a flagged field's value)."""
+    """``cls`` from a parsed namespace: each flagged field from its dest (``convert`` applied to
+    a given value; not given, the field's default), each other field from ``given`` (which may
+    also replace a flagged field's value)."""
     values: dict[str, Any] = {}
     for f in flagged_fields(cls):
         if cli_spec(f).expand is not None:
@@ -219,7 +222,10 @@ def from_args(cls: type[T], args: Any, **given: Any) -> T:
             continue
         value = getattr(args, f.name)
         convert = cli_spec(f).convert
-        values[f.name] = convert(value) if convert is not None and value is not None else value
+        if convert is None:
+            values[f.name] = value
+        elif value is not None:
+            values[f.name] = convert(value)
     _check_keys(cls, given)
     values.update(given)
     return cls(**values)
