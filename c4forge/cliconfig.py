@@ -5,10 +5,10 @@ metadata (``option(...)``): flag names, help, choices, type/parse function, argu
 functions join the dataclass and argparse, and nothing else does:
 
 * ``add_flags(parser, Cls)`` adds the fields' flags to a parser, in field order (so the field
-  order *is* the ``--help`` order), then checks the whole parser: every dest must be a field of
-  ``Cls`` or be declared CLI-only (a dest the command itself interprets, e.g. ``shards``'
-  ``DOCS | verify DIR``). A flag without a field is an error when the parser is built, so a
-  value can never be parsed and then silently dropped.
+  order *is* the ``--help`` order), then checks the whole parser: every action must be one it
+  made for a field, or have a dest declared CLI-only (one the command itself interprets, e.g.
+  ``shards``' ``DOCS | verify DIR``). A flag without a field is an error when the parser is
+  built, so a value can never be parsed and then silently dropped.
 * ``from_args(Cls, args, **given)`` builds the dataclass from the parsed namespace: each flagged
   field from its dest (through the field's ``convert``), every other field from ``given``.
 

@@ -1,8 +1,8 @@
 """What one `c4forge shards` build is: the typed job, and what it resolves to before any work.
 
 ``ShardsJob`` is the user's request (``ShardsOptions``), frozen and validated once by
-``make_job`` (the CLI calls it; tests and other programs may too). Everything that decides the rows is in it: the
-objective's ``ObjectiveConfig`` (whose ``descriptor()`` is index.json's ``objective`` block,
+``make_job`` (the CLI calls it; tests and other programs may too). Everything that decides the
+rows is in it: the objective's ``ObjectiveConfig`` (whose ``descriptor()`` is index.json's ``objective`` block,
 verbatim), the seed, the token dtype and the Arrow options. ``resolve`` turns it into a
 ``ShardsBuild``: the vocabulary's bytes, the clean shard files, the schema and the manifest
 (index.json minus splits/stats/versions, its fingerprint already final). Workers receive the
