@@ -146,3 +146,27 @@ def test_every_command_parser_maps_every_dest():
         dests = {a.dest for a in sub.choices[command]._actions}
         fields = {f.name for f in cliconfig.flagged_fields(cls)} - {"objective_options"}
         assert fields <= dests, (command, fields - dests)
+
+
+def test_every_train_flag_reaches_its_field():
+    """Each flag of `train`, given a non-default value, arrives in ``TrainOptions`` (a flag whose
+    value went nowhere would leave its field at the default)."""
+    argv = [
+        "train", "s", "-o", "r", "--steps", "9", "--preset", "small", "--ffn", "swiglu",
+        "--d-ff", "64", "--tie-embeddings", "--attn", "eager", "--dropout", "0.2", "--vocab", "v",
+        "--batch-size", "3", "--grad-accum", "2", "--optimizer", "adamw", "--schedule", "cosine",
+        "--lr", "0.5", "--warmup", "4", "--grad-clip", "0.7", "--z-loss", "0.001", "--seed", "5",
+        "--shuffle-batches", "6", "--device", "cpu", "--resume", "--eval-every", "2",
+        "--eval-rows", "11", "--save-every", "3", "--keep-checkpoints", "4", "--log-every", "5",
+        "--compile", "--verify-shards", "full", "--num-workers", "1", "--deterministic",
+        "--no-progress", "--stop-after-step", "8",
+    ]  # fmt: skip
+    opts = TrainOptions.from_args(build_parser().parse_args(argv))
+    defaults = TrainOptions(shards="x", output="y", steps=1)
+    unchanged = [
+        f.name
+        for f in dataclasses.fields(TrainOptions)
+        if getattr(opts, f.name) == getattr(defaults, f.name)
+    ]
+    assert unchanged == []
+    assert opts.shuffle_window == 6 and opts.resume == "auto" and opts.compile is True

@@ -32,7 +32,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -746,7 +746,7 @@ class LastFigures:
     tps: float | None = None
     nonpad_tps: float | None = None
     mfu: float | None = None
-    eval: dict[str, float] | None = field(default=None)
+    eval: dict[str, float] | None = None  # the last eval record
 
 
 def run(s: Setup, hooks: Sequence[StepHook] = ()) -> RunSummary:
