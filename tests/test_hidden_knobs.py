@@ -1,12 +1,10 @@
 """Issue 16 item 6: no hidden knobs. C4FORGE_LANGDETECT takes a documented value or stops the
 job; a fast backend that does not load is an error; stats.json says which backend ran;
-objective functions name their parameters (a misspelt one is an error); every `train` flag is
-a TrainOptions field or consumed explicitly."""
+objective functions name their parameters (a misspelt one is an error). (Every `train` flag
+being a TrainOptions field: tests/test_cliconfig.py.)"""
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
 import os
 import subprocess
@@ -87,31 +85,3 @@ def test_a_misspelt_objective_parameter_names_the_objective_and_the_valid_names(
 
     with pytest.raises(TypeError, match="mean_noise_span_lenght"):
         fns.check_signature("sloppy", sloppy)
-
-
-def train_parser() -> argparse.ArgumentParser:
-    from c4forge.cli import build_parser
-
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return sub.choices["train"]
-
-
-def test_every_train_flag_is_a_field_or_consumed():
-    from c4forge.trainers.cli_train import CONSUMED
-    from c4forge.trainers.train import TrainOptions
-
-    dests = {a.dest for a in train_parser()._actions if a.dest != "help"} | {"command"}
-    fields = {f.name for f in dataclasses.fields(TrainOptions)}
-    assert dests == fields | CONSUMED
-
-
-def test_a_flag_without_a_field_is_an_error_at_start_up():
-    from c4forge.trainers.cli_train import options_from_args
-
-    args = train_parser().parse_args(["shards", "-o", "run", "--steps", "3"])
-    args.command = "train"
-    assert options_from_args(args).steps == 3
-    args.warmup_ratio = 0.1  # a flag someone added without a TrainOptions field
-    with pytest.raises(TypeError, match="warmup_ratio have no TrainOptions field"):
-        options_from_args(args)
