@@ -116,6 +116,31 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="fraction of bad-word pages dropped (default per variant: 1.0 = C4; mC4 0.999)",
     )
     p.add_argument(
+        "--decontaminate",
+        nargs="+",
+        action="extend",
+        default=None,
+        metavar="SPEC",
+        help="remove documents sharing a word n-gram with an evaluation set: glue (the bundled "
+        "GLUE dev sets) and/or NAME=FILE[#FIELD,...] (.tsv, .csv, .jsonl; text field 'text' by "
+        "default); counted per benchmark under decontaminate.contaminated:NAME",
+    )
+    p.add_argument(
+        "--decontaminate-ngram",
+        type=int,
+        default=13,
+        metavar="N",
+        help="word n-gram size of --decontaminate (default 13, as GPT-3)",
+    )
+    p.add_argument(
+        "--keep-samples",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep, per drop reason, N dropped lines or pages (the N smallest by a stable hash: "
+        "the same on every engine and worker count) under OUTPUT/samples/",
+    )
+    p.add_argument(
         "--resume",
         action="store_true",
         help="record per-input progress under OUTPUT/_work/ and skip inputs an interrupted run "

@@ -58,6 +58,9 @@ class CleanJob:
     workers: int | None = None
     master: str | None = None
     passthrough: tuple[str, ...] = ()
+    decontaminate: tuple[str, ...] = ()  # issue 17: "glue" and/or NAME=FILE[#FIELDS]
+    decontaminate_ngram: int = 13
+    keep_samples: int = 0  # issue 17: N dropped items per reason under OUTPUT/samples/
     resume: bool = False
     overwrite: bool = False
     report: bool = False
@@ -66,6 +69,7 @@ class CleanJob:
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "passthrough", tuple(self.passthrough))
+        object.__setattr__(self, "decontaminate", tuple(self.decontaminate or ()))
         given = self.output
         object.__setattr__(self, "output", _local_output(given))
         self._resolve_variant()
@@ -126,6 +130,13 @@ class CleanJob:
         return load_domain_list(self.domain_list)
 
     @functools.cached_property
+    def benchmarks(self) -> Any:
+        """``(NgramIndex, fingerprints)`` of ``--decontaminate`` (loaded once, on the driver)."""
+        from c4forge.contamination.benchmarks import load
+
+        return load(self.decontaminate, self.decontaminate_ngram)
+
+    @functools.cached_property
     def url_list_files(self) -> tuple[str, ...]:
         from c4forge.filters.url_list import resolve_url_list
 
@@ -168,6 +179,14 @@ class CleanJob:
             raise ConfigError(f"--workers must be >= 1, got {self.workers}")
         if self.near_dedup != "none":
             self.minhash_params()  # ConfigError on bad values
+        if self.keep_samples < 0:
+            raise ConfigError(f"--keep-samples must be >= 0, got {self.keep_samples}")
+        if self.decontaminate_ngram < 1:
+            raise ConfigError(
+                f"--decontaminate-ngram must be >= 1, got {self.decontaminate_ngram}"
+            )
+        if self.decontaminate:
+            _ = self.benchmarks  # missing file, bad name, malformed rows: one-line errors now
         parse_shards_option(self.train_shards, "--train-shards")
         parse_shards_option(self.validation_shards, "--validation-shards")
         runner = (self.runner or "").rsplit(".", 1)[-1].lower()  # Beam's names are case-blind
@@ -229,6 +248,10 @@ class CleanJob:
         }
         if self.spec.multilingual:
             config["languages"] = list(self.languages or ())
+        if self.decontaminate:  # only when asked: other runs' stats.json stay as they were
+            config["decontaminate"] = self.benchmarks[1]
+        if self.keep_samples:
+            config["keep_samples"] = self.keep_samples
         if self.near_dedup != "none":
             config["near_dedup_params"] = {
                 "ngram": self.ngram,

@@ -96,7 +96,7 @@ def finish(
     keys = co.output_keys({x["split"]: 1 for x in shard_stats}, job.spec.multilingual)
     counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in keys}
     outputs = cs.outputs_block(shard_stats, counts)
-    stages = None if job.variant == "en" else plan.funnel
+    stages = None if job.variant == "en" and not job.decontaminate else plan.funnel
     counters = counting.full_counters(raw, job.dedup, plan.near_dedup, stages, plan.language_id)
     written = {x["file"] for x in shard_stats}
     co.remove_files(job.output, [n for n in co.list_shard_files(job.output) if n not in written])

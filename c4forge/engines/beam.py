@@ -62,6 +62,13 @@ class _MapFn(CountingDoFn):
         yield from self.fn(item, self.count)
 
 
+class _SideMapFn(_MapFn):
+    """``fn(item, count, value)`` with ``value`` a singleton side input (``broadcast``)."""
+
+    def process(self, item: Any, value: Any) -> Iterator[Any]:
+        yield from self.fn(item, self.count, value)
+
+
 class _GroupFn(_MapFn):
     def process(self, element: tuple[Any, Iterable[Any]]) -> Iterator[Any]:
         key, values = element  # re-iterable grouped values; never copied into a list here
@@ -295,6 +302,14 @@ class BeamEngine(Engine):
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
         return coll | self._label(label) >> beam.ParDo(_MapFn(fn))
+
+    def broadcast(self, label: str, value: Any) -> Any:
+        """A one-element PCollection, read by ``flat_map_with`` as a singleton side input."""
+        return self.pipeline | f"{self._label(label)}/resource" >> beam.Create([value])
+
+    def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
+        value = beam.pvalue.AsSingleton(side)
+        return coll | self._label(label) >> beam.ParDo(_SideMapFn(fn), value)
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)

@@ -312,6 +312,15 @@ def _map_all(fn: Fn):
     return run
 
 
+def _map_all_with(fn: Fn, side: Any):
+    def run(items: Iterator[Any], bag: CounterBag) -> Iterator[Any]:
+        value = side.value  # the broadcast, fetched once per partition
+        for item in items:
+            yield from fn(item, bag, value)
+
+    return run
+
+
 def _group_all(fn: Fn):
     def run(items: Iterator[tuple[Any, Iterable[Any]]], bag: CounterBag) -> Iterator[Any]:
         for key, values in items:
@@ -367,6 +376,12 @@ class SparkEngine(Engine):
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
         return coll.mapPartitions(self._counted(_map_all(fn)))
+
+    def broadcast(self, label: str, value: Any) -> Any:
+        return self.sc.broadcast(value)
+
+    def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
+        return coll.mapPartitions(self._counted(_map_all_with(fn, side)))
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
         return coll.groupByKey(self.parts).mapPartitions(self._counted(_group_all(fn)))
