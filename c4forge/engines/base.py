@@ -122,8 +122,14 @@ class Engine(ABC):
     def progress(self, files: int, quiet: bool) -> Iterator[None]:
         yield
 
+    def samples(self) -> dict[str, list]:
+        """``--keep-samples``: ``{stage/reason: [(hash, text, url), …]}`` of the finished run,
+        the combine (``drop_samples.merge``) of what every worker kept."""
+        return {}
+
     def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> list[dict]:
         """The whole plan: front, doc stages, output; returns the per-shard stats."""
+        self.keep_samples = getattr(job, "keep_samples", 0)
         with self.progress(len(files), job.quiet):
             docs = self.front(plan, files, job, chunks)
             for stage in plan.doc_stages:

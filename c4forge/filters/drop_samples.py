@@ -121,3 +121,28 @@ def read_samples(output: str) -> dict[str, list[dict]]:
         with open(os.path.join(folder, info["file"]), encoding="utf-8") as f:
             out[key] = [json.loads(line) for line in f if line.strip()]
     return out
+
+
+def sampling(count: Any) -> bool:
+    """True when ``count`` keeps samples (rules check once per page, not per line)."""
+    return getattr(count, "keep", 0) > 0
+
+
+class WithUrl:
+    """``count`` whose samples carry the page's URL (the rules see text only)."""
+
+    __slots__ = ("count", "url", "keep")
+
+    def __init__(self, count: Any, url: str) -> None:
+        self.count, self.url, self.keep = count, url, getattr(count, "keep", 0)
+
+    def __call__(self, stage: str, reason: str, n: int = 1) -> None:
+        self.count(stage, reason, n)
+
+    def sample(self, stage: str, reason: str, text: str, url: str = "") -> None:
+        self.count.sample(stage, reason, text, url or self.url)
+
+
+def with_url(count: Any, url: str) -> Any:
+    """``count`` itself when it does not sample (the default run pays one attribute lookup)."""
+    return WithUrl(count, url) if sampling(count) else count
