@@ -21,6 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", help="split file name (default: the task's dev split(s))")
     p.add_argument("--head", choices=("text", "cls", "hire"), help="must match the run's head")
     p.add_argument("--output", "-o", help="where results go (default FT/eval-TASK-SPLIT)")
+    p.add_argument(
+        "--exclude",
+        metavar="REPORT",
+        help="a `c4forge contamination` report: also score the subset without its contaminated "
+        "examples",
+    )
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda", "xla"))
     p.add_argument("--no-progress", dest="progress", action="store_false")
@@ -28,9 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from c4forge.finetune.clean_subset import summary_lines
     from c4forge.finetune.evaluate_run import evaluate_run
     from c4forge.finetune.outputs import summary_text
 
     res, out = evaluate_run(args)
-    print(summary_text(res, out, command="evaluate"), file=sys.stdout)
+    text = summary_text(res, out, command="evaluate")
+    if "clean_subset" in res:
+        text += "\n" + "\n".join(summary_lines(res["clean_subset"]))
+    print(text, file=sys.stdout)
     return 0

@@ -28,6 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seeds", type=positive, default=3, help="seeds per task (default 3)")
     p.add_argument("--also-random-init", action="store_true", help="the same from random weights")
+    p.add_argument(
+        "--exclude",
+        metavar="REPORT",
+        help="a `c4forge contamination` report: also score every task without its contaminated "
+        "dev examples (a second table)",
+    )
     add_training_args(p)
 
 
