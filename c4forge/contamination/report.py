@@ -112,7 +112,10 @@ def build_report(specs: list[str], n: int, files: list[str], progress: bool = Fa
         "n": n,
         "corpus": {
             "files": [
-                {"file": os.path.basename(f), "documents": corpus["files"].get(os.path.basename(f), 0)}
+                {
+                    "file": os.path.basename(f),
+                    "documents": corpus["files"].get(os.path.basename(f), 0),
+                }
                 for f in files
             ],
             "documents": sum(corpus["files"].values()),
@@ -151,7 +154,11 @@ def render_md(report: dict) -> str:
                     f"{d['file']}:{d['line']}" + (f" ({d['url']})" if d["url"] else "")
                     for d in ex["found_in"]
                 )
-                more = "" if ex["documents"] <= len(ex["found_in"]) else f" and {ex['documents'] - len(ex['found_in'])} more"
+                more = (
+                    ""
+                    if ex["documents"] <= len(ex["found_in"])
+                    else f" and {ex['documents'] - len(ex['found_in'])} more"
+                )
                 lines.append(f"- example {ex['index']} (line {ex['line']}): {text[:300]}")
                 lines.append(f"  - in {ex['documents']} document(s): {where}{more}")
     return "\n".join(lines) + "\n"
