@@ -125,13 +125,24 @@ def cld3_language(text: str, count: Count, languages: frozenset[str]) -> str | N
     return code
 
 
+def _gcld3_version() -> str:
+    """The version of the distribution that provides the ``gcld3`` module: ``gcld3`` itself or
+    ``cld3-py`` (prebuilt wheels of the same module, the dependency since pyproject moved)."""
+    for dist in ("gcld3", "cld3-py"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
 def cld3_fingerprint() -> dict:
     """gcld3's version (its model is compiled into the package) and the rule's constants.
     The extension's own bytes are not hashed: they differ from build to build of one release."""
     require_gcld3()
     return {
         "package": "gcld3",
-        "version": importlib.metadata.version("gcld3"),
+        "version": _gcld3_version(),
         "model_languages": len(CLD3_LANGUAGES),
         "min_num_bytes": MIN_NUM_BYTES,
         "max_num_bytes": MAX_NUM_BYTES,
