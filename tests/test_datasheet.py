@@ -25,7 +25,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from datasheet_fixtures import demo_report, multilingual_report
 
 CHROMIUM_FLAGS = [

@@ -19,7 +19,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from clean_fixtures import c4_docs, doc_records, wet_bytes
 
 from c4forge.cli import main
