@@ -3,7 +3,7 @@
 ``glue``: every GLUE task bundled in ``c4forge/data/glue`` that has a dev split, one benchmark
 per task (``cola``, ``mrpc``, ``rte``, ``sst2``, ``stsb``), read with the fine-tuning loaders
 (``c4forge.finetune.tasks``), text columns only. ``NAME=FILE``: a ``.tsv``, ``.csv`` or
-``.jsonl`` (``.json``) file whose text is in the field ``text`` unless ``#FIELD`` names others
+``.jsonl`` file whose text is in the field ``text`` unless ``#FIELD`` names others
 (``#sentence1,sentence2``); a file with a header of one column uses that column. The split of
 such a benchmark is the file's stem (``dev.tsv`` → ``dev``). Several specs, several benchmarks;
 their order decides which one a document is counted under when it matches more than one.
@@ -11,9 +11,7 @@ their order decides which one a document is counted under when it matches more t
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -101,12 +99,18 @@ def load_examples(source: Source) -> list[Example]:
             )
             for r in rows
         ]
-    lower = source.path.lower()
-    if lower.endswith((".jsonl", ".json")):
-        return _jsonl(source)
-    if lower.endswith((".tsv", ".csv")):
-        return _table(source, "\t" if lower.endswith(".tsv") else ",")
-    raise InputError(f"benchmark {source.benchmark}: {source.path}: not .tsv, .csv or .jsonl")
+    from c4forge.finetune.tasks import table_rows
+
+    out = []
+    for line, rec in table_rows(source.path):  # .tsv / .csv / .jsonl, one-line errors
+        fields = _pick(source, list(rec), f"{source.path}:{line}")
+        texts = tuple(rec[k] for k in fields)
+        if not all(isinstance(t, str) for t in texts):
+            raise InputError(f"{source.path}:{line}: field(s) {', '.join(fields)} not text")
+        out.append(Example(source.benchmark, source.split, len(out), line, texts))
+    if not out:
+        raise InputError(f"benchmark {source.benchmark}: {source.path}: no rows")
+    return out
 
 
 def _pick(source: Source, available: list[str], where: str) -> tuple[str, ...]:
@@ -119,55 +123,6 @@ def _pick(source: Source, available: list[str], where: str) -> tuple[str, ...]:
             f"field(s) with {source.benchmark}=FILE#FIELD"
         )
     return fields
-
-
-def _table(source: Source, delimiter: str) -> list[Example]:
-    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-    with open(source.path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
-        header = next(reader, None)
-        if header is None:
-            raise InputError(f"{source.path}: empty file")
-        fields = _pick(source, header, f"{source.path}:1")
-        cols = [header.index(c) for c in fields]
-        out = []
-        for row in reader:
-            if not row:
-                continue
-            if len(row) != len(header):
-                raise InputError(
-                    f"{source.path}:{reader.line_num}: {len(row)} fields, expected {len(header)}"
-                )
-            out.append(
-                Example(
-                    source.benchmark,
-                    source.split,
-                    len(out),
-                    reader.line_num,
-                    tuple(row[c] for c in cols),
-                )
-            )
-    return out
-
-
-def _jsonl(source: Source) -> list[Example]:
-    out = []
-    with open(source.path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputError(f"{source.path}:{line_no}: not JSON ({err.msg})") from None
-            if not isinstance(obj, dict):
-                raise InputError(f"{source.path}:{line_no}: not a JSON object")
-            fields = _pick(source, list(obj), f"{source.path}:{line_no}")
-            texts = tuple(obj[k] for k in fields)
-            if not all(isinstance(t, str) for t in texts):
-                raise InputError(f"{source.path}:{line_no}: field(s) {', '.join(fields)} not text")
-            out.append(Example(source.benchmark, source.split, len(out), line_no, texts))
-    return out
 
 
 def _display(s: Source) -> str:
