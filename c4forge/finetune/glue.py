@@ -14,39 +14,16 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from c4forge.finetune.loop import FinetuneOptions, finetune
 from c4forge.finetune.metrics import glue_score
+from c4forge.finetune.options import GlueOptions
 from c4forge.finetune.outputs import RESULTS
 from c4forge.finetune.tasks import get_task
 from c4forge.io.storage import atomic_write_text, read_json, write_json
-
-
-@dataclass
-class GlueOptions:
-    checkpoint: str
-    data: str
-    output: str
-    tasks: list[str]
-    heads: list[str] | None = None
-    seeds: int = 3
-    also_random_init: bool = False
-    epochs: float | None = None
-    steps: int | None = None
-    lr: float | None = None
-    batch_size: int = 32
-    max_length: int = 128
-    max_train_examples: int | None = None
-    vocab: str | None = None
-    device: str = "auto"
-    compile: bool | None = None
-    log_every: int = 10
-    progress: bool = True
-    exclude: str | None = None  # a contamination report: also score the clean subset
 
 
 def _default_heads(checkpoint: str, vocab: str | None) -> list[str]:
