@@ -55,6 +55,7 @@ class Engine(ABC):
     # Name suffix of a chunk's front records under OUTPUT/_work ("" = a folder, Spark's pickle
     # files); whether the front keeps such records is ``records_front(job)``.
     work_suffix: str = ""
+    keep_samples: int = 0  # --keep-samples of the job being run (``run`` sets it)
 
     # -- primitives -----------------------------------------------------------------------------
     @abstractmethod
