@@ -136,6 +136,32 @@ class CleanJob(CliConfig):
         type=float,
         help="fraction of bad-word pages dropped (default per variant: 1.0 = C4; mC4 0.999)",
     )
+    decontaminate: tuple[str, ...] = option(
+        "--decontaminate",
+        default=None,  # () after __post_init__ (argparse's "extend" needs a list or None)
+        nargs="+",
+        action="extend",
+        metavar="SPEC",
+        convert=lambda v: tuple(v or ()),
+        help="remove documents sharing a word n-gram with an evaluation set: glue (the bundled "
+        "GLUE dev sets) and/or NAME=FILE[#FIELD,...] (.tsv, .csv, .jsonl; text field 'text' by "
+        "default); counted per benchmark under decontaminate.contaminated:NAME",
+    )  # issue 17
+    decontaminate_ngram: int = option(
+        "--decontaminate-ngram",
+        default=13,
+        type=int,
+        metavar="N",
+        help="word n-gram size of --decontaminate (default 13, as GPT-3)",
+    )
+    keep_samples: int = option(
+        "--keep-samples",
+        default=0,
+        type=int,
+        metavar="N",
+        help="keep, per drop reason, N dropped lines or pages (the N smallest by a stable hash: "
+        "the same on every engine and worker count) under OUTPUT/samples/",
+    )  # issue 17
     resume: bool = option(
         "--resume",
         default=False,
@@ -160,6 +186,7 @@ class CleanJob(CliConfig):
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "passthrough", tuple(self.passthrough))
+        object.__setattr__(self, "decontaminate", tuple(self.decontaminate or ()))
         given = self.output
         object.__setattr__(self, "output", _local_output(given))
         self._resolve_variant()
@@ -214,6 +241,13 @@ class CleanJob(CliConfig):
         return load_domain_list(self.domain_list)
 
     @functools.cached_property
+    def benchmarks(self) -> Any:
+        """``(NgramIndex, fingerprints)`` of ``--decontaminate`` (loaded once, on the driver)."""
+        from c4forge.contamination.benchmarks import load
+
+        return load(self.decontaminate, self.decontaminate_ngram)
+
+    @functools.cached_property
     def url_list_files(self) -> tuple[str, ...]:
         from c4forge.filters.url_list import resolve_url_list
 
@@ -256,6 +290,14 @@ class CleanJob(CliConfig):
             raise ConfigError(f"--workers must be >= 1, got {self.workers}")
         if self.near_dedup != "none":
             self.minhash_params()  # ConfigError on bad values
+        if self.keep_samples < 0:
+            raise ConfigError(f"--keep-samples must be >= 0, got {self.keep_samples}")
+        if self.decontaminate_ngram < 1:
+            raise ConfigError(
+                f"--decontaminate-ngram must be >= 1, got {self.decontaminate_ngram}"
+            )
+        if self.decontaminate:
+            _ = self.benchmarks  # missing file, bad name, malformed rows: one-line errors now
         parse_shards_option(self.train_shards, "--train-shards")
         parse_shards_option(self.validation_shards, "--validation-shards")
         runner = (self.runner or "").rsplit(".", 1)[-1].lower()  # Beam's names are case-blind
@@ -317,6 +359,10 @@ class CleanJob(CliConfig):
         }
         if self.spec.multilingual:
             config["languages"] = list(self.languages or ())
+        if self.decontaminate:  # only when asked: other runs' stats.json stay as they were
+            config["decontaminate"] = self.benchmarks[1]
+        if self.keep_samples:
+            config["keep_samples"] = self.keep_samples
         if self.near_dedup != "none":
             config["near_dedup_params"] = {
                 "ngram": self.ngram,

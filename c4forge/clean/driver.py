@@ -60,8 +60,11 @@ def check_output(job: CleanJob) -> None:
 def prepare_output(job: CleanJob) -> None:
     """Create a local output folder; remove a chart of an older run (it would mislead next to
     this run's stats)."""
+    from c4forge.filters.drop_samples import SAMPLES_DIR
+
     storage.makedirs(job.output)
     co.remove_files(job.output, [FUNNEL_NAME])
+    storage.rmtree(storage.join(job.output, SAMPLES_DIR))  # an older run's samples
 
 
 def start_work(
@@ -114,7 +117,7 @@ def finish(
     keys = co.output_keys({x["split"]: 1 for x in shard_stats}, job.spec.multilingual)
     counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in keys}
     outputs = cs.outputs_block(shard_stats, counts)
-    stages = None if job.variant == "en" else plan.funnel
+    stages = None if job.variant == "en" and not job.decontaminate else plan.funnel
     counters = counting.full_counters(raw, job.dedup, plan.near_dedup, stages, plan.language_id)
     written = {x["file"] for x in shard_stats}
     co.remove_files(job.output, [n for n in co.list_shard_files(job.output) if n not in written])
@@ -174,6 +177,10 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             if user_error is not None:
                 raise user_error from None
             raise
+        if job.keep_samples:  # before stats.json, which marks the output complete
+            from c4forge.filters.drop_samples import write_samples
+
+            write_samples(job.output, engine.samples(), job.keep_samples)
         stats = finish(job, plan, config, inputs, shard_stats, engine.counters(), backend)
         work.finish()
     finally:

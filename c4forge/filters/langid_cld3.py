@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from c4forge.errors import ConfigError
+from c4forge.filters import drop_samples as ds
 from c4forge.filters.counting import Count
 
 STAGE = "langid"
@@ -118,6 +119,7 @@ def cld3_language(text: str, count: Count, languages: frozenset[str]) -> str | N
     elif code not in languages:
         count(STAGE, "ignored_language")
         count(STAGE, f"ignored_language:{code}")
+        ds.sample(count, STAGE, "ignored_language", text)
         return None
     count(STAGE, "passed")
     count(STAGE, f"passed:{code}")

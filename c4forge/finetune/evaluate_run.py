@@ -34,6 +34,11 @@ def evaluate_run(opts: EvaluateOptions) -> tuple[dict[str, Any], str]:
             f"--head {opts.head}: {opts.ft} is {kind}; it can only be evaluated with its own head "
             f"({run_cfg['head']}); fine-tune the pretraining checkpoint with --head {opts.head}"
         )
+    excluded = None
+    if opts.exclude:  # checked before the model runs
+        from c4forge.finetune.clean_subset import load_exclusions
+
+        excluded = load_exclusions(opts.exclude, task)
     dev = resolve_device(opts.device)
     model.to(dev.device)
     custom = None
@@ -65,4 +70,13 @@ def evaluate_run(opts: EvaluateOptions) -> tuple[dict[str, Any], str]:
         out, cfg, results, {k: v.truncated for k, v in enc.items()},
         {"eval_seconds": seconds}, None,
     )  # fmt: skip
+    if excluded is not None:
+        from c4forge.finetune.clean_subset import score_clean_subset
+        from c4forge.finetune.outputs import RESULTS
+        from c4forge.io.storage import write_json
+
+        records = [rec for r in results.values() for rec in r.predictions]
+        res["clean_subset"] = {"report": os.path.abspath(opts.exclude),
+                               **score_clean_subset(data.spec, records, excluded)}  # fmt: skip
+        write_json(os.path.join(out, RESULTS), res)
     return res, out

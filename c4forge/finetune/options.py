@@ -231,6 +231,11 @@ class GlueOptions(CliConfig):
     compile: bool | None = _compile()
     log_every: int = _log_every()
     progress: bool = _progress()
+    exclude: str | None = option(
+        "--exclude", default=None, metavar="REPORT",
+        help="a `c4forge contamination` report: also score every task without its contaminated "
+        "dev examples (a second table)",
+    )  # fmt: skip  # issue 17
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,6 +256,11 @@ class EvaluateOptions(CliConfig):
     output: str | None = option(
         "--output", "-o", default=None, help="where results go (default FT/eval-TASK-SPLIT)"
     )
+    exclude: str | None = option(
+        "--exclude", default=None, metavar="REPORT",
+        help="a `c4forge contamination` report: also score the subset without its contaminated "
+        "examples",
+    )  # fmt: skip  # issue 17
     batch_size: int = option("--batch-size", default=64, type=int)
     device: str = _device(group=None)
     progress: bool = _progress(group=None)
