@@ -140,8 +140,9 @@ def _write_conversion(writer, url: str, date: str, text: str, record_id: str) ->
 
 def build(out: Path, pages: int, seed: int, files: int, extra: list[Path]) -> Path:
     """Write the corpus (or reuse a matching one); returns ``out``."""
-    from tqdm import tqdm
     from warcio.warcwriter import WARCWriter
+
+    from c4forge.progress import progress
 
     sources = load_sources(extra)
     manifest = {
@@ -178,7 +179,7 @@ def build(out: Path, pages: int, seed: int, files: int, extra: list[Path]) -> Pa
     urls: list[str] = []
     total_bytes = 0
     per_file = -(-pages // files)
-    for fi in tqdm(range(files), desc="corpus files", unit="file"):
+    for fi in progress(range(files), desc="corpus files", unit="file"):
         path = out / f"bench-{fi:05d}.warc.wet.gz"
         tmp = path.with_suffix(".tmp")
         with open(tmp, "wb") as fh:

@@ -60,8 +60,11 @@ def check_output(job: CleanJob) -> None:
 def prepare_output(job: CleanJob) -> None:
     """Create a local output folder; remove a chart of an older run (it would mislead next to
     this run's stats)."""
+    from c4forge.filters.drop_samples import SAMPLES_DIR
+
     storage.makedirs(job.output)
     co.remove_files(job.output, [FUNNEL_NAME])
+    storage.rmtree(storage.join(job.output, SAMPLES_DIR))  # an older run's samples
 
 
 def start_work(
@@ -88,15 +91,33 @@ def start_work(
     return work, chunks
 
 
+def langdetect_backend(plan: Plan) -> str | None:
+    """The langdetect backend the plan's langid stage runs (checked now, before any work: an
+    unknown ``C4FORGE_LANGDETECT`` or a fast backend that does not load is a ConfigError);
+    ``None`` when the plan has no langdetect stage."""
+    uses = plan.language_id == "langdetect" and any(s.name == "langid" for s in plan.doc_stages)
+    if not uses:
+        return None
+    from c4forge.filters import langid
+
+    return langid.backend()
+
+
 def finish(
-    job: CleanJob, plan: Plan, config: dict, inputs: dict, shard_stats: list[dict], raw: dict
+    job: CleanJob,
+    plan: Plan,
+    config: dict,
+    inputs: dict,
+    shard_stats: list[dict],
+    raw: dict,
+    backend: str | None = None,
 ) -> dict:
     """stats.json from the run's counters and shards (conservation checked), written last;
     stale shards of an earlier run removed."""
     keys = co.output_keys({x["split"]: 1 for x in shard_stats}, job.spec.multilingual)
     counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in keys}
     outputs = cs.outputs_block(shard_stats, counts)
-    stages = None if job.variant == "en" else plan.funnel
+    stages = None if job.variant == "en" and not job.decontaminate else plan.funnel
     counters = counting.full_counters(raw, job.dedup, plan.near_dedup, stages, plan.language_id)
     written = {x["file"] for x in shard_stats}
     co.remove_files(job.output, [n for n in co.list_shard_files(job.output) if n not in written])
@@ -110,6 +131,8 @@ def finish(
         plan.funnel,
         by_language=job.spec.multilingual,
     )
+    if backend is not None:  # which langdetect ran: same decisions, ~50x apart in time
+        stats["langdetect_backend"] = backend
     if stats["conservation_errors"]:
         raise VerificationError(
             "the counters do not add up (a page was lost without a reason): "
@@ -143,6 +166,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             f"{engine.tag}={engine.description}]",
         )
         plan = build_plan(job)
+        backend = langdetect_backend(plan)
         work, chunks = start_work(engine, job, files, config)
         try:
             shard_stats = engine.run(plan, files, job, chunks)
@@ -153,7 +177,11 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             if user_error is not None:
                 raise user_error from None
             raise
-        stats = finish(job, plan, config, inputs, shard_stats, engine.counters())
+        if job.keep_samples:  # before stats.json, which marks the output complete
+            from c4forge.filters.drop_samples import write_samples
+
+            write_samples(job.output, engine.samples(), job.keep_samples)
+        stats = finish(job, plan, config, inputs, shard_stats, engine.counters(), backend)
         work.finish()
     finally:
         if own:

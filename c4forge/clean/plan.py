@@ -25,6 +25,7 @@ and the conservation identities and the summary's funnel follow.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,23 @@ class MapStage:
 
     def expand(self, engine: Any, coll: Any) -> Any:
         return engine.flat_map(coll, self.name, self.fn)
+
+
+@dataclass(frozen=True)
+class BroadcastMapStage:
+    """Per element with a small read-only resource built on the driver (decontamination's
+    n-gram index): ``fn(item, count, resource) -> iterable``. The engine ships the resource
+    once (``engine.broadcast``: a Beam side input, a Spark broadcast, the object itself on the
+    local engine), not with every task's closure."""
+
+    name: str
+    fn: Fn
+    resource: Any = dataclasses.field(compare=False, repr=False)
+    shuffle_key: str | None = None
+
+    def expand(self, engine: Any, coll: Any) -> Any:
+        side = engine.broadcast(self.name, self.resource)
+        return engine.flat_map_with(coll, self.name, self.fn, side)
 
 
 @dataclass(frozen=True)
@@ -197,7 +215,7 @@ def build_plan(job: Any) -> Plan:
     """The stages of c4_rules.md §1 for ``job`` (a ``CleanJob``), in the reference order; the
     job's corpus variant (issue 10, TFDS ``_get_pages_pcollection``) adds, swaps or drops
     stages: read → length → [realnews] → URL dedup → clean or [as-is] → [webtext join] →
-    [paragraph] → [dedup] → [near-dedup] → langdetect or [CLD3] → [bad words] → split.
+    [paragraph] → [dedup] → [near-dedup] → [decontaminate] → langdetect or [CLD3] → [bad words] → split.
 
     The ``clean`` slot holds the page → document step: the line and page rules, or the page
     unchanged for variants without them (``en.noclean``, ``multilingual``; then ``clean`` is
@@ -266,6 +284,11 @@ def build_plan(job: Any) -> Plan:
     near = job.near_dedup == "minhash"
     if near:
         doc_stages.append(NearDedupStage(mh.STAGE, job.minhash_params(), mh.MAX_ROUNDS))
+    if job.decontaminate:
+        from c4forge.contamination.stage import STAGE, decontaminate
+
+        index = job.benchmarks[0].without_owners()
+        doc_stages.append(BroadcastMapStage(STAGE, decontaminate, index))
     if v.multilingual:
         langs = frozenset(job.languages)
         doc_stages.append(MapStage("langid", functools.partial(vs.langid_cld3, languages=langs)))

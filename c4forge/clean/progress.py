@@ -46,6 +46,7 @@ from typing import Any, NamedTuple
 
 from c4forge.errors import ConfigError
 from c4forge.filters.counting import Count, CounterBag
+from c4forge.filters.drop_samples import sample
 from c4forge.io import storage
 from c4forge.io.inputs import InputFile
 from c4forge.io.storage import dumps_pretty
@@ -198,6 +199,7 @@ class FrontRecord(NamedTuple):
     cleaned_text: str | None
     sentences: Any
     clean_counts: tuple[tuple[str, str, int], ...]
+    clean_samples: tuple[tuple[str, str, str, str], ...] = ()  # (key, hash, text, url)
 
 
 def _through(stages: Iterable[Any], page: Any, count: Count) -> list[Any]:
@@ -210,20 +212,24 @@ def _through(stages: Iterable[Any], page: Any, count: Count) -> list[Any]:
 def front_records(pages: Iterable[Any], plan: Any, count: Count) -> Iterator[FrontRecord]:
     """The plan's page stages (counted into ``count`` now) → its clean stage (counted into the
     record, for later: only the URL-dedup survivor's clean counters count)."""
+    keep = getattr(count, "keep", 0)
     for page in pages:
         for kept in _through(plan.page_stages, page, count):
-            page_bag = CounterBag()
+            page_bag = CounterBag(keep)
             docs = _through([plan.clean], kept, page_bag)
             counts = tuple(
                 (s, r, n)
                 for s, reasons in sorted(page_bag.counts.items())
                 for r, n in sorted(reasons.items())
             )
+            samples = tuple(
+                (key, *rec) for key, recs in page_bag.samples.items() for rec in recs
+            )
             if not docs:
-                yield FrontRecord(kept, None, None, counts)
+                yield FrontRecord(kept, None, None, counts, samples)
             else:
                 (doc,) = docs
-                yield FrontRecord(kept, doc.text, doc.sentences, counts)
+                yield FrontRecord(kept, doc.text, doc.sentences, counts, samples)
 
 
 def doc_of(rec: FrontRecord) -> Any:
@@ -244,6 +250,9 @@ def choose_front_copy(records: Iterable[FrontRecord], count: Count) -> FrontReco
     rec = next(r for r in recs if r.page is kept)
     for stage, reason, n in rec.clean_counts:
         count(stage, reason, n)
+    for key, _, text, url in rec.clean_samples:  # --keep-samples: the kept copy's only
+        stage, reason = key.split("/", 1)
+        sample(count, stage, reason, text, url)
     return rec if rec.cleaned_text is not None else None
 
 
@@ -254,6 +263,8 @@ def _record_line(rec: FrontRecord) -> bytes:
         "sentences": rec.sentences,
         "counts": rec.clean_counts,
     }
+    if rec.clean_samples:
+        obj["samples"] = rec.clean_samples
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
@@ -266,6 +277,7 @@ def _record_of(line: bytes) -> FrontRecord:
         obj["text"],
         obj["sentences"],
         tuple((s, r, int(n)) for s, r, n in obj["counts"]),
+        tuple(tuple(x) for x in obj.get("samples", ())),
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from c4forge.filters.counting import Count
+from c4forge.filters.drop_samples import sample, with_url
 
 
 class Doc(NamedTuple):
@@ -53,7 +54,7 @@ def length(page: Any, count: Count) -> Iterator[Any]:
     """Drop pages over 190,000 characters (§5), before URL dedup as in the reference."""
     from c4forge.filters.clean import length_filter
 
-    if length_filter(page.text, count):
+    if length_filter(page.text, with_url(count, page.url)):
         yield page
 
 
@@ -73,7 +74,7 @@ def clean(page: Any, count: Count, *, keep_sentences: bool) -> Iterator[Doc]:
     would only double what the dedup shuffle carries)."""
     from c4forge.filters.clean import clean_page
 
-    cleaned = clean_page(page.text, count)
+    cleaned = clean_page(page.text, with_url(count, page.url))
     if cleaned is None:
         return
     if keep_sentences:
@@ -121,7 +122,8 @@ def apply_span_removals(
 
     found = [dd.SpanRemoval(*r) for r in removals]
     for doc in docs:  # one doc per url after URL dedup; removals may exist without a doc
-        text = dd.apply_span_removals(doc.sentences, found, count, min_sentences)
+        counted = with_url(count, doc.url)
+        text = dd.apply_span_removals(doc.sentences, found, counted, min_sentences)
         if text is not None:
             yield doc._replace(text=text, sentences=None)
 
@@ -157,7 +159,8 @@ def apply_line_dedup(
 
     keys = list(owned)
     for doc in docs:
-        text = dd.apply_line_dedup(doc.text, keys, count, split_sentences, min_sentences)
+        counted = with_url(count, doc.url)
+        text = dd.apply_line_dedup(doc.text, keys, counted, split_sentences, min_sentences)
         if text is not None:
             yield doc._replace(text=text)
 
@@ -252,6 +255,7 @@ def mark_removed(
     for doc in docs:  # one page per node (URLs are unique after URL dedup)
         if gone:
             count(mh.STAGE, "removed")
+            sample(count, mh.STAGE, "removed", doc.text, doc.url)
         else:
             count(mh.STAGE, "passed")
             yield doc
@@ -263,14 +267,15 @@ def mark_removed(
 def langid(doc: Doc, count: Count, *, language: str) -> Iterator[Doc]:
     from c4forge.filters.langid import langid_filter
 
-    if langid_filter(doc.text, count, language):
+    if langid_filter(doc.text, with_url(count, doc.url), language):
         yield doc
 
 
 def badwords(doc: Doc, count: Count, *, language: str, fraction: float) -> Iterator[Doc]:
     from c4forge.filters.badwords import badwords_filter
 
-    if badwords_filter(doc.text, language, doc.normalized_url, count, fraction):
+    counted = with_url(count, doc.url)
+    if badwords_filter(doc.text, language, doc.normalized_url, counted, fraction):
         yield doc
 
 

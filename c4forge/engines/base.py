@@ -14,6 +14,9 @@ Primitives (``label`` names the step: Beam needs unique labels, the others use i
   associative and commutative);
 * ``cogroup(label, left, right, fn)``: two pair collections, ``fn(k, lefts, rights, count)``;
 * ``distinct(coll, label)``;
+* ``broadcast(label, value)`` / ``flat_map_with(coll, label, fn, side)``: a small read-only
+  value built on the driver, shipped once to the workers (Beam side input, Spark broadcast,
+  the object itself locally); ``fn(item, count, value) -> iterable``;
 * ``shared(coll)``: ``coll`` is about to be read twice (Spark computes it once first, so its
   counters are not added twice);
 * ``loop(coll, label, body, rounds)``: ``body(engine, coll, label)`` repeated until the
@@ -32,11 +35,16 @@ the primitives; engines with a resumable front override it), ``progress`` (a pro
 from __future__ import annotations
 
 import contextlib
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
 
 Fn = Callable[..., Any]
+
+
+def _with_value(item: Any, count: Any, *, fn: Fn, value: Any) -> Any:
+    return fn(item, count, value)
 
 
 class Engine(ABC):
@@ -47,6 +55,7 @@ class Engine(ABC):
     # Name suffix of a chunk's front records under OUTPUT/_work ("" = a folder, Spark's pickle
     # files); whether the front keeps such records is ``records_front(job)``.
     work_suffix: str = ""
+    keep_samples: int = 0  # --keep-samples of the job being run (``run`` sets it)
 
     # -- primitives -----------------------------------------------------------------------------
     @abstractmethod
@@ -69,6 +78,14 @@ class Engine(ABC):
 
     def shared(self, coll: Any) -> Any:
         return coll
+
+    def broadcast(self, label: str, value: Any) -> Any:
+        """A handle on ``value`` for ``flat_map_with`` (here: the value itself)."""
+        return value
+
+    def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
+        """``fn(item, count, value)`` over ``coll``; ``side`` from ``broadcast``."""
+        return self.flat_map(coll, label, functools.partial(_with_value, fn=fn, value=side))
 
     @abstractmethod
     def loop(self, coll: Any, label: str, body: Fn, rounds: int) -> Any: ...
@@ -106,8 +123,14 @@ class Engine(ABC):
     def progress(self, files: int, quiet: bool) -> Iterator[None]:
         yield
 
+    def samples(self) -> dict[str, list]:
+        """``--keep-samples``: ``{stage/reason: [(hash, text, url), …]}`` of the finished run,
+        the combine (``drop_samples.merge``) of what every worker kept."""
+        return {}
+
     def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> list[dict]:
         """The whole plan: front, doc stages, output; returns the per-shard stats."""
+        self.keep_samples = getattr(job, "keep_samples", 0)
         with self.progress(len(files), job.quiet):
             docs = self.front(plan, files, job, chunks)
             for stage in plan.doc_stages:

