@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "glue": "c4forge.finetune.cli_glue",
     "contamination": "c4forge.contamination.cli",
     "report": "c4forge.datasheet.cli",
+    "experiment": "c4forge.experiments.cli",
 }
 
 # Commands whose unknown arguments are Beam/Spark pipeline options.
