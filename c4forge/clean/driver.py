@@ -9,9 +9,9 @@ Order of work, and why:
    written with the shard checksums to stats.json, last (its presence means "complete"); then
    stale shards and ``_work/`` go, and the summary (and ``--report``'s funnel.png) follow.
 
-``_work/`` (``progress.py``): engines whose front keeps per-chunk records (Spark always, Beam
-with ``--resume``) get their chunks here; ``--resume`` continues an interrupted run of the same
-job, anything else starts clean.
+``_work/`` (``progress.py``, ``passes.py``): every engine keeps each chunk's records here (the
+page text stays in its chunk; only keys cross a shuffle); ``--resume`` continues an interrupted
+run of the same job, anything else starts clean.
 """
 
 from __future__ import annotations
@@ -66,13 +66,10 @@ def prepare_output(job: CleanJob) -> None:
 
 def start_work(
     engine: Any, job: CleanJob, files: list[InputFile], config: dict
-) -> tuple[pg.WorkDir, list[pg.Chunk] | None]:
-    """The ``_work`` folder of this run and, when the engine records its front, its chunks
-    (continuing an interrupted run of the same job with ``--resume``)."""
-    work = pg.WorkDir(job.output, engine.work_suffix)
-    if not engine.records_front(job):
-        work.remove()  # local folder, or every object under the remote prefix
-        return work, None
+) -> tuple[pg.WorkDir, list[pg.Chunk]]:
+    """The ``_work`` folder of this run and its chunks (continuing an interrupted run of the
+    same job with ``--resume``; anything else removes an old ``_work`` first)."""
+    work = pg.WorkDir(job.output, pg.BEAM_DATA_SUFFIX)
     chunk_files = engine.chunk_files(job)
     chunks = pg.plan_chunks(files, chunk_files)
     record = {
@@ -153,7 +150,15 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             if user_error is not None:
                 raise user_error from None
             raise
-        stats = finish(job, plan, config, inputs, shard_stats, engine.counters())
+        raw = dict(engine.counters())
+        resumed = raw.pop(pg.RESUME_NAMESPACE, {})
+        if job.resume:
+            _log(
+                job,
+                f"  --resume: {resumed.get('skipped', 0)} chunk(s) done by an earlier run, "
+                f"skipped; {resumed.get('processed', 0)} processed now",
+            )
+        stats = finish(job, plan, config, inputs, shard_stats, raw)
         work.finish()
     finally:
         if own:

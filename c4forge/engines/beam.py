@@ -6,19 +6,16 @@ generic DoFns whose ``count`` is bound to Beam counters (namespace = stage, name
 every drop is a counter on every runner. DoFns live in a module (not ``__main__``), so remote
 workers unpickle them from the installed package and ``save_main_session`` is not needed.
 
-``--resume`` (issue 5): the front (read → page stages → clean) runs per input file inside the
-one pipeline (``FrontFn``): its records are written under ``OUTPUT/_work/`` before the input's
-done-record, and an input whose record exists is re-emitted from it without being read. One
-pipeline rather than one per chunk because on Dataflow a job is one pipeline (a job per chunk
-would pay a worker start-up each time), and a runner's bundle retries then reuse finished inputs
-too. Only a run started with ``--resume`` records progress (a plain run skips that I/O).
+The plan runs keys-only (``c4forge.clean.passes``) in ONE pipeline, so it means the same on
+Dataflow as on the DirectRunner: the per-chunk passes are ordinary steps whose records live under
+``OUTPUT/_work/``; with ``--resume`` a chunk whose front record exists is re-emitted from it
+without being read, and a runner's bundle retries reuse finished chunks too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -27,7 +24,6 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from c4forge.clean import output as co
-from c4forge.clean import progress as pg
 from c4forge.engines.base import Engine, Fn
 from c4forge.errors import VerificationError
 from c4forge.io import storage
@@ -112,56 +108,10 @@ class _SourceFn(_MapFn):
         super().__init__(fn)
         self.progress_dir = progress_dir
 
-    def process(self, path: str) -> Iterator[Any]:
-        yield from self.fn(path, self.count)
-        mark_file_read(self.progress_dir, path)
-
-
-class FrontFn(CountingDoFn):
-    """One input (a one-file ``progress.Chunk``) → its ``FrontRecord``s keyed by normalized URL.
-
-    Not done yet: read → page stages → clean, the records streamed to the chunk's data file,
-    then the chunk's record (front counters) written, then those counters added to Beam's.
-    Done by an earlier run (or an earlier attempt of this bundle): the persisted records and
-    counters; the input itself is not read. Either way the counters and elements are the same.
-    """
-
-    def __init__(self, output: str, plan: Any, progress_dir: str | None = None) -> None:
-        self.output = output
-        self.plan = plan
-        self.progress_dir = progress_dir
-
-    def process(self, chunk: Any) -> Iterator[tuple[str, Any]]:
-        from c4forge.filters.counting import CounterBag
-
-        work = pg.WorkDir(self.output, pg.BEAM_DATA_SUFFIX)
-        data = work.data_path(chunk)
-        record = work.done(chunk)
-        if record is not None and work.exists(data):
-            for rec in pg.read_records(data):
-                yield rec.page.normalized_url, rec
-            self.count(pg.RESUME_NAMESPACE, "skipped")
-        else:
-            work.reset(chunk)
-            bag = CounterBag()
-            pages = (page for f in chunk.files for page in self.plan.read(f.path, bag))
-            records = pg.front_records(pages, self.plan, bag)
-            for rec in pg.write_records(data, records):
-                yield rec.page.normalized_url, rec
-            work.mark_done(chunk, bag.counts)
-            record = {"counters": bag.counts}
-            self.count(pg.RESUME_NAMESPACE, "processed")
-        for stage, reasons in record["counters"].items():
-            for reason, n in reasons.items():
-                self.count(stage, reason, n)
-        for f in chunk.files:
+    def process(self, item: Any) -> Iterator[Any]:
+        yield from self.fn(item, self.count)
+        for f in getattr(item, "files", ()):  # a chunk of the job's inputs
             mark_file_read(self.progress_dir, f.path)
-
-
-def _choose_front_copy(key: str, records: Iterable[Any], count: Any) -> Iterator[Any]:
-    rec = pg.choose_front_copy(records, count)
-    if rec is not None:
-        yield pg.doc_of(rec)
 
 
 # --- output ------------------------------------------------------------------------------------
@@ -259,7 +209,6 @@ def write_manifest(shards: list[dict], path: str) -> None:
 class BeamEngine(Engine):
     name = "beam"
     tag = "runner"
-    work_suffix = pg.BEAM_DATA_SUFFIX
 
     def __init__(self, job: Any = None) -> None:
         """``job`` gives the runner, workers and pass-through options (none: one in-process
@@ -275,7 +224,6 @@ class BeamEngine(Engine):
         self.progress_dir: str | None = None
         self._labels: Counter[str] = Counter()
         self._counters: dict[str, dict[str, int]] = {}
-        self.resume_counts: dict[str, int] = {}
 
     def _label(self, label: str) -> str:
         self._labels[label] += 1
@@ -323,20 +271,6 @@ class BeamEngine(Engine):
         return None  # a Beam step without consumers still runs (and counts)
 
     # -- job level ------------------------------------------------------------------------------
-    def records_front(self, job: Any) -> bool:
-        return bool(job.resume)
-
-    def front(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> Any:
-        if chunks is None:
-            return super().front(plan, files, job, chunks)
-        records = (
-            self.pipeline
-            | "front/inputs" >> beam.Create(chunks)
-            | "front/spread" >> beam.Reshuffle()
-            | "front" >> beam.ParDo(FrontFn(job.output, plan, self.progress_dir))
-        )
-        return self.group(records, plan.url_dedup.name, _choose_front_copy)
-
     @contextlib.contextmanager
     def progress(self, files: int, quiet: bool) -> Iterator[None]:
         from c4forge.engines.progress_bar import FileProgress
@@ -354,12 +288,6 @@ class BeamEngine(Engine):
             | "WriteManifest" >> beam.Map(write_manifest, manifest)
         )
         self.execute()
-        if job.resume and not job.quiet:
-            print(
-                f"  --resume: {self.resume_counts.get('skipped', 0)} input(s) done by an "
-                f"earlier run, skipped; {self.resume_counts.get('processed', 0)} processed now",
-                file=sys.stderr,
-            )
         stats = json.loads(storage.read_bytes(manifest))
         co.remove_files(job.output, [MANIFEST_NAME])
         return stats
@@ -379,9 +307,7 @@ class BeamEngine(Engine):
         state = str(getattr(result, "state", "DONE"))
         if "DONE" not in state:
             raise VerificationError(f"the pipeline ended in state {state}")
-        counters, self.counter_source = counters_from_metrics(result)
-        self.resume_counts = counters.pop(pg.RESUME_NAMESPACE, {})
-        self._counters = counters
+        self._counters, self.counter_source = counters_from_metrics(result)
 
     def counters(self) -> dict[str, dict[str, int]]:
         return self._counters
