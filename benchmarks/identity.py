@@ -44,11 +44,13 @@ CONFIGS: list[tuple[str, list[str]]] = [
     ("en.noblocklist", ["--variant", "en.noblocklist"]),
     ("realnewslike", ["--variant", "realnewslike"]),
     ("webtextlike", ["--variant", "webtextlike", "--url-list", "{urls}"]),
+    ("en-none-minhash-neardup", ["--dedup", "none", "--near-dedup", "minhash"]),
+    ("en-lines-minhash-neardup", ["--dedup", "lines", "--near-dedup", "minhash"]),
     ("multilingual", ["--variant", "multilingual"]),
     ("multilingual-none-minhash", ["--variant", "multilingual", "--dedup", "none",
                                    "--near-dedup", "minhash"]),
 ]
-ENGINES = [("beam", []), ("spark", ["--engine", "spark"])]
+ENGINES = [("beam", []), ("spark", ["--engine", "spark"]), ("local", ["--engine", "local"])]
 WORKERS = (1, 2)
 
 
@@ -78,13 +80,32 @@ def build_inputs(d: Path, pages: int) -> list[str]:
         listed += [f"http://unlisted.example.org/{i}" for i in range(7)]
         with gzip.open(urls_path, "wt", encoding="utf-8") as f:
             f.write("\n".join(listed) + "\n")
+    near = d / "neardup.warc.wet.gz"
+    if not near.exists():
+        near.write_bytes(_near_duplicates())
     return files
 
 
-def runs(only: str | None) -> list[tuple[str, list[str]]]:
+def _near_duplicates() -> bytes:
+    """Real C4 documents each copied 1–3 times under new URLs with one word changed per copy:
+    near-duplicate components for MinHash (``*-neardup`` runs add this file to the inputs)."""
+    from c4forge.samples import c4_docs_to_wet_bytes, iter_c4_sample
+
+    docs = []
+    for i, doc in enumerate(iter_c4_sample()[:300]):
+        for c in range(1 + i % 3):
+            words = doc["text"].split(" ")
+            words[(7 * c + i) % len(words)] = f"variant{c}"
+            docs.append({**doc, "url": f"{doc['url']}/copy-{c}", "text": " ".join(words)})
+    return c4_docs_to_wet_bytes(docs)
+
+
+def runs(only: str | None, engines: str = "beam,spark") -> list[tuple[str, list[str]]]:
     out = []
     for label, opts in CONFIGS:
         for engine, eopts in ENGINES:
+            if engine not in engines.split(","):
+                continue
             for w in WORKERS:
                 name = f"{label}.{engine}.w{w}"
                 if only is None or any(o in name for o in only.split(",")):
@@ -94,6 +115,8 @@ def runs(only: str | None) -> list[tuple[str, list[str]]]:
 
 def _cmd(files: list[str], out: Path, opts: list[str], inputs: Path) -> list[str]:
     opts = [o.replace("{urls}", str(inputs / "urls.txt.gz")) for o in opts]
+    if "-neardup." in out.name:
+        files = [*files, str(inputs / "neardup.warc.wet.gz")]
     return [sys.executable, "-m", "c4forge", "clean", *files, "-o", str(out), "--quiet", *opts]
 
 
@@ -103,7 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     files = build_inputs(inputs, args.pages)
     print(f"code: {os.environ.get('PYTHONPATH', '(installed)')}; {len(files)} inputs", flush=True)
     failed = 0
-    for name, opts in runs(args.only):
+    for name, opts in runs(args.only, args.engines):
         out = base / name
         if (out / "stats.json").exists() and not args.force:
             continue
@@ -199,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--pages", type=int, default=3000, help="corpus.py pages (plus the samples)")
     r.add_argument("--only", help="comma-separated label substrings")
     r.add_argument("--force", action="store_true", help="redo runs that have a stats.json")
+    r.add_argument("--engines", default="beam,spark", help="beam,spark[,local] (local: not on main)")
     r.add_argument("--resume-kill", action="store_true")
     c = sub.add_parser("compare")
     c.add_argument("ref")

@@ -79,9 +79,10 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_runner_args(p)
     p.add_argument(
         "--engine",
-        choices=["beam", "spark"],
+        choices=["beam", "spark", "local"],
         default="beam",
-        help="beam (default) or a native PySpark driver (no Beam job server needed)",
+        help="beam (default), a native PySpark driver (no Beam job server needed), or local: "
+        "in-process, shuffles spilled to disk",
     )
     p.add_argument(
         "--master", default=None, help="Spark master URL for --engine spark (default local[*])"

@@ -20,7 +20,7 @@ DEDUP_MODES = ("spans", "lines", "none")
 FORMATS = ("jsonl", "parquet")
 INPUT_FORMATS = ("auto", "wet", "warc")
 NEAR_DEDUP_MODES = ("none", "minhash")
-ENGINES = ("beam", "spark")
+ENGINES = ("beam", "spark", "local")
 
 
 def _local_output(path: str) -> str:

@@ -38,6 +38,10 @@ def make_engine(job: CleanJob, spark_context: Any = None) -> Any:
         from c4forge.engines.spark import SparkEngine
 
         return SparkEngine(job, spark_context)
+    if job.engine == "local":
+        from c4forge.engines.local import LocalEngine
+
+        return LocalEngine(job)
     from c4forge.engines.beam import BeamEngine
 
     return BeamEngine(job)

@@ -226,6 +226,11 @@ def chunk_pass(
 
 def run(engine: Any, plan: Plan, job: Any, chunks: list[pg.Chunk]) -> list[dict]:
     """The whole plan keys-only on ``engine``; returns the per-shard stats."""
+    return engine.write_shards(documents(engine, plan, job, chunks), job)
+
+
+def documents(engine: Any, plan: Plan, job: Any, chunks: list[pg.Chunk]) -> Any:
+    """The plan's ``(output key, OutDoc)`` collection (chunk files under ``job.output``)."""
     entries = engine.source("wet", chunks, functools.partial(front, plan=plan, output=job.output))
     kept = engine.group(entries, plan.url_dedup.name, plan.url_dedup.reduce)
     decisions = engine.flat_map(kept, f"{plan.url_dedup.name}/route", url_survivor)
@@ -234,7 +239,7 @@ def run(engine: Any, plan: Plan, job: Any, chunks: list[pg.Chunk]) -> list[dict]
         step = functools.partial(chunk_pass, plan=plan, output=job.output, k=k)
         out = engine.cogroup(f"pass{k}", keyed, decisions, step)
         if corpus is None:
-            return engine.write_shards(out, job)
+            return out
         decided = corpus.decide(engine, out)
         decisions = engine.flat_map(decided, f"{corpus.name}/route", to_chunk)
     raise AssertionError("unreachable: the last segment has no corpus stage")

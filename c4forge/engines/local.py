@@ -33,7 +33,7 @@ class LocalEngine(Engine):
     description = "in-process (local engine)"
     counter_source = "exact"
 
-    def __init__(self) -> None:
+    def __init__(self, job: Any = None) -> None:
         self.bag = CounterBag()
         self.seconds: dict[str, float] = defaultdict(float)
 
@@ -102,3 +102,17 @@ class LocalEngine(Engine):
 
     def counters(self) -> dict[str, dict[str, int]]:
         return self.bag.counts
+
+    def documents(self, plan: Any, job: Any, files: list[Any]) -> list[tuple[str, Any]]:
+        """The plan's ``(output key, OutDoc)`` pairs without writing shards (tests, benchmarks):
+        the chunk files go to ``job.output/_work`` and are removed afterwards."""
+        from c4forge.clean import passes
+        from c4forge.clean import progress as pg
+
+        chunks = pg.plan_chunks(files, self.chunk_files(job))
+        work = pg.WorkDir(job.output)
+        work.start({"engine": self.name}, resume=False)
+        try:
+            return passes.documents(self, plan, job, chunks)
+        finally:
+            work.finish()
