@@ -138,8 +138,12 @@ def _write_conversion(writer, url: str, date: str, text: str, record_id: str) ->
     writer.write_record(rec)
 
 
-def build(out: Path, pages: int, seed: int, files: int, extra: list[Path]) -> Path:
-    """Write the corpus (or reuse a matching one); returns ``out``."""
+def build(
+    out: Path, pages: int, seed: int, files: int, extra: list[Path], unique: bool = False
+) -> Path:
+    """Write the corpus (or reuse a matching one); returns ``out``. ``unique``: every prose
+    line rebuilt with at least three drawn sentences (no verbatim 10 %), so three-sentence spans
+    are unique and span dedup removes little, as on a real crawl (``benchmarks/scale.py``)."""
     from tqdm import tqdm
     from warcio.warcwriter import WARCWriter
 
@@ -154,6 +158,8 @@ def build(out: Path, pages: int, seed: int, files: int, extra: list[Path]) -> Pa
             "".join(t for kind in sorted(sources) for _, t in sources[kind]).encode()
         ).hexdigest(),
     }
+    if unique:
+        manifest["unique"] = True
     mpath = out / "manifest.json"
     if mpath.exists() and json.loads(mpath.read_text())["build"] == manifest:
         return out
@@ -194,8 +200,8 @@ def build(out: Path, pages: int, seed: int, files: int, extra: list[Path]) -> Pa
                 pool = pools.get(lang) or pools["en"]
                 new_lines = []
                 for ln in lines:
-                    if _is_prose(ln) and rng.random() >= 0.1:
-                        n = max(1, len(_SENTENCE_END.split(ln)))
+                    if _is_prose(ln) and (unique or rng.random() >= 0.1):
+                        n = max(3 if unique else 1, len(_SENTENCE_END.split(ln)))
                         new_lines.append(" ".join(rng.choice(pool) for _ in range(n)))
                     else:
                         new_lines.append(ln)
@@ -235,9 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=20, help="number of WET files")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--extra", type=Path, nargs="*", default=[], help="more .jsonl[.gz] sources")
+    ap.add_argument("--unique", action="store_true", help="unique three-sentence spans")
     args = ap.parse_args(argv)
     out = args.out or default_out(args.pages, args.seed)
-    build(out, args.pages, args.seed, args.files, args.extra)
+    build(out, args.pages, args.seed, args.files, args.extra, args.unique)
     meta = json.loads((out / "manifest.json").read_text())
     size = sum(p.stat().st_size for p in corpus_files(out))
     print(

@@ -1,41 +1,339 @@
-"""The in-process engine: the plan over Python lists, one process, no shuffle service.
+"""The in-process engine (``--engine local``): the plan's primitives over collections spilled
+to disk, a pool of worker processes for the per-partition work.
 
-Why: tests and benchmarks compare Beam and Spark with *this* run of the same plan (not with a
-hand-written copy of the stage order), and a small corpus can be cleaned without starting
-either. Memory grows with the corpus: it is for samples, not for Common Crawl.
+Why: Beam's DirectRunner keeps every collection that crosses a stage boundary in memory, so a
+local run's memory grows with the corpus (issue 19). Here, as in datatrove's local executor, a
+collection is a list of partition files (pickle batches); a shuffle (``group``, ``combine``,
+``cogroup``, ``distinct``) scatters each input partition into ``buckets`` files by a stable
+hash of the key, then reduces one bucket at a time. A worker holds one partition or one bucket,
+never the corpus; the bucket count follows the bytes being shuffled (``BUCKET_BYTES`` each).
+The plan runs keys-only (``clean.passes``), so what is shuffled is keys and small ids.
 
-Every primitive runs eagerly over its whole input, so ``seconds`` (CPU time per stage, keyed
-by the first part of the step label: ``wet``, ``clean``, ``dedup`` …) is the stage profile
-``benchmarks/clean.py`` prints.
+Workers: ``--workers`` processes (default: every core); each task returns its counters and CPU
+seconds, merged here. ``seconds`` (CPU time per stage, keyed by the first part of the step
+label: ``wet``, ``pass0``, ``dedup`` …) is the stage profile ``benchmarks/clean.py`` prints.
+Spill files live in a temporary folder (``TMPDIR``), removed by ``close`` (or when the engine is
+garbage-collected).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import pickle
+import shutil
+import tempfile
 import time
+import weakref
+import zlib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from c4forge.engines.base import Engine, Fn
 from c4forge.filters.counting import CounterBag
 
+BATCH = 2048  # items per pickle record
+BUCKET_BYTES = 24 << 20  # pickled bytes per shuffle bucket (a worker holds ~5× in memory)
+MIN_BUCKETS = 16
+MAX_BUCKETS = 4096
 
-def _grouped(pairs: list[tuple[Any, Any]]) -> dict[Any, list[Any]]:
+
+class Coll:
+    """A spilled collection: its partition files. Iterating reads them all (tests, ``loop``)."""
+
+    def __init__(self, files: list[str]) -> None:
+        self.files = files
+
+    def __iter__(self) -> Iterator[Any]:
+        for path in self.files:
+            yield from read_items(path)
+
+    def nbytes(self) -> int:
+        return sum(os.path.getsize(p) for p in self.files)
+
+
+def write_items(path: str, items: Iterable[Any]) -> int:
+    """Items → ``path`` as pickle batches; returns the count."""
+    n = 0
+    batch: list[Any] = []
+    with open(path, "wb") as f:
+        for item in items:
+            batch.append(item)
+            if len(batch) >= BATCH:
+                pickle.dump(batch, f, protocol=pickle.HIGHEST_PROTOCOL)
+                n += len(batch)
+                batch = []
+        if batch:
+            pickle.dump(batch, f, protocol=pickle.HIGHEST_PROTOCOL)
+            n += len(batch)
+    return n
+
+
+def read_items(path: str) -> Iterator[Any]:
+    with open(path, "rb") as f:
+        while True:
+            try:
+                batch = pickle.load(f)
+            except EOFError:
+                return
+            yield from batch
+
+
+def bucket_of(key: Any, buckets: int) -> int:
+    """A stable hash (Python's ``hash`` of a str differs per process); an int key (a chunk
+    index) goes round-robin, so the chunk passes spread evenly over the workers."""
+    if isinstance(key, int):
+        return key % buckets
+    raw = key if isinstance(key, bytes) else repr(key).encode("utf-8")
+    return zlib.crc32(raw) % buckets
+
+
+# --- tasks (module level: run in the worker processes) -------------------------------------------
+
+
+def _timed_task(work: Callable[[CounterBag], None]) -> tuple[dict, float]:
+    bag = CounterBag()
+    start = time.process_time()
+    work(bag)
+    return bag.counts, time.process_time() - start
+
+
+def _map_task(fn: Fn, inputs: list[str], out: str) -> tuple[dict, float]:
+    def work(bag: CounterBag) -> None:
+        write_items(out, (o for path in inputs for item in read_items(path) for o in fn(item, bag)))
+
+    return _timed_task(work)
+
+
+def _source_task(fn: Fn, items: list[Any], out: str) -> tuple[dict, float]:
+    def work(bag: CounterBag) -> None:
+        write_items(out, (o for item in items for o in fn(item, bag)))
+
+    return _timed_task(work)
+
+
+def _scatter_task(
+    inputs: list[str], outs: list[str], whole: bool, combine: Fn | None
+) -> tuple[dict, float]:
+    """One partition → one file per bucket (by the key, or by the whole item for
+    ``distinct``); ``combine``: values pre-combined per key first, as Beam's combiner lifting."""
+
+    def work(bag: CounterBag) -> None:
+        n = len(outs)
+        batches: list[list[Any]] = [[] for _ in range(n)]
+        files = [open(p, "wb") for p in outs]  # noqa: SIM115 - closed below
+        try:
+
+            def put(b: int, item: Any) -> None:
+                batches[b].append(item)
+                if len(batches[b]) >= BATCH:
+                    pickle.dump(batches[b], files[b], protocol=pickle.HIGHEST_PROTOCOL)
+                    batches[b] = []
+
+            items = (item for path in inputs for item in read_items(path))
+            if combine is not None:
+                acc: dict[Any, list[Any]] = {}
+                for k, v in items:
+                    vs = acc.setdefault(k, [])
+                    vs.append(v)
+                    if len(vs) >= 64:
+                        acc[k] = [combine(vs)]
+                for k, vs in acc.items():
+                    put(bucket_of(k, n), (k, combine(vs)))
+            else:
+                for item in items:
+                    put(bucket_of(item if whole else item[0], n), item)
+            for b, batch in enumerate(batches):
+                if batch:
+                    pickle.dump(batch, files[b], protocol=pickle.HIGHEST_PROTOCOL)
+        finally:
+            for f in files:
+                f.close()
+
+    return _timed_task(work)
+
+
+def _grouped(paths: Iterable[str]) -> dict[Any, list[Any]]:
     out: dict[Any, list[Any]] = {}
-    for k, v in pairs:
-        out.setdefault(k, []).append(v)
+    for path in paths:
+        for k, v in read_items(path):
+            out.setdefault(k, []).append(v)
     return out
+
+
+def _reduce_task(kind: str, fn: Fn | None, sides: list[list[str]], out: str) -> tuple[dict, float]:
+    """One bucket (every partition's file of it, per side) → its output partition."""
+
+    def work(bag: CounterBag) -> None:
+        if kind == "group":
+            groups = _grouped(sides[0])
+            write_items(out, (o for k, vs in groups.items() for o in fn(k, vs, bag)))
+        elif kind == "combine":
+            groups = _grouped(sides[0])
+            write_items(out, ((k, fn(vs)) for k, vs in groups.items()))
+        elif kind == "cogroup":
+            lefts, rights = _grouped(sides[0]), _grouped(sides[1])
+            keys = list(dict.fromkeys([*lefts, *rights]))
+            write_items(
+                out,
+                (o for k in keys for o in fn(k, lefts.get(k, []), rights.get(k, []), bag)),
+            )
+        else:  # distinct
+            seen = dict.fromkeys(item for path in sides[0] for item in read_items(path))
+            write_items(out, seen)
+
+    return _timed_task(work)
+
+
+# --- the engine ----------------------------------------------------------------------------------
 
 
 class LocalEngine(Engine):
     name = "local"
-    description = "in-process (local engine)"
     counter_source = "exact"
 
-    def __init__(self, job: Any = None) -> None:
+    def __init__(self, job: Any = None, workers: int | None = None) -> None:
+        self.workers = workers or (job.workers if job is not None else None) or os.cpu_count() or 1
+        self.description = f"in-process, {self.workers} worker(s), shuffles spilled to disk"
         self.bag = CounterBag()
         self.seconds: dict[str, float] = defaultdict(float)
+        self.dir = tempfile.mkdtemp(prefix="c4forge-local-")
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
+        self._n = 0
+        self._pool: Any = None
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _path(self, label: str) -> str:
+        self._n += 1
+        safe = "".join(c if c.isalnum() else "_" for c in label)[:40]
+        return os.path.join(self.dir, f"{self._n:06d}-{safe}")
+
+    def _run(self, label: str, tasks: list[tuple[Callable[..., Any], tuple]]) -> None:
+        """Run tasks (in the pool when there are several workers), merge counters and CPU."""
+        if self.workers > 1 and len(tasks) > 1:
+            if self._pool is None:
+                import multiprocessing
+
+                ctx = multiprocessing.get_context("fork")
+                self._pool = ctx.Pool(self.workers)
+            results = [self._pool.apply_async(f, args) for f, args in tasks]
+            outs = [r.get() for r in results]
+        else:
+            outs = [f(*args) for f, args in tasks]
+        for counts, cpu in outs:
+            self.bag.merge(counts)
+            self.seconds[label.split("/", 1)[0]] += cpu
+
+    def _coll(self, coll: Any, label: str) -> Coll:
+        if isinstance(coll, Coll):
+            return coll
+        path = self._path(label + "-in")
+        write_items(path, coll)
+        return Coll([path])
+
+    def _groups(self, coll: Coll) -> list[list[str]]:
+        """Input partitions per map task: about two per worker, never more than the files."""
+        n = max(1, min(len(coll.files), self.workers * 4))
+        return [coll.files[i::n] for i in range(n)]
+
+    def _shuffle(
+        self, label: str, colls: list[Coll], whole: bool = False, combine: Fn | None = None
+    ) -> tuple[int, list[list[list[str]]]]:
+        """Scatter each collection into buckets; returns (buckets, [side][bucket] → files)."""
+        total = sum(c.nbytes() for c in colls)
+        buckets = max(MIN_BUCKETS, min(MAX_BUCKETS, -(-total // BUCKET_BYTES)))
+        sides: list[list[list[str]]] = []
+        tasks = []
+        for c in colls:
+            per_bucket: list[list[str]] = [[] for _ in range(buckets)]
+            for group in self._groups(c):
+                base = self._path(label + "-scatter")
+                outs = [f"{base}.{b}" for b in range(buckets)]
+                for b, p in enumerate(outs):
+                    per_bucket[b].append(p)
+                tasks.append((_scatter_task, (group, outs, whole, combine)))
+            sides.append(per_bucket)
+        self._run(label, tasks)
+        return buckets, sides
+
+    def _reduce(self, label: str, kind: str, fn: Fn | None, colls: list[Coll], **kw: Any) -> Coll:
+        buckets, sides = self._shuffle(label, colls, **kw)
+        outs, tasks = [], []
+        for b in range(buckets):
+            out = self._path(label)
+            outs.append(out)
+            tasks.append((_reduce_task, (kind, fn, [side[b] for side in sides], out)))
+        self._run(label, tasks)
+        for side in sides:  # bucket files are read once
+            for files in side:
+                for p in files:
+                    os.remove(p)
+        return Coll(outs)
+
+    # -- primitives -----------------------------------------------------------------------------
+    def source(self, label: str, items: list[Any], fn: Fn) -> Coll:
+        outs, tasks = [], []
+        for item in items:
+            out = self._path(label)
+            outs.append(out)
+            tasks.append((_source_task, (fn, [item], out)))
+        self._run(label, tasks)
+        return Coll(outs)
+
+    def flat_map(self, coll: Any, label: str, fn: Fn) -> Coll:
+        c = self._coll(coll, label)
+        outs, tasks = [], []
+        for group in self._groups(c):
+            out = self._path(label)
+            outs.append(out)
+            tasks.append((_map_task, (fn, group, out)))
+        self._run(label, tasks)
+        return Coll(outs)
+
+    def group(self, coll: Any, label: str, fn: Fn) -> Coll:
+        return self._reduce(label, "group", fn, [self._coll(coll, label)])
+
+    def combine(self, coll: Any, label: str, fn: Fn) -> Coll:
+        return self._reduce(label, "combine", fn, [self._coll(coll, label)], combine=fn)
+
+    def cogroup(self, label: str, left: Any, right: Any, fn: Fn) -> Coll:
+        colls = [self._coll(left, label + "-l"), self._coll(right, label + "-r")]
+        return self._reduce(label, "cogroup", fn, colls)
+
+    def distinct(self, coll: Any, label: str) -> Coll:
+        return self._reduce(label, "distinct", None, [self._coll(coll, label)], whole=True)
+
+    def loop(self, coll: Any, label: str, body: Fn, rounds: int) -> Coll:
+        current = self._coll(coll, label)
+        for r in range(rounds):
+            nxt = body(self, current, f"{label}{r}")
+            if set(nxt) == set(current):
+                return nxt
+            current = nxt
+        return current
+
+    def drain(self, coll: Any, label: str) -> None:
+        return None  # collections are computed eagerly: the counters are already in the bag
+
+    def write_shards(self, coll: Any, job: Any) -> list[dict]:
+        from c4forge.clean import output as co
+
+        c = self._coll(coll, "output")
+        with self._timed("output"):
+            splits: dict[str, int] = defaultdict(int)
+            for split, _ in c:  # document counts per split (auto shard counts need them)
+                splits[split] += 1
+        counts = co.shard_counts(dict(splits), job.output_options)
+        keyed = self.flat_map(c, "output/assign", _ShardKey(counts))
+        groups = self.group(keyed, "output/write", _ShardWriter(job.output, job.format, counts))
+        written = {(s["split"], s["index"]) for s in groups}
+        empty = [(s, i) for s, n in counts.items() for i in range(n) if (s, i) not in written]
+        stats = list(groups)
+        with self._timed("output"):
+            for split, index in empty:  # an empty shard still exists (its marker)
+                stats.append(co.write_shard(job.output, split, index, counts[split], [], job.format))
+        return stats
 
     @contextlib.contextmanager
     def _timed(self, label: str) -> Iterator[None]:
@@ -45,63 +343,15 @@ class LocalEngine(Engine):
         finally:
             self.seconds[label.split("/", 1)[0]] += time.process_time() - start
 
-    def source(self, label: str, items: list[Any], fn: Fn) -> list[Any]:
-        with self._timed(label):
-            return [out for item in items for out in fn(item, self.bag)]
-
-    def flat_map(self, coll: list[Any], label: str, fn: Fn) -> list[Any]:
-        with self._timed(label):
-            return [out for item in coll for out in fn(item, self.bag)]
-
-    def group(self, coll: list[Any], label: str, fn: Fn) -> list[Any]:
-        with self._timed(label):
-            return [out for k, vs in _grouped(coll).items() for out in fn(k, vs, self.bag)]
-
-    def combine(self, coll: list[Any], label: str, fn: Fn) -> list[Any]:
-        with self._timed(label):
-            return [(k, fn(vs)) for k, vs in _grouped(coll).items()]
-
-    def cogroup(self, label: str, left: list[Any], right: list[Any], fn: Fn) -> list[Any]:
-        with self._timed(label):
-            lefts, rights = _grouped(left), _grouped(right)
-            keys = list(dict.fromkeys([*lefts, *rights]))
-            bag = self.bag
-            return [out for k in keys for out in fn(k, lefts.get(k, []), rights.get(k, []), bag)]
-
-    def distinct(self, coll: list[Any], label: str) -> list[Any]:
-        with self._timed(label):
-            return list(dict.fromkeys(coll))
-
-    def loop(self, coll: list[Any], label: str, body: Fn, rounds: int) -> list[Any]:
-        current = coll
-        for r in range(rounds):
-            nxt = body(self, current, f"{label}{r}")
-            if set(nxt) == set(current):
-                return nxt
-            current = nxt
-        return current
-
-    def drain(self, coll: list[Any], label: str) -> None:
-        return None  # lists are computed eagerly: the counters are already in the bag
-
-    def write_shards(self, coll: list[tuple[str, Any]], job: Any) -> list[dict]:
-        from c4forge.clean import output as co
-
-        with self._timed("output"):
-            by_split = _grouped(coll)
-            counts = co.shard_counts({k: len(v) for k, v in by_split.items()}, job.output_options)
-            stats = []
-            for split, n in counts.items():
-                docs = by_split.get(split, [])
-                shards = _grouped([(co.shard_of(d.url_md5, n), d) for d in docs])
-                for i in range(n):
-                    stats.append(
-                        co.write_shard(job.output, split, i, n, shards.get(i, []), job.format)
-                    )
-            return stats
-
     def counters(self) -> dict[str, dict[str, int]]:
         return self.bag.counts
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool.join()
+            self._pool = None
+        self._cleanup()
 
     def documents(self, plan: Any, job: Any, files: list[Any]) -> list[tuple[str, Any]]:
         """The plan's ``(output key, OutDoc)`` pairs without writing shards (tests, benchmarks):
@@ -113,6 +363,30 @@ class LocalEngine(Engine):
         work = pg.WorkDir(job.output)
         work.start({"engine": self.name}, resume=False)
         try:
-            return passes.documents(self, plan, job, chunks)
+            return list(passes.documents(self, plan, job, chunks))
         finally:
             work.finish()
+
+
+class _ShardKey:
+    """``(split, OutDoc)`` → ``((split, shard), OutDoc)``."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        self.counts = counts
+
+    def __call__(self, item: tuple[str, Any], count: Any) -> Iterator[tuple]:
+        from c4forge.clean.output import shard_of
+
+        split, doc = item
+        yield (split, shard_of(doc.url_md5, self.counts[split])), doc
+
+
+class _ShardWriter:
+    def __init__(self, directory: str, fmt: str, counts: dict[str, int]) -> None:
+        self.directory, self.fmt, self.counts = directory, fmt, counts
+
+    def __call__(self, key: tuple[str, int], docs: list[Any], count: Any) -> Iterator[dict]:
+        from c4forge.clean.output import write_shard
+
+        split, index = key
+        yield write_shard(self.directory, split, index, self.counts[split], docs, self.fmt)
