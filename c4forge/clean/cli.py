@@ -79,10 +79,11 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_runner_args(p)
     p.add_argument(
         "--engine",
-        choices=["beam", "spark", "local"],
-        default="beam",
-        help="beam (default), a native PySpark driver (no Beam job server needed), or local: "
-        "in-process, shuffles spilled to disk",
+        choices=["auto", "beam", "spark", "local"],
+        default="auto",
+        help="auto (default): local for inputs of 64 MiB or more run on this machine, else beam; "
+        "beam: a Beam job (DirectRunner, or --runner); spark: native PySpark (no Beam job "
+        "server needed); local: in-process worker pool, shuffles spilled to disk",
     )
     p.add_argument(
         "--master", default=None, help="Spark master URL for --engine spark (default local[*])"

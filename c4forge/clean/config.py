@@ -20,7 +20,10 @@ DEDUP_MODES = ("spans", "lines", "none")
 FORMATS = ("jsonl", "parquet")
 INPUT_FORMATS = ("auto", "wet", "warc")
 NEAR_DEDUP_MODES = ("none", "minhash")
-ENGINES = ("beam", "spark", "local")
+ENGINES = ("auto", "beam", "spark", "local")
+# --engine auto (the default): a local run on at least this much input (compressed bytes) runs
+# on the local engine, which spills its shuffles to disk; smaller ones on Beam's DirectRunner.
+AUTO_LOCAL_BYTES = 64 << 20
 
 
 def _local_output(path: str) -> str:
@@ -53,7 +56,7 @@ class CleanJob:
     domain_list: str | None = None  # realnewslike: another domain_to_allowed_subdomains.json
     train_shards: str | int = "auto"
     validation_shards: str | int = "auto"
-    engine: str = "beam"
+    engine: str = "auto"  # resolved by ``clean.driver.choose_engine`` before any work
     runner: str | None = None
     workers: int | None = None
     master: str | None = None
@@ -172,7 +175,7 @@ class CleanJob:
         parse_shards_option(self.validation_shards, "--validation-shards")
         runner = (self.runner or "").rsplit(".", 1)[-1].lower()  # Beam's names are case-blind
         if (
-            self.engine == "beam"
+            self.engine in ("auto", "beam")
             and runner in ("dataflow", "dataflowrunner")
             and not is_remote(self.output)
         ):

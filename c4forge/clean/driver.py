@@ -33,6 +33,25 @@ from c4forge.io.inputs import InputFile, inputs_block
 FUNNEL_NAME = "funnel.png"
 
 
+def choose_engine(job: CleanJob) -> tuple[CleanJob, str]:
+    """``--engine auto`` → the engine for this job, and why (for the first log line). Why by
+    input size: Beam's DirectRunner keeps every collection in memory, so a large local run goes
+    to the local engine, which spills; a small one keeps Beam (one process, no spill files)."""
+    from c4forge.clean.config import AUTO_LOCAL_BYTES
+    from c4forge.io.inputs import resolve_inputs
+    from c4forge.pipeline.beam_options import LOCAL_RUNNERS
+
+    if job.engine != "auto":
+        return job, ""
+    if job.runner not in LOCAL_RUNNERS or job.passthrough:
+        return job.replace(engine="beam"), "auto: a Beam runner or Beam options given"
+    size = sum(f.size for f in resolve_inputs(list(job.inputs), job.input_format))
+    limit = f"{AUTO_LOCAL_BYTES >> 20} MiB"
+    if size >= AUTO_LOCAL_BYTES:
+        return job.replace(engine="local"), f"auto: {size / 1e6:,.0f} MB of input ≥ {limit}"
+    return job.replace(engine="beam"), f"auto: {size / 1e6:,.1f} MB of input < {limit}"
+
+
 def make_engine(job: CleanJob, spark_context: Any = None) -> Any:
     if job.engine == "spark":
         from c4forge.engines.spark import SparkEngine
@@ -127,6 +146,10 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
 
     started = time.monotonic()
     own = engine is None
+    why = ""
+    if own:
+        check_output(job)
+        job, why = choose_engine(job)
     engine = engine or make_engine(job)
     try:
         check_output(job)
@@ -141,8 +164,9 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             job,
             f"c4forge clean: {inputs['count']} input file(s), {summary.human_bytes(inputs['bytes'])}"
             f" → {job.output} [variant={job.variant}, dedup={job.dedup}, near-dedup={job.near_dedup}, "
-            f"{engine.tag}={engine.description}]",
+            f"{engine.tag}={engine.description}{f' ({why})' if why else ''}]",
         )
+        engine.check_inputs(inputs["bytes"], job)
         plan = build_plan(job)
         work, chunks = start_work(engine, job, files, config)
         try:

@@ -85,6 +85,10 @@ class Engine(ABC):
 
         return resolve_inputs(list(job.inputs), job.input_format)
 
+    def check_inputs(self, input_bytes: int, job: Any) -> None:
+        """Refuse, before any work, inputs this engine cannot hold (Beam's DirectRunner)."""
+        return None
+
     def chunk_files(self, job: Any) -> int:
         """Input files per chunk (the unit of the passes and of ``--resume``): one, or
         ``C4FORGE_CHUNK_FILES``."""

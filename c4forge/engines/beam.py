@@ -25,10 +25,26 @@ from apache_beam.metrics import Metrics
 
 from c4forge.clean import output as co
 from c4forge.engines.base import Engine, Fn
-from c4forge.errors import VerificationError
+from c4forge.errors import ConfigError, VerificationError
 from c4forge.io import storage
 
 MANIFEST_NAME = "_c4forge_shards.json"
+# The DirectRunner holds every collection in memory: measured peak PSS of the process tree per
+# compressed input byte with the keys-only plan (benchmarks/scale.py), plus a fixed base.
+DIRECT_MEMORY_PER_INPUT_BYTE = 6.0
+DIRECT_MEMORY_BASE = 600 << 20
+
+
+def available_memory() -> int | None:
+    """MemAvailable of this machine in bytes (None where /proc/meminfo is absent)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 class BeamCount:
@@ -229,6 +245,21 @@ class BeamEngine(Engine):
         self._labels[label] += 1
         n = self._labels[label]
         return label if n == 1 else f"{label}#{n}"
+
+    def check_inputs(self, input_bytes: int, job: Any) -> None:
+        """The DirectRunner keeps every collection in memory: refuse, before any work, inputs
+        whose run would not fit in this machine's available memory."""
+        if not self.choice.local:
+            return
+        need = DIRECT_MEMORY_BASE + int(DIRECT_MEMORY_PER_INPUT_BYTE * input_bytes)
+        have = available_memory()
+        if have is not None and need > have:
+            raise ConfigError(
+                f"--engine beam with the DirectRunner holds every collection in memory: about "
+                f"{need / 2**30:.1f} GiB for {input_bytes / 1e6:,.0f} MB of input, "
+                f"{have / 2**30:.1f} GiB available; use --engine local (shuffles spill to disk) "
+                "or a cluster runner (--runner DataflowRunner, FlinkRunner, SparkRunner)"
+            )
 
     # -- primitives -----------------------------------------------------------------------------
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:

@@ -195,7 +195,7 @@ class LocalEngine(Engine):
 
     def __init__(self, job: Any = None, workers: int | None = None) -> None:
         self.workers = workers or (job.workers if job is not None else None) or os.cpu_count() or 1
-        self.description = f"in-process, {self.workers} worker(s), shuffles spilled to disk"
+        self.description = f"local ({self.workers} worker processes, shuffles spilled to disk)"
         self.bag = CounterBag()
         self.seconds: dict[str, float] = defaultdict(float)
         self.dir = tempfile.mkdtemp(prefix="c4forge-local-")
