@@ -138,6 +138,18 @@ def _write_conversion(writer, url: str, date: str, text: str, record_id: str) ->
     writer.write_record(rec)
 
 
+def _fast_conversion(fh, url: str, date: str, text: str, record_id: str) -> None:  # noqa: ANN001
+    """The same WARC conversion record as ``_write_conversion`` (less warcio's digests),
+    written as one gzip member at level 1: ~5× faster, for the million-page corpus."""
+    payload = text.encode("utf-8")
+    head = (
+        f"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Target-URI: {url}\r\n"
+        f"WARC-Date: {date}\r\nWARC-Record-ID: {record_id}\r\nContent-Type: text/plain\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    ).encode("utf-8")
+    fh.write(gzip.compress(head + payload + b"\r\n\r\n", compresslevel=1, mtime=0))
+
+
 def build(
     out: Path, pages: int, seed: int, files: int, extra: list[Path], unique: bool = False
 ) -> Path:
@@ -222,7 +234,10 @@ def build(
                     f"2019-04-{rng.randint(18, 26):02d}T{rng.randint(0, 23):02d}:"
                     f"{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z"
                 )
-                _write_conversion(writer, url, date, text, _record_id(seed, fi, i))
+                if unique:
+                    _fast_conversion(fh, url, date, text, _record_id(seed, fi, i))
+                else:
+                    _write_conversion(writer, url, date, text, _record_id(seed, fi, i))
                 total_bytes += len(text.encode("utf-8"))
         os.replace(tmp, path)
     manifest_out = {"build": manifest, "text_bytes": total_bytes}
