@@ -146,7 +146,7 @@ def _fast_conversion(fh, url: str, date: str, text: str, record_id: str) -> None
         f"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Target-URI: {url}\r\n"
         f"WARC-Date: {date}\r\nWARC-Record-ID: {record_id}\r\nContent-Type: text/plain\r\n"
         f"Content-Length: {len(payload)}\r\n\r\n"
-    ).encode("utf-8")
+    ).encode()
     fh.write(gzip.compress(head + payload + b"\r\n\r\n", compresslevel=1, mtime=0))
 
 

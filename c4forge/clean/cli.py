@@ -120,14 +120,26 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--resume",
         action="store_true",
-        help="record per-input progress under OUTPUT/_work/ and skip inputs an interrupted run "
-        "already processed (Beam: pass it on the first run too; Spark always records)",
+        help="continue an interrupted run of the same job: chunks (input files) whose records "
+        "under OUTPUT/_work/ are complete are not read again",
     )
     p.add_argument("--overwrite", action="store_true", help="replace a finished run in --output")
     p.add_argument(
         "--report", action="store_true", help="also write the filter funnel as funnel.png"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="do not clean: run the plan on a sample of the inputs and write only "
+        "OUTPUT/estimate.json (CPU per stage, shuffle bytes, memory, CPU-hours, cost)",
+    )
+    p.add_argument(
+        "--estimate-mb", type=float, default=16.0, help="--estimate: compressed MB sampled"
+    )
+    p.add_argument(
+        "--price-per-vcpu-hour", type=float, default=0.04, help="--estimate: USD per vCPU-hour"
+    )
     return p
 
 
@@ -139,4 +151,9 @@ def job_from_args(args: argparse.Namespace, extra: list[str]) -> CleanJob:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from c4forge.clean.driver import run_clean
 
-    return run_clean(job_from_args(args, extra))
+    job = job_from_args(args, extra)
+    if getattr(args, "estimate", False):
+        from c4forge.clean.estimate import run_estimate
+
+        return run_estimate(job, args.estimate_mb, args.price_per_vcpu_hour)
+    return run_clean(job)

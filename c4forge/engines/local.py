@@ -198,6 +198,8 @@ class LocalEngine(Engine):
         self.description = f"local ({self.workers} worker processes, shuffles spilled to disk)"
         self.bag = CounterBag()
         self.seconds: dict[str, float] = defaultdict(float)
+        self.shuffle_bytes: dict[str, int] = defaultdict(int)  # pickled bytes scattered, per stage
+        self.out_bytes: dict[str, int] = defaultdict(int)  # pickled bytes written, per stage
         self.dir = tempfile.mkdtemp(prefix="c4forge-local-")
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
         self._n = 0
@@ -224,6 +226,10 @@ class LocalEngine(Engine):
         for counts, cpu in outs:
             self.bag.merge(counts)
             self.seconds[label.split("/", 1)[0]] += cpu
+
+    def _out(self, label: str, files: list[str]) -> Coll:
+        self.out_bytes[label.split("/", 1)[0]] += sum(os.path.getsize(p) for p in files)
+        return Coll(files)
 
     def _coll(self, coll: Any, label: str) -> Coll:
         if isinstance(coll, Coll):
@@ -255,6 +261,10 @@ class LocalEngine(Engine):
                 tasks.append((_scatter_task, (group, outs, whole, combine)))
             sides.append(per_bucket)
         self._run(label, tasks)
+        stage = label.split("/", 1)[0]
+        self.shuffle_bytes[stage] += sum(
+            os.path.getsize(p) for side in sides for files in side for p in files
+        )
         return buckets, sides
 
     def _reduce(self, label: str, kind: str, fn: Fn | None, colls: list[Coll], **kw: Any) -> Coll:
@@ -269,7 +279,7 @@ class LocalEngine(Engine):
             for files in side:
                 for p in files:
                     os.remove(p)
-        return Coll(outs)
+        return self._out(label, outs)
 
     # -- primitives -----------------------------------------------------------------------------
     def source(self, label: str, items: list[Any], fn: Fn) -> Coll:
@@ -279,7 +289,7 @@ class LocalEngine(Engine):
             outs.append(out)
             tasks.append((_source_task, (fn, [item], out)))
         self._run(label, tasks)
-        return Coll(outs)
+        return self._out(label, outs)
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Coll:
         c = self._coll(coll, label)
@@ -289,7 +299,7 @@ class LocalEngine(Engine):
             outs.append(out)
             tasks.append((_map_task, (fn, group, out)))
         self._run(label, tasks)
-        return Coll(outs)
+        return self._out(label, outs)
 
     def group(self, coll: Any, label: str, fn: Fn) -> Coll:
         return self._reduce(label, "group", fn, [self._coll(coll, label)])
@@ -347,6 +357,19 @@ class LocalEngine(Engine):
         return self.bag.counts
 
     def close(self) -> None:
+        profile = os.environ.get("C4FORGE_ENGINE_PROFILE")
+        if profile:  # benchmarks/scale.py: CPU and shuffle bytes per stage
+            import json
+
+            with open(profile, "w") as f:
+                json.dump(
+                    {
+                        "seconds": self.seconds,
+                        "shuffle_bytes": self.shuffle_bytes,
+                        "out_bytes": self.out_bytes,
+                    },
+                    f,
+                )
         if self._pool is not None:
             self._pool.close()
             self._pool.join()
