@@ -97,6 +97,31 @@ def shard_of(url_md5: str, count: int) -> int:
     return int(url_md5, 16) % count
 
 
+# --- shard assignment: the one implementation every engine calls --------------------------------
+
+
+def assign_shard(element: tuple[str, OutDoc], shards: Mapping[str, int]) -> tuple:
+    """``(output key, OutDoc)`` → ``((output key, shard index), OutDoc)`` (``shards``: the
+    ``shard_counts`` of the run)."""
+    key, doc = element
+    return (key, shard_of(doc.url_md5, shards[key])), doc
+
+
+def shard_markers(shards: Mapping[str, int]) -> list[tuple[tuple[str, int], None]]:
+    """One ``((key, index), None)`` per shard, grouped with the documents so that every shard
+    is written, an empty one too."""
+    return [((key, i), None) for key, n in shards.items() for i in range(n)]
+
+
+def write_shard_group(
+    directory: str, fmt: str, shards: Mapping[str, int], shard: tuple[str, int], values: Iterable
+) -> dict:
+    """One shard's group (documents and its marker) → the file; its ``outputs`` entry."""
+    key, index = shard
+    docs = [v for v in values if v is not None]
+    return write_shard(directory, key, index, shards[key], docs, fmt)
+
+
 def json_line(doc: OutDoc) -> bytes:
     """One C4 record: keys text, timestamp, url in that order, compact, UTF-8, ``\\n``."""
     obj = {"text": doc.text, "timestamp": doc.timestamp, "url": doc.url}

@@ -155,22 +155,6 @@ class CountSplitsFn(beam.CombineFn):
         return acc
 
 
-def shard_counts(split_docs: dict[str, int], options: dict[str, Any]) -> dict[str, int]:
-    return co.shard_counts(split_docs, options)
-
-
-def _assign_shard(element: tuple[str, co.OutDoc], counts: dict, options: dict):
-    split, doc = element
-    n = shard_counts(counts, options)[split]
-    return (split, co.shard_of(doc.url_md5, n)), doc
-
-
-def _all_shard_keys(counts: dict, options: dict) -> Iterator[tuple[tuple[str, int], None]]:
-    for split, n in shard_counts(counts, options).items():
-        for i in range(n):
-            yield (split, i), None
-
-
 class WriteShardFn(beam.DoFn):
     """One (split, shard) group → one file, written whole by this worker (atomic rename)."""
 
@@ -178,11 +162,9 @@ class WriteShardFn(beam.DoFn):
         self.directory = directory
         self.fmt = fmt
 
-    def process(self, element, counts: dict, options: dict) -> Iterator[dict]:
-        (split, index), values = element
-        n = shard_counts(counts, options)[split]
-        docs = [v for v in values if v is not None]
-        yield co.write_shard(self.directory, split, index, n, docs, self.fmt)
+    def process(self, element, shards: dict) -> Iterator[dict]:
+        shard, values = element
+        yield co.write_shard_group(self.directory, self.fmt, shards, shard, values)
 
 
 class WriteShards(beam.PTransform):
@@ -200,15 +182,15 @@ class WriteShards(beam.PTransform):
 
     def expand(self, split_docs):
         counts = split_docs | "CountPerSplit" >> beam.CombineGlobally(CountSplitsFn())
-        counts_si = beam.pvalue.AsSingleton(counts)
-        keyed = split_docs | "AssignShard" >> beam.Map(_assign_shard, counts_si, self.shard_options)
-        markers = counts | "ShardMarkers" >> beam.FlatMap(_all_shard_keys, self.shard_options)
+        shards = counts | "ShardCounts" >> beam.Map(co.shard_counts, self.shard_options)
+        shards_si = beam.pvalue.AsSingleton(shards)
+        keyed = split_docs | "AssignShard" >> beam.Map(co.assign_shard, shards_si)
+        markers = shards | "ShardMarkers" >> beam.FlatMap(co.shard_markers)
         return (
             (keyed, markers)
             | "WithMarkers" >> beam.Flatten()
             | "GroupByShard" >> beam.GroupByKey()
-            | "WriteShard"
-            >> beam.ParDo(WriteShardFn(self.directory, self.fmt), counts_si, self.shard_options)
+            | "WriteShard" >> beam.ParDo(WriteShardFn(self.directory, self.fmt), shards_si)
         )
 
 

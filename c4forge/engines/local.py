@@ -334,16 +334,11 @@ class LocalEngine(Engine):
             splits: dict[str, int] = defaultdict(int)
             for split, _ in c:  # document counts per split (auto shard counts need them)
                 splits[split] += 1
-        counts = co.shard_counts(dict(splits), job.output_options)
-        keyed = self.flat_map(c, "output/assign", _ShardKey(counts))
-        groups = self.group(keyed, "output/write", _ShardWriter(job.output, job.format, counts))
-        written = {(s["split"], s["index"]) for s in groups}
-        empty = [(s, i) for s, n in counts.items() for i in range(n) if (s, i) not in written]
-        stats = list(groups)
-        with self._timed("output"):
-            for split, index in empty:  # an empty shard still exists (its marker)
-                stats.append(co.write_shard(job.output, split, index, counts[split], [], job.format))
-        return stats
+        shards = co.shard_counts(dict(splits), job.output_options)
+        keyed = self.flat_map(c, "output/assign", _ShardKey(shards))
+        markers = self._coll(co.shard_markers(shards), "output/markers")
+        both = Coll([*keyed.files, *markers.files])
+        return list(self.group(both, "output/write", _ShardWriter(job.output, job.format, shards)))
 
     @contextlib.contextmanager
     def _timed(self, label: str) -> Iterator[None]:
@@ -392,24 +387,22 @@ class LocalEngine(Engine):
 
 
 class _ShardKey:
-    """``(split, OutDoc)`` → ``((split, shard), OutDoc)``."""
+    """``(split, OutDoc)`` → ``((split, shard), OutDoc)`` (``output.assign_shard``)."""
 
-    def __init__(self, counts: dict[str, int]) -> None:
-        self.counts = counts
+    def __init__(self, shards: dict[str, int]) -> None:
+        self.shards = shards
 
     def __call__(self, item: tuple[str, Any], count: Any) -> Iterator[tuple]:
-        from c4forge.clean.output import shard_of
+        from c4forge.clean.output import assign_shard
 
-        split, doc = item
-        yield (split, shard_of(doc.url_md5, self.counts[split])), doc
+        yield assign_shard(item, self.shards)
 
 
 class _ShardWriter:
-    def __init__(self, directory: str, fmt: str, counts: dict[str, int]) -> None:
-        self.directory, self.fmt, self.counts = directory, fmt, counts
+    def __init__(self, directory: str, fmt: str, shards: dict[str, int]) -> None:
+        self.directory, self.fmt, self.shards = directory, fmt, shards
 
-    def __call__(self, key: tuple[str, int], docs: list[Any], count: Any) -> Iterator[dict]:
-        from c4forge.clean.output import write_shard
+    def __call__(self, key: tuple[str, int], values: list[Any], count: Any) -> Iterator[dict]:
+        from c4forge.clean.output import write_shard_group
 
-        split, index = key
-        yield write_shard(self.directory, split, index, self.counts[split], docs, self.fmt)
+        yield write_shard_group(self.directory, self.fmt, self.shards, key, values)

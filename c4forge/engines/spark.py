@@ -248,9 +248,8 @@ def _identity(path: str) -> str:
 
 def _write_shards(directory: str, fmt: str, counts: dict[str, int]):
     def run(groups: Iterator[tuple[tuple[str, int], Iterable[Any]]]) -> Iterator[dict]:
-        for (split, index), values in groups:
-            docs = [v for v in values if v is not None]
-            yield co.write_shard(directory, split, index, counts[split], docs, fmt)
+        for shard, values in groups:
+            yield co.write_shard_group(directory, fmt, counts, shard, values)
 
     return run
 
@@ -360,10 +359,8 @@ class SparkEngine(Engine):
     def write_shards(self, coll: Any, job: Any) -> list[dict]:
         split_docs = materialize(coll)
         counts = co.shard_counts(dict(split_docs.countByKey()), job.output_options)
-        keyed = split_docs.map(
-            lambda kv: ((kv[0], co.shard_of(kv[1].url_md5, counts[kv[0]])), kv[1])
-        )
-        markers = self.sc.parallelize([((s, i), None) for s, n in counts.items() for i in range(n)])
+        keyed = split_docs.map(lambda kv: co.assign_shard(kv, counts))
+        markers = self.sc.parallelize(co.shard_markers(counts))
         n_shards = sum(counts.values())
         stats = (
             keyed.union(markers)
