@@ -116,8 +116,9 @@ def finish(
     keys = co.output_keys({x["split"]: 1 for x in shard_stats}, job.spec.multilingual)
     counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in keys}
     outputs = cs.outputs_block(shard_stats, counts)
-    stages = None if job.variant == "en" else plan.funnel
-    counters = counting.full_counters(raw, job.dedup, plan.near_dedup, stages, plan.language_id)
+    counters = counting.full_counters(
+        raw, job.dedup, plan.near_dedup, plan.funnel, plan.language_id
+    )
     written = {x["file"] for x in shard_stats}
     co.remove_files(job.output, [n for n in co.list_shard_files(job.output) if n not in written])
     stats = cs.make_stats(
