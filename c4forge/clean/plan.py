@@ -1,23 +1,24 @@
 """The clean job as data: an ordered plan of stages, built from a ``CleanJob``.
 
 A stage has a name (its counter namespace, the funnel's row), the per-element functions it
-runs (``c4forge.clean.steps``), and the key it shuffles on, if any. ``expand(engine, coll)``
-writes the stage once against the engine primitives (``c4forge.engines.base``), so Beam, Spark
-and the in-process local engine run the same plan; nothing else knows the stage order.
+runs (``c4forge.clean.steps``), and the key it shuffles on, if any. ``clean.passes`` runs the
+plan keys-only through the engine primitives (``c4forge.engines.base``), so Beam, Spark and the
+local engine run the same plan: per-element stages inside the per-chunk passes, corpus-wide
+stages (``JoinStage``, ``ListJoinStage``, ``NearDedupStage``: ``emit`` keys → ``decide`` →
+``apply``) as shuffles of keys and ``(chunk, record)`` ids; nothing else knows the stage order.
 
 Shape of a plan (c4_rules.md §1)::
 
     read ─ page_stages (per page: length) ─ url_dedup (shuffle: normalized URL)
          ─ clean (page → Doc) ─ doc_stages (dedup, near_dedup, langid, badwords, split)
 
-``page_stages`` + ``clean`` form the front, which the resumable mode runs per chunk of inputs
-(``progress.front_records``: clean before URL dedup, its counters kept per page and counted for
-the URL-dedup survivor only). The last doc stage yields ``(output key, OutDoc)`` pairs; the
+``page_stages`` + ``clean`` form the front, run per chunk of inputs (``passes.front``: clean
+before URL dedup, its counters kept per page and counted for the URL-dedup survivor only). The last doc stage yields ``(output key, OutDoc)`` pairs; the
 engine writes one group of files per key (the train/validation shards today).
 
 A variant is a different plan: ``build_plan`` is the one place that chooses stages from the
 job, so a domain filter is one more ``MapStage`` in ``page_stages``, a URL-list join a
-``JoinStage``, a paragraph filter a ``MapStage`` after ``clean``, another language ID a
+``ListJoinStage``, a paragraph filter a ``MapStage`` after ``clean``, another language ID a
 different ``langid`` function, per-language outputs a different final stage's key. Give a new
 stage a ``Flow`` in ``counting.FLOW`` (its drops and kept reasons) and list it in ``funnel``,
 and the conservation identities and the summary's funnel follow.
