@@ -98,7 +98,7 @@ class CleanJob:
         object.__setattr__(self, "dedup", v.resolve_dedup(self.dedup))
         if self.badwords_fraction is None:
             object.__setattr__(self, "badwords_fraction", v.badwords_fraction)
-        elif v.badwords_fraction == 0.0:
+        elif v.badwords_fraction == 0.0 and self.badwords_fraction != 0.0:  # 0: resolved (replace)
             raise ConfigError(
                 f"--variant {v.name} has no bad-words filter; --badwords-fraction does not apply"
             )
