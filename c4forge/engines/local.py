@@ -384,6 +384,7 @@ class LocalEngine(Engine):
             return list(passes.documents(self, plan, job, chunks))
         finally:
             work.finish()
+            self.bag.counts.pop(pg.RESUME_NAMESPACE, None)  # the driver's business, not a stage
 
 
 class _ShardKey:
