@@ -143,23 +143,25 @@ def corpus_stage(job_options: dict, name: str, **replace) -> object:
     return stage
 
 
+def _emit_located(item, count, *, stage):
+    loc, doc = item
+    yield from stage.emit(loc, doc, count)
+
+
 def run_corpus_stage(stage, docs: list, engine=None, collect=list) -> tuple[dict, dict]:
     """One corpus-wide plan stage through an engine's primitives, as the chunk passes run it:
     every document (``Doc``, at location ``(0, i)``) emits its keys, the engine decides, each
     document gets its decisions applied. Returns ``({url: Doc or None}, counters)``.
     ``collect(coll) -> list`` reads an engine collection (Spark: ``rdd.collect``); the
     emitted keys go in as ``engine.source`` over the documents."""
+    import functools
+
     from c4forge.engines.local import LocalEngine
+    from c4forge.filters.counting import CounterBag
 
     engine = engine or LocalEngine()
     located = [((0, i), d) for i, d in enumerate(docs)]
-
-    def emit(item, count):
-        loc, doc = item
-        yield from stage.emit(loc, doc, count)
-
-    from c4forge.filters.counting import CounterBag
-
+    emit = functools.partial(_emit_located, stage=stage)  # picklable: worker processes
     emitted = engine.source(f"{stage.name}/docs", located, emit)
     by_loc: dict = {}
     for loc, decision in collect(stage.decide(engine, emitted)):

@@ -42,8 +42,9 @@ MAX_BUCKETS = 4096
 class Coll:
     """A spilled collection: its partition files. Iterating reads them all (tests, ``loop``)."""
 
-    def __init__(self, files: list[str]) -> None:
+    def __init__(self, files: list[str], owner: Any = None) -> None:
         self.files = files
+        self.owner = owner  # the engine whose folder holds the files: kept alive with them
 
     def __iter__(self) -> Iterator[Any]:
         for path in self.files:
@@ -229,14 +230,14 @@ class LocalEngine(Engine):
 
     def _out(self, label: str, files: list[str]) -> Coll:
         self.out_bytes[label.split("/", 1)[0]] += sum(os.path.getsize(p) for p in files)
-        return Coll(files)
+        return Coll(files, self)
 
     def _coll(self, coll: Any, label: str) -> Coll:
         if isinstance(coll, Coll):
             return coll
         path = self._path(label + "-in")
         write_items(path, coll)
-        return Coll([path])
+        return Coll([path], self)
 
     def _groups(self, coll: Coll) -> list[list[str]]:
         """Input partitions per map task: about two per worker, never more than the files."""
@@ -337,7 +338,7 @@ class LocalEngine(Engine):
         shards = co.shard_counts(dict(splits), job.output_options)
         keyed = self.flat_map(c, "output/assign", _ShardKey(shards))
         markers = self._coll(co.shard_markers(shards), "output/markers")
-        both = Coll([*keyed.files, *markers.files])
+        both = Coll([*keyed.files, *markers.files], self)
         return list(self.group(both, "output/write", _ShardWriter(job.output, job.format, shards)))
 
     @contextlib.contextmanager
