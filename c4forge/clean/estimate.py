@@ -4,7 +4,8 @@ Why: a crawl is ~90,000 WET files; a user should know the CPU-hours, shuffle vol
 of a job before paying for it. The plan itself is run, so every stage (and every variant's
 extra stages) is measured, not modelled.
 
-How: a deterministic sample, the first ``--estimate-mb`` MB (compressed) of up to
+How: after a warm-up on a sliver of one input (model loads are a per-worker start-up cost), a
+deterministic sample, the first ``--estimate-mb`` MB (compressed) of up to
 ``SAMPLE_FILES`` input files evenly spaced in sorted order, is copied to a temporary folder (a
 cut gzip stream ends in a counted ``truncated_file``, one page at most is lost). The job runs
 on it with the local engine, one worker, in this process: CPU seconds and output bytes per
@@ -33,7 +34,9 @@ DEFAULT_PRICE = 0.04  # USD per vCPU-hour (on-demand cloud order of magnitude; -
 CRAWL_WORKERS = (1, 2, 16, 64, 450)
 
 
-def _sample(files: list[Any], sample_bytes: int, directory: str) -> tuple[list[str], int]:
+def _sample(
+    files: list[Any], sample_bytes: int, directory: str, prefix: str = "sample"
+) -> tuple[list[str], int]:
     """The first bytes of up to ``SAMPLE_FILES`` evenly spaced inputs, copied locally."""
     step = max(1, len(files) // SAMPLE_FILES)
     picked = files[::step][:SAMPLE_FILES]
@@ -43,7 +46,7 @@ def _sample(files: list[Any], sample_bytes: int, directory: str) -> tuple[list[s
         with storage.open_read(f.path) as src:
             data = src.read(per_file)
         name = f.path.rstrip("/").rsplit("/", 1)[-1]
-        path = f"{directory}/{i:02d}-{name}"
+        path = f"{directory}/{prefix}-{i:02d}-{name}"
         with open(path, "wb") as out:
             out.write(data)
         paths.append(path)
@@ -51,26 +54,36 @@ def _sample(files: list[Any], sample_bytes: int, directory: str) -> tuple[list[s
     return paths, taken
 
 
-def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFAULT_PRICE) -> dict:
-    """Run the plan on a sample of ``job``'s inputs; the projection for all of them."""
+def _run_sample(job: Any, paths: list[str], output: str) -> Any:
     from c4forge.clean.driver import run_clean
     from c4forge.engines.local import LocalEngine
+
+    sample_job = job.replace(
+        inputs=tuple(paths), output=output, engine="local", quiet=True, resume=False,
+        report=False, overwrite=True,
+    )
+    engine = LocalEngine(sample_job, workers=1)
+    try:
+        run_clean(sample_job, engine)
+    finally:
+        engine.close()
+    return engine
+
+
+def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFAULT_PRICE) -> dict:
+    """Run the plan on a sample of ``job``'s inputs; the projection for all of them."""
     from c4forge.io.inputs import resolve_inputs
 
     files = resolve_inputs(list(job.inputs), job.input_format)
     total = sum(f.size for f in files)
     with tempfile.TemporaryDirectory(prefix="c4forge-estimate-") as tmp:
+        # a warm-up on a sliver first: model loads (Punkt, langdetect, numba) are a per-worker
+        # start-up cost, not a per-page one, so the measured run below is warm
+        warm, _ = _sample(files[:1], 200_000, f"{tmp}", prefix="warm")
+        _run_sample(job, warm, f"{tmp}/warm-out")
         paths, sampled = _sample(files, int(sample_mb * 1e6), tmp)
-        sample_job = job.replace(
-            inputs=tuple(paths), output=f"{tmp}/out", engine="local", quiet=True, resume=False,
-            report=False, overwrite=True,
-        )
-        engine = LocalEngine(sample_job, workers=1)
         cpu0 = time.process_time()
-        try:
-            run_clean(sample_job, engine)
-        finally:
-            engine.close()
+        engine = _run_sample(job, paths, f"{tmp}/out")
         cpu = time.process_time() - cpu0
         stats = json.loads(open(f"{tmp}/out/stats.json").read())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -109,6 +122,10 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
             "shuffle_gb": round(shuffle / 1e9, 3),
             "documents_out": round(stats["totals"]["documents_out"] * scale),
             "peak_memory_per_worker_gb": round(peak / 2**30, 2),
+            # the local engine's tree: a driver plus W workers, each about one sample run
+            "peak_memory_gb_by_workers": {
+                str(w): round((w + 1) * peak / 2**30, 2) for w in CRAWL_WORKERS[:2]
+            },
             "wall_hours": {
                 str(w): round(cpu_hours / min(w, max(len(files), 1)), 3) for w in CRAWL_WORKERS
             },
