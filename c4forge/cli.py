@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "finetune": "c4forge.finetune.cli_finetune",
     "evaluate": "c4forge.finetune.cli_evaluate",
     "glue": "c4forge.finetune.cli_glue",
+    "contamination": "c4forge.contamination.cli",
+    "report": "c4forge.datasheet.cli",
 }
 
 # Commands whose unknown arguments are Beam/Spark pipeline options.

@@ -97,6 +97,10 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                 *over,
             ],
         )
+    report = os.path.join(work, "report")
+    if not done(os.path.join(report, "report.json")):  # the corpus datasheet (issue 17)
+        argv = ["report", clean, "--output", report, "--vocab", vocab, "--shards", shards]
+        _stage("report", argv)
     if args.overwrite and os.path.isdir(runs):
         shutil.rmtree(runs)
     if not done(os.path.join(runs, "checkpoints", "latest")):
@@ -151,6 +155,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     print("\nc4forge demo finished. Outputs:")
     for label, path in outputs:
         print(f"  {label:58s} {path}")
+    print(f"\nCorpus datasheet (open in a browser): {os.path.join(report, 'index.html')}")
     print(
         f"\nExport to HF transformers:  c4forge export {runs} --output {os.path.join(work, 'hf')}"
     )

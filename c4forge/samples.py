@@ -22,6 +22,7 @@ import gzip
 import io
 import json
 import os
+import uuid
 from importlib import resources
 
 from c4forge.io.storage import atomic_write_bytes
@@ -44,16 +45,24 @@ def iter_c4_sample() -> list[dict]:
 
 
 def c4_docs_to_wet_bytes(docs: list[dict]) -> bytes:
-    """Serialise documents as a Common Crawl style WET file (gzip member per record)."""
+    """Serialise documents as a Common Crawl style WET file (gzip member per record).
+
+    Each record's WARC-Record-ID is a name-based UUID (uuid5) of its URL, date and position
+    instead of warcio's random one, so the same documents always give the same bytes (the
+    demo's inputs, and every checksum computed from them, are reproducible).
+    """
     from warcio.warcwriter import WARCWriter
 
     out = io.BytesIO()
     writer = WARCWriter(out, gzip=True)
-    for doc in docs:
+    for position, doc in enumerate(docs):
         payload = doc["text"].encode("utf-8")
+        date = doc.get("timestamp") or doc["date"]
+        record_id = uuid.uuid5(uuid.NAMESPACE_URL, f"{position}\t{date}\t{doc['url']}")
         headers = [
             ("WARC-Target-URI", doc["url"]),
-            ("WARC-Date", doc.get("timestamp") or doc["date"]),
+            ("WARC-Date", date),
+            ("WARC-Record-ID", f"<urn:uuid:{record_id}>"),
             ("Content-Type", "text/plain"),
         ]
         record = writer.create_warc_record(
@@ -66,8 +75,7 @@ def c4_docs_to_wet_bytes(docs: list[dict]) -> bytes:
 def c4_sample_as_wet(directory: str) -> str:
     """Write (once) the C4 sample as a WET file into ``directory`` and return its path.
 
-    warcio stamps a random WARC-Record-ID on each record; the cleaner never reads it, so the
-    cleaned output is still deterministic, but we keep the first file we wrote.
+    The bytes are deterministic (see :func:`c4_docs_to_wet_bytes`); an existing file is kept.
     """
     path = os.path.join(directory, "c4-sample-as-wet.warc.wet.gz")
     if not os.path.exists(path):

@@ -16,8 +16,7 @@ from c4forge.trainers.train import TrainOptions, train
 def main() -> None:
     crash_step = int(sys.argv[1])
     args = build_parser().parse_args(["train", *sys.argv[2:]])
-    fields = TrainOptions.__dataclass_fields__
-    opts = TrainOptions(**{k: v for k, v in vars(args).items() if k in fields})
+    opts = TrainOptions.from_args(args)
 
     def kill(step: int) -> None:
         if step == crash_step:

@@ -251,3 +251,67 @@ def test_custom_jsonl_finetune_and_evaluate(t5_run, tmp_path):
     assert main(["evaluate", out, "--task", "custom", "--data", str(tmp_path / "dev.jsonl"),
                  "-o", ev, "--no-progress"]) == 0  # fmt: skip
     assert read_json(os.path.join(ev, "results.json"))["metrics"] == res["metrics"]
+
+
+def _contamination_report(tmp_path, rows: dict[str, list[int]]) -> str:
+    """A corpus holding the given dev rows (SST-2 sentence, RTE sentence1) among real C4
+    text, and its `c4forge contamination --eval glue` report (the test slices are the first
+    rows of the bundled dev sets, so the row indexes agree)."""
+    from clean_fixtures import c4_docs
+
+    from c4forge.finetune.tasks import GLUE_TASKS, load_glue
+
+    docs = c4_docs(0, 20)
+    k = 0
+    for task, indexes in rows.items():
+        spec = GLUE_TASKS[task]
+        examples = load_glue(spec, os.path.join(GLUE, spec.folder, "dev.tsv"))
+        for i in indexes:
+            docs[k]["text"] += "\n" + examples[i].text_a
+            k += 1
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    out = str(tmp_path / "contamination")
+    assert main(["contamination", str(corpus), "--eval", "glue", "-o", out, "--quiet"]) == 0
+    return out
+
+
+def test_evaluate_exclude_scores_the_clean_subset(text_ft, tmp_path, capsys):
+    planted = [2, 3, 8]  # SST-2 dev rows of at least 13 words
+    report = _contamination_report(tmp_path, {"sst2": planted})
+    found = read_json(os.path.join(report, "contamination.json"))["benchmarks"]["sst2"]
+    assert [e["index"] for e in found["splits"]["dev"]["contaminated_examples"]] == planted
+    out = str(tmp_path / "ev")
+    argv = ["evaluate", text_ft, "--task", "sst2", "--data", GLUE, "-o", out, "--no-progress"]
+    assert main([*argv, "--exclude", report]) == 0
+    assert "contaminated excluded" in capsys.readouterr().out
+    res = read_json(os.path.join(out, "results.json"))
+    clean = res["clean_subset"]["splits"]["dev"]
+    assert (clean["examples"], clean["excluded"]) == (97, 3)
+    labels, preds = predictions_by_split(text_ft)["dev"]
+    keep = [i for i in range(len(labels)) if i not in planted]
+    acc = np.mean([labels[i] == preds[i] for i in keep])
+    assert clean["metrics"]["accuracy"] == pytest.approx(acc)
+    assert res["metrics"]["dev"]["accuracy"] == pytest.approx(np.mean(np.equal(labels, preds)))
+
+
+def test_glue_exclude_adds_the_clean_table(t5_run, tmp_path, capsys):
+    report = _contamination_report(tmp_path, {"rte": [0, 3]})
+    out = str(tmp_path / "glue")
+    argv = ["glue", t5_run, "--data", GLUE, "-o", out, "--tasks", "rte", "--head", "cls",
+            "--seeds", "1", "--steps", "1", "--batch-size", "4", "--max-length", "32",
+            "--no-progress", "--device", "cpu", "--exclude", report]  # fmt: skip
+    assert main(argv) == 0
+    assert "Clean subset (contaminated dev examples excluded: rte 2)" in capsys.readouterr().out
+    glue = read_json(os.path.join(out, "glue.json"))
+    assert glue["excluded_examples"] == {"rte": 2}
+    preds = [
+        json.loads(line)
+        for line in open(os.path.join(out, "runs", "pretrained", "cls", "rte", "seed-0",
+                                      "predictions.jsonl"))
+    ]  # fmt: skip
+    kept = [p for p in preds if p["index"] not in (0, 3)]
+    acc = np.mean([p["label"] == p["prediction"] for p in kept])
+    assert glue["clean_rows"][0]["tasks"]["rte"]["mean"] == pytest.approx(acc)
+    missing = str(tmp_path / "none.json")
+    assert main([*argv[:-1], missing]) == 2

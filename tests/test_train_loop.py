@@ -19,7 +19,7 @@ from c4forge.cli import main  # noqa: E402
 from c4forge.errors import ConfigError  # noqa: E402
 from c4forge.trainers import checkpoint as ckpt  # noqa: E402
 from c4forge.trainers.metrics import read_metrics  # noqa: E402
-from c4forge.trainers.train import Trainer, TrainOptions, train  # noqa: E402
+from c4forge.trainers.train import TrainOptions, run, setup, train  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -129,11 +129,11 @@ def test_bad_options_exit_2_with_a_clear_message(data, tmp_path, capsys, args, m
 
 def test_out_of_memory_says_what_to_lower(data, tmp_path, monkeypatch):
     root, _ = data
-    trainer = Trainer(_opts(root, tmp_path / "oom"))
+    s = setup(_opts(root, tmp_path / "oom"))
 
     def exhausted(*args, **kwargs):  # what the CUDA caching allocator raises
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
-    monkeypatch.setattr(trainer.model, "forward", exhausted)
+    monkeypatch.setattr(s.net.model, "forward", exhausted)
     with pytest.raises(ConfigError, match="lower --batch-size or raise --grad-accum"):
-        trainer.run()
+        run(s)

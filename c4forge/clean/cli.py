@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 
 from c4forge.clean.config import CleanJob
-from c4forge.filters.variants import variants_help
-from c4forge.pipeline.cli_common import add_runner_args
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -28,106 +26,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "--setup_file ./setup.py"
         ),
     )
-    p.add_argument(
-        "inputs",
-        nargs="+",
-        metavar="INPUT",
-        help="WET files, globs, directories, gs:// or s3:// paths, or @paths.txt (one path per line)",
-    )
-    p.add_argument("--output", "-o", required=True, help="output folder (local, gs://, s3://)")
-    p.add_argument(
-        "--variant",
-        default="en",
-        metavar="NAME",
-        help="corpus variant (TFDS c4 configs; default en): " + variants_help(),
-    )
-    p.add_argument(
-        "--dedup",
-        choices=["spans", "lines", "none"],
-        default=None,
-        help="corpus-wide dedup: paper's 3-sentence spans, TFDS lines, none; default per "
-        "variant: spans for en, en.noblocklist, realnewslike, webtextlike; none for en.noclean; "
-        "lines (no sentence minimum) for multilingual",
-    )
-    p.add_argument(
-        "--url-list",
-        default=None,
-        metavar="FILE|GLOB",
-        help="webtextlike: OpenWebText URL files (one URL per line, plain or .gz)",
-    )
-    p.add_argument(
-        "--languages",
-        default=None,
-        metavar="CODES",
-        help="multilingual: CLD3 codes to keep, e.g. en,de,fr (default: mC4's 107; und is "
-        "always kept)",
-    )
-    p.add_argument(
-        "--domain-list",
-        default=None,
-        metavar="JSON",
-        help="realnewslike: a domain_to_allowed_subdomains.json to use instead of the bundled "
-        "RealNews list",
-    )
-    p.add_argument(
-        "--format",
-        choices=["jsonl", "parquet"],
-        default="jsonl",
-        help="jsonl = c4-*.json.gz as the C4 release (default); parquet = c4-*.parquet",
-    )
-    p.add_argument("--language", default="en", help="target language (only 'en' today)")
-    add_runner_args(p)
-    p.add_argument(
-        "--engine",
-        choices=["auto", "beam", "spark", "local"],
-        default="auto",
-        help="auto (default): local for inputs of 64 MiB or more run on this machine, else beam; "
-        "beam: a Beam job (DirectRunner, or --runner); spark: native PySpark (no Beam job "
-        "server needed); local: in-process worker pool, shuffles spilled to disk",
-    )
-    p.add_argument(
-        "--master", default=None, help="Spark master URL for --engine spark (default local[*])"
-    )
-    p.add_argument("--train-shards", default="auto", help="train shard count or 'auto'")
-    p.add_argument("--validation-shards", default="auto", help="validation shard count or 'auto'")
-    p.add_argument(
-        "--max-record-bytes",
-        type=int,
-        default=64 << 20,
-        help="skip (and count) WARC payloads larger than this (default 64 MiB)",
-    )
-    p.add_argument(
-        "--input-format",
-        choices=["auto", "wet", "warc"],
-        default="auto",
-        help="wet (conversion records) or warc (HTML responses → text); auto detects",
-    )
-    p.add_argument(
-        "--near-dedup",
-        choices=["none", "minhash"],
-        default="none",
-        help="MinHash-LSH near-duplicate removal after exact dedup (off by default)",
-    )
-    p.add_argument("--ngram", type=int, default=5, help="near-dedup word n-gram size")
-    p.add_argument("--num-perm", type=int, default=128, help="near-dedup MinHash permutations")
-    p.add_argument("--threshold", type=float, default=0.8, help="near-dedup Jaccard threshold")
-    p.add_argument(
-        "--badwords-fraction",
-        type=float,
-        default=None,
-        help="fraction of bad-word pages dropped (default per variant: 1.0 = C4; mC4 0.999)",
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue an interrupted run of the same job: chunks (input files) whose records "
-        "under OUTPUT/_work/ are complete are not read again",
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace a finished run in --output")
-    p.add_argument(
-        "--report", action="store_true", help="also write the filter funnel as funnel.png"
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    CleanJob.add_flags(p)
     p.add_argument(
         "--estimate",
         action="store_true",
@@ -145,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def job_from_args(args: argparse.Namespace, extra: list[str]) -> CleanJob:
     """The typed job (validated: a bad value is a ConfigError here, before any work)."""
-    return CleanJob.from_args(args, extra)
+    return CleanJob.from_args(args, passthrough=tuple(extra))
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:

@@ -1,6 +1,6 @@
 """``CleanJob``: the typed, frozen description of one `c4forge clean` run.
 
-Built once from the command line (``from_args``) and validated there; everything below the CLI
+Built once from the command line (``cliconfig``: each field declares its flag) and validated there; everything below the CLI
 reads this object, never an argparse ``Namespace``. ``record()`` is the ``config`` block of
 stats.json (what changes the output, nothing that does not: workers, runner, paths).
 """
@@ -12,8 +12,11 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from c4forge.cliconfig import CliConfig, option
 from c4forge.errors import ConfigError
+from c4forge.filters.variants import variants_help
 from c4forge.io.storage import is_remote
+from c4forge.pipeline.cli_common import runner_option, workers_option
 
 SUPPORTED_LANGUAGES = ("en",)  # D5: the language is a parameter; only English has resources
 DEDUP_MODES = ("spans", "lines", "none")
@@ -33,52 +36,166 @@ def _local_output(path: str) -> str:
 
 
 @dataclass(frozen=True)
-class CleanJob:
-    """One clean run. ``output`` is normalised (``file:///x`` → ``/x``) on construction, for
+class CleanJob(CliConfig):
+    """One clean run (its fields, in ``clean --help`` order, declare their flags). ``output`` is normalised (``file:///x`` → ``/x``) on construction, for
     both engines; ``train_shards`` / ``validation_shards`` keep the value as given (``auto`` or
     a count) because stats.json records it verbatim."""
 
-    inputs: tuple[str, ...]
-    output: str
-    dedup: str | None = None  # None: the variant's default (``en``: spans)
-    format: str = "jsonl"
-    language: str = "en"
-    input_format: str = "auto"
-    max_record_bytes: int = 64 << 20
-    near_dedup: str = "none"
-    ngram: int = 5
-    num_perm: int = 128
-    threshold: float = 0.8
-    badwords_fraction: float | None = None  # None: the variant's (en 1.0, mC4 0.999)
-    variant: str = "en"  # issue 10: c4forge.filters.variants
-    url_list: str | None = None  # webtextlike: FILE|GLOB of URL files
-    languages: str | tuple[str, ...] | None = None  # multilingual: CLD3 codes kept
-    domain_list: str | None = None  # realnewslike: another domain_to_allowed_subdomains.json
-    train_shards: str | int = "auto"
-    validation_shards: str | int = "auto"
-    engine: str = "auto"  # resolved by ``clean.driver.choose_engine`` before any work
-    runner: str | None = None
-    workers: int | None = None
-    master: str | None = None
-    passthrough: tuple[str, ...] = ()
-    resume: bool = False
-    overwrite: bool = False
-    report: bool = False
-    quiet: bool = False
+    inputs: tuple[str, ...] = option(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="WET files, globs, directories, gs:// or s3:// paths, or @paths.txt (one path per line)",
+    )
+    output: str = option(
+        "--output", "-o", required=True, help="output folder (local, gs://, s3://)"
+    )
+    variant: str = option(
+        "--variant",
+        default="en",
+        metavar="NAME",
+        help="corpus variant (TFDS c4 configs; default en): " + variants_help(),
+    )  # issue 10: c4forge.filters.variants
+    dedup: str | None = option(
+        "--dedup",
+        default=None,  # None: the variant's default (``en``: spans)
+        choices=list(DEDUP_MODES),
+        help="corpus-wide dedup: paper's 3-sentence spans, TFDS lines, none; default per "
+        "variant: spans for en, en.noblocklist, realnewslike, webtextlike; none for en.noclean; "
+        "lines (no sentence minimum) for multilingual",
+    )
+    url_list: str | None = option(
+        "--url-list",
+        default=None,
+        metavar="FILE|GLOB",
+        help="webtextlike: OpenWebText URL files (one URL per line, plain or .gz)",
+    )
+    languages: str | tuple[str, ...] | None = option(
+        "--languages",
+        default=None,
+        metavar="CODES",
+        help="multilingual: CLD3 codes to keep, e.g. en,de,fr (default: mC4's 107; und is "
+        "always kept)",
+    )
+    domain_list: str | None = option(
+        "--domain-list",
+        default=None,
+        metavar="JSON",
+        help="realnewslike: a domain_to_allowed_subdomains.json to use instead of the bundled "
+        "RealNews list",
+    )
+    format: str = option(
+        "--format",
+        default="jsonl",
+        choices=list(FORMATS),
+        help="jsonl = c4-*.json.gz as the C4 release (default); parquet = c4-*.parquet",
+    )
+    language: str = option("--language", default="en", help="target language (only 'en' today)")
+    workers: int | None = workers_option()
+    runner: str | None = runner_option()
+    engine: str = option(
+        "--engine",
+        default="auto",
+        choices=list(ENGINES),
+        help="auto (default): local for inputs of 64 MiB or more run on this machine, else beam; "
+        "beam: a Beam job (DirectRunner, or --runner); spark: native PySpark (no Beam job "
+        "server needed); local: in-process worker pool, shuffles spilled to disk",
+    )
+    master: str | None = option(
+        "--master", default=None, help="Spark master URL for --engine spark (default local[*])"
+    )
+    train_shards: str | int = option(
+        "--train-shards", default="auto", help="train shard count or 'auto'"
+    )
+    validation_shards: str | int = option(
+        "--validation-shards", default="auto", help="validation shard count or 'auto'"
+    )
+    max_record_bytes: int = option(
+        "--max-record-bytes",
+        default=64 << 20,
+        type=int,
+        help="skip (and count) WARC payloads larger than this (default 64 MiB)",
+    )
+    input_format: str = option(
+        "--input-format",
+        default="auto",
+        choices=list(INPUT_FORMATS),
+        help="wet (conversion records) or warc (HTML responses → text); auto detects",
+    )
+    near_dedup: str = option(
+        "--near-dedup",
+        default="none",
+        choices=list(NEAR_DEDUP_MODES),
+        help="MinHash-LSH near-duplicate removal after exact dedup (off by default)",
+    )
+    ngram: int = option("--ngram", default=5, type=int, help="near-dedup word n-gram size")
+    num_perm: int = option(
+        "--num-perm", default=128, type=int, help="near-dedup MinHash permutations"
+    )
+    threshold: float = option(
+        "--threshold", default=0.8, type=float, help="near-dedup Jaccard threshold"
+    )
+    badwords_fraction: float | None = option(
+        "--badwords-fraction",
+        default=None,  # None: the variant's (en 1.0, mC4 0.999)
+        type=float,
+        help="fraction of bad-word pages dropped (default per variant: 1.0 = C4; mC4 0.999)",
+    )
+    decontaminate: tuple[str, ...] = option(
+        "--decontaminate",
+        default=None,  # () after __post_init__ (argparse's "extend" needs a list or None)
+        nargs="+",
+        action="extend",
+        metavar="SPEC",
+        convert=lambda v: tuple(v or ()),
+        help="remove documents sharing a word n-gram with an evaluation set: glue (the bundled "
+        "GLUE dev sets) and/or NAME=FILE[#FIELD,...] (.tsv, .csv, .jsonl; text field 'text' by "
+        "default); counted per benchmark under decontaminate.contaminated:NAME",
+    )  # issue 17
+    decontaminate_ngram: int = option(
+        "--decontaminate-ngram",
+        default=13,
+        type=int,
+        metavar="N",
+        help="word n-gram size of --decontaminate (default 13, as GPT-3)",
+    )
+    keep_samples: int = option(
+        "--keep-samples",
+        default=0,
+        type=int,
+        metavar="N",
+        help="keep, per drop reason, N dropped lines or pages (the N smallest by a stable hash: "
+        "the same on every engine and worker count) under OUTPUT/samples/",
+    )  # issue 17
+    resume: bool = option(
+        "--resume",
+        default=False,
+        action="store_true",
+        help="continue an interrupted run of the same job: chunks (input files) whose records "
+        "under OUTPUT/_work/ are complete are not read again",
+    )
+    overwrite: bool = option(
+        "--overwrite", default=False, action="store_true", help="replace a finished run in --output"
+    )
+    report: bool = option(
+        "--report",
+        default=False,
+        action="store_true",
+        help="also write the filter funnel as funnel.png",
+    )
+    quiet: bool = option(
+        "--quiet", default=False, action="store_true", help="no progress bar or summary"
+    )
+    passthrough: tuple[str, ...] = ()  # engine options, passed on unchanged (not a flag)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "passthrough", tuple(self.passthrough))
+        object.__setattr__(self, "decontaminate", tuple(self.decontaminate or ()))
         given = self.output
         object.__setattr__(self, "output", _local_output(given))
         self._resolve_variant()
         self._validate(given)
-
-    @classmethod
-    def from_args(cls, args: Any, extra: list[str] | tuple[str, ...] = ()) -> CleanJob:
-        """From the parsed `c4forge clean` arguments (the CLI's only use of them)."""
-        names = {f.name for f in dataclasses.fields(cls)} - {"passthrough"}
-        return cls(**{n: getattr(args, n) for n in names if hasattr(args, n)}, passthrough=extra)
 
     def replace(self, **changes: Any) -> CleanJob:
         return dataclasses.replace(self, **changes)
@@ -129,6 +246,13 @@ class CleanJob:
         return load_domain_list(self.domain_list)
 
     @functools.cached_property
+    def benchmarks(self) -> Any:
+        """``(NgramIndex, fingerprints)`` of ``--decontaminate`` (loaded once, on the driver)."""
+        from c4forge.contamination.benchmarks import load
+
+        return load(self.decontaminate, self.decontaminate_ngram)
+
+    @functools.cached_property
     def url_list_files(self) -> tuple[str, ...]:
         from c4forge.filters.url_list import resolve_url_list
 
@@ -171,6 +295,14 @@ class CleanJob:
             raise ConfigError(f"--workers must be >= 1, got {self.workers}")
         if self.near_dedup != "none":
             self.minhash_params()  # ConfigError on bad values
+        if self.keep_samples < 0:
+            raise ConfigError(f"--keep-samples must be >= 0, got {self.keep_samples}")
+        if self.decontaminate_ngram < 1:
+            raise ConfigError(
+                f"--decontaminate-ngram must be >= 1, got {self.decontaminate_ngram}"
+            )
+        if self.decontaminate:
+            _ = self.benchmarks  # missing file, bad name, malformed rows: one-line errors now
         parse_shards_option(self.train_shards, "--train-shards")
         parse_shards_option(self.validation_shards, "--validation-shards")
         runner = (self.runner or "").rsplit(".", 1)[-1].lower()  # Beam's names are case-blind
@@ -232,6 +364,10 @@ class CleanJob:
         }
         if self.spec.multilingual:
             config["languages"] = list(self.languages or ())
+        if self.decontaminate:  # only when asked: other runs' stats.json stay as they were
+            config["decontaminate"] = self.benchmarks[1]
+        if self.keep_samples:
+            config["keep_samples"] = self.keep_samples
         if self.near_dedup != "none":
             config["near_dedup_params"] = {
                 "ngram": self.ngram,

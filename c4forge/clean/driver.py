@@ -83,8 +83,11 @@ def check_output(job: CleanJob) -> None:
 def prepare_output(job: CleanJob) -> None:
     """Create a local output folder; remove a chart of an older run (it would mislead next to
     this run's stats)."""
+    from c4forge.filters.drop_samples import SAMPLES_DIR
+
     storage.makedirs(job.output)
     co.remove_files(job.output, [FUNNEL_NAME])
+    storage.rmtree(storage.join(job.output, SAMPLES_DIR))  # an older run's samples
 
 
 def start_work(
@@ -187,6 +190,10 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
                 f"  --resume: {resumed.get('skipped', 0)} chunk(s) done by an earlier run, "
                 f"skipped; {resumed.get('processed', 0)} processed now",
             )
+        if job.keep_samples:  # before stats.json, which marks the output complete
+            from c4forge.filters.drop_samples import write_samples
+
+            write_samples(job.output, engine.samples(), job.keep_samples)
         stats = finish(job, plan, config, inputs, shard_stats, raw)
         work.finish()
     finally:

@@ -99,22 +99,25 @@ def front(chunk: pg.Chunk, count: Count, *, plan: Plan, output: str) -> Iterator
     → clean, records (cleaned text, clean counters of the page) and URL entries written, then
     the chunk's done-record with its counters. Done by an earlier run (``--resume``) or an
     earlier attempt of this bundle: the recorded entries and counters, the input not read."""
+    from c4forge.filters.drop_samples import MAX_TEXT
+
+    keep = getattr(count, "keep", 0)  # --keep-samples
     work = pg.WorkDir(output, pg.BEAM_DATA_SUFFIX)
     keys = _path(work, chunk, KEYS_SUFFIX)
     record = work.done(chunk)
     if record is not None and work.exists(work.data_path(chunk)) and work.exists(keys):
-        entries = [UrlEntry(n, t, m, u, (loc[0], loc[1])) for n, t, m, u, loc in _lines_of(keys)]
+        entries = [UrlEntry(*e[:4], (e[4][0], e[4][1]), *e[5:]) for e in _lines_of(keys)]
         count(pg.RESUME_NAMESPACE, "skipped")
     else:
         work.reset(chunk)
         work.remove(keys)
-        bag = CounterBag()
+        bag = CounterBag(keep)
         entries = []
         with _lines_to(work.data_path(chunk)) as out:
             for f in chunk.files:
                 for page in plan.read(f.path, bag):
                     for kept in run_maps(plan.page_stages, page, bag):
-                        page_bag = CounterBag()
+                        page_bag = CounterBag(keep)
                         docs = run_maps([plan.clean], kept, page_bag)
                         counts = [
                             (s, r, n)
@@ -122,26 +125,45 @@ def front(chunk: pg.Chunk, count: Count, *, plan: Plan, output: str) -> Iterator
                             for r, n in sorted(reasons.items())
                         ]
                         doc = docs[0] if docs else None
-                        out.write(
-                            [None, None, counts] if doc is None else [doc.text, doc.sentences, counts]
-                        )
+                        line = [None, None, counts] if doc is None else [doc.text, doc.sentences, counts]
+                        if keep and page_bag.samples:
+                            line.append(page_bag.samples)  # the survivor's only, as its counts
+                        out.write(line)
                         loc = (chunk.index, len(entries))
-                        entries.append(
-                            UrlEntry(
-                                kept.normalized_url, kept.timestamp, kept.text_md5, kept.url, loc
-                            )
+                        entry = UrlEntry(
+                            kept.normalized_url, kept.timestamp, kept.text_md5, kept.url, loc
                         )
+                        if keep:  # a dropped copy's duplicate_url sample needs its text
+                            entry = entry._replace(text=kept.text[:MAX_TEXT])
+                        entries.append(entry)
         with _lines_to(keys) as out:
             for e in entries:
                 out.write(list(e))
-        work.mark_done(chunk, bag.counts)
-        record = {"counters": bag.counts}
+        extra = {"samples": bag.samples} if keep else {}
+        work.mark_done(chunk, bag.counts, **extra)
+        record = {"counters": bag.counts, **extra}
         count(pg.RESUME_NAMESPACE, "processed")
     for stage, reasons in record["counters"].items():
         for reason, n in reasons.items():
             count(stage, reason, n)
+    add_samples(count, record.get("samples", {}))
     for e in entries:
         yield from plan.url_dedup.key(e, count)
+
+
+def add_samples(count: Count, samples: dict[str, list]) -> None:
+    """Recorded samples (``{stage/reason: [(hash, text, url)…]}``) into ``count``'s sample."""
+    if not samples:
+        return
+    merge = getattr(count, "merge_samples", None)  # a CounterBag
+    if merge is not None:
+        merge(samples)
+        return
+    add = getattr(count, "add_record", None)  # Beam's counter callback
+    if add is not None:
+        for key, recs in samples.items():
+            for rec in recs:
+                add(key, tuple(rec))
 
 
 def url_survivor(entry: UrlEntry, count: Count) -> Iterator[tuple[int, int]]:
@@ -169,13 +191,16 @@ def _survivor_docs(
     as the survivor's only), as documents where clean kept them."""
     keep = set(survivors)
     keys = _lines_of(_path(work, chunk, KEYS_SUFFIX))
-    for i, ((text, sentences, counts), (nurl, ts, _md5, url, _loc)) in enumerate(
+    for i, (rec, (nurl, ts, _md5, url, *_)) in enumerate(
         zip(_lines_of(work.data_path(chunk)), keys, strict=True)
     ):
         if i not in keep:
             continue
+        text, sentences, counts = rec[:3]
         for stage, reason, n in counts:
             count(stage, reason, n)
+        if len(rec) > 3:
+            add_samples(count, rec[3])
         if text is not None:
             yield i, Doc(url, ts, nurl, text, sentences)
 

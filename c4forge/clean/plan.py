@@ -26,6 +26,7 @@ and the conservation identities and the summary's funnel follow.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -42,8 +43,15 @@ def run_maps(stages: Iterable[Any], item: Any, count: Count) -> list[Any]:
     """``item`` through consecutive per-element stages (the one interpreter of map stages)."""
     items = [item]
     for stage in stages:
-        items = [out for it in items for out in stage.fn(it, count)]
+        fn = stage.fn
+        if isinstance(stage, BroadcastMapStage):  # its resource travels with the plan
+            fn = functools.partial(_with_resource, fn=stage.fn, resource=stage.resource)
+        items = [out for it in items for out in fn(it, count)]
     return items
+
+
+def _with_resource(item: Any, count: Count, *, fn: Fn, resource: Any) -> Any:
+    return fn(item, count, resource)
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,24 @@ class MapStage:
     name: str
     fn: Fn
     shuffle_key: str | None = None
+
+
+@dataclass(frozen=True)
+class BroadcastMapStage:
+    """Per element with a small read-only resource built on the driver (decontamination's
+    n-gram index): ``fn(item, count, resource) -> iterable``. In the keys-only chunk passes it
+    runs like any map stage (``run_maps``), its resource pickled with the plan into each chunk
+    task; ``expand`` (``engine.broadcast``: a Beam side input, a Spark broadcast) remains for a
+    stage applied to a collection directly."""
+
+    name: str
+    fn: Fn
+    resource: Any = dataclasses.field(compare=False, repr=False)
+    shuffle_key: str | None = None
+
+    def expand(self, engine: Any, coll: Any) -> Any:
+        side = engine.broadcast(self.name, self.resource)
+        return engine.flat_map_with(coll, self.name, self.fn, side)
 
 
 @dataclass(frozen=True)
@@ -231,7 +257,7 @@ def build_plan(job: Any) -> Plan:
     """The stages of c4_rules.md §1 for ``job`` (a ``CleanJob``), in the reference order; the
     job's corpus variant (issue 10, TFDS ``_get_pages_pcollection``) adds, swaps or drops
     stages: read → length → [realnews] → URL dedup → clean or [as-is] → [webtext join] →
-    [paragraph] → [dedup] → [near-dedup] → langdetect or [CLD3] → [bad words] → split.
+    [paragraph] → [dedup] → [near-dedup] → [decontaminate] → langdetect or [CLD3] → [bad words] → split.
 
     The ``clean`` slot holds the page → document step: the line and page rules, or the page
     unchanged for variants without them (``en.noclean``, ``multilingual``; then ``clean`` is
@@ -298,6 +324,11 @@ def build_plan(job: Any) -> Plan:
     near = job.near_dedup == "minhash"
     if near:
         doc_stages.append(NearDedupStage(mh.STAGE, job.minhash_params(), mh.MAX_ROUNDS))
+    if job.decontaminate:
+        from c4forge.contamination.stage import STAGE, decontaminate
+
+        index = job.benchmarks[0].without_owners()
+        doc_stages.append(BroadcastMapStage(STAGE, decontaminate, index))
     if v.multilingual:
         langs = frozenset(job.languages)
         doc_stages.append(MapStage("langid", functools.partial(vs.langid_cld3, languages=langs)))

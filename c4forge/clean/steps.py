@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from c4forge.filters.counting import Count
+from c4forge.filters.drop_samples import sample, with_url
 
 
 class Doc(NamedTuple):
@@ -53,7 +54,7 @@ def length(page: Any, count: Count) -> Iterator[Any]:
     """Drop pages over 190,000 characters (§5), before URL dedup as in the reference."""
     from c4forge.filters.clean import length_filter
 
-    if length_filter(page.text, count):
+    if length_filter(page.text, with_url(count, page.url)):
         yield page
 
 
@@ -66,6 +67,7 @@ class UrlEntry(NamedTuple):
     text_md5: str
     url: str
     loc: tuple[int, int]
+    text: str = ""  # only with --keep-samples: a dropped copy's sample (drop_samples.MAX_TEXT)
 
 
 def key_by_normalized_url(entry: Any, count: Count) -> Iterator[tuple[str, Any]]:
@@ -85,7 +87,7 @@ def clean(page: Any, count: Count, *, keep_sentences: bool) -> Iterator[Doc]:
     rebuilds the text from them)."""
     from c4forge.filters.clean import clean_page
 
-    cleaned = clean_page(page.text, count)
+    cleaned = clean_page(page.text, with_url(count, page.url))
     if cleaned is None:
         return
     if keep_sentences:
@@ -138,7 +140,8 @@ def apply_span_removals(
     from c4forge.filters import dedup as dd
 
     found = [dd.SpanRemoval(*r) for r in removals]
-    text = dd.apply_span_removals(doc.sentences, found, count, min_sentences)
+    counted = with_url(count, doc.url)
+    text = dd.apply_span_removals(doc.sentences, found, counted, min_sentences)
     if text is not None:
         yield doc._replace(text=text, sentences=None)
 
@@ -169,7 +172,8 @@ def apply_line_dedup(
     from c4forge.filters import dedup as dd
     from c4forge.filters.sentences import split_sentences
 
-    text = dd.apply_line_dedup(doc.text, list(owned), count, split_sentences, min_sentences)
+    counted = with_url(count, doc.url)
+    text = dd.apply_line_dedup(doc.text, list(owned), counted, split_sentences, min_sentences)
     if text is not None:
         yield doc._replace(text=text)
 
@@ -271,6 +275,7 @@ def mark_removed(loc: tuple, doc: Doc, removed: Iterable[bool], count: Count) ->
 
     if any(True for _ in removed):
         count(mh.STAGE, "removed")
+        sample(count, mh.STAGE, "removed", doc.text, doc.url)
     else:
         count(mh.STAGE, "passed")
         yield doc
@@ -282,14 +287,15 @@ def mark_removed(loc: tuple, doc: Doc, removed: Iterable[bool], count: Count) ->
 def langid(doc: Doc, count: Count, *, language: str) -> Iterator[Doc]:
     from c4forge.filters.langid import langid_filter
 
-    if langid_filter(doc.text, count, language):
+    if langid_filter(doc.text, with_url(count, doc.url), language):
         yield doc
 
 
 def badwords(doc: Doc, count: Count, *, language: str, fraction: float) -> Iterator[Doc]:
     from c4forge.filters.badwords import badwords_filter
 
-    if badwords_filter(doc.text, language, doc.normalized_url, count, fraction):
+    counted = with_url(count, doc.url)
+    if badwords_filter(doc.text, language, doc.normalized_url, counted, fraction):
         yield doc
 
 

@@ -21,7 +21,10 @@ DETAIL_LABEL = {
     "langid": "by language",
     "webtext": "list",
     "badwords": "kept",
+    "decontaminate": "by benchmark",
 }
+# Per-stage reason prefixes whose ``:<name>`` breakdowns the funnel shows as detail.
+BREAKDOWNS = {"langid": "ignored_language:", "decontaminate": "contaminated:"}
 TITLES = {
     "wet": "records → pages",  # named after the input format by ``wet_title``
     "length": "length ≤ 190,000 chars",
@@ -32,6 +35,7 @@ TITLES = {
     "clean": "line & page rules",
     "dedup": "dedup",
     "near_dedup": "near-dedup (MinHash)",
+    "decontaminate": "decontamination (eval n-grams)",
     "langid": "langdetect en ≥ 0.99",
     "badwords": "bad words",
 }
@@ -109,12 +113,13 @@ def funnel(
         flow = FLOW[stage]
         drops = {r: g(stage, r) for r in flow.drops if g(stage, r)}
         detail = {r: g(stage, r) for r in _detail_reasons(stage) if g(stage, r)}
-        if stage == "langid":  # the ignored_language:<code> breakdown is detail, not drops
+        if stage in BREAKDOWNS:  # e.g. ignored_language:<code>: detail, not drops
+            prefix = BREAKDOWNS[stage]
             detail.update(
                 {
                     r.split(":", 1)[1]: n
-                    for r, n in counters["langid"].items()
-                    if r.startswith("ignored_language:") and n
+                    for r, n in counters[stage].items()
+                    if r.startswith(prefix) and n
                 }
             )
         title = wet_title(counters, input_format) if stage == "wet" else TITLES[stage]

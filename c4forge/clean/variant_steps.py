@@ -12,6 +12,7 @@ from typing import Any
 
 from c4forge.clean.steps import Doc
 from c4forge.filters.counting import Count
+from c4forge.filters.drop_samples import sample, with_url
 
 
 def realnews(page: Any, count: Count, *, domains: Any) -> Iterator[Any]:
@@ -58,14 +59,14 @@ def webtext_join(key: str, locs: Iterable[Any], listed: Iterable[int], count: Co
 def paragraph(doc: Doc, count: Count) -> Iterator[Doc]:
     from c4forge.filters.paragraphs import paragraph_filter
 
-    if paragraph_filter(doc.text, count):
+    if paragraph_filter(doc.text, with_url(count, doc.url)):
         yield doc
 
 
 def langid_cld3(doc: Doc, count: Count, *, languages: frozenset[str]) -> Iterator[Doc]:
     from c4forge.filters.langid_cld3 import cld3_language
 
-    lang = cld3_language(doc.text, count, languages)
+    lang = cld3_language(doc.text, with_url(count, doc.url), languages)
     if lang is not None:
         yield doc._replace(language=lang)
 
@@ -83,6 +84,8 @@ def badwords_by_language(doc: Doc, count: Count, *, fraction: float) -> Iterator
     kept = badwords_filter(doc.text, doc.language, doc.normalized_url, both, fraction)
     for reason, n in bag.items():
         count(STAGE, f"{reason}:{doc.language}", n)
+    if not kept:
+        sample(count, STAGE, f"contains_badword:{doc.language}", doc.text, doc.url)
     if kept:
         yield doc
 

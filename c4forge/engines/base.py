@@ -14,6 +14,9 @@ Primitives (``label`` names the step: Beam needs unique labels, the others use i
   associative and commutative);
 * ``cogroup(label, left, right, fn)``: two pair collections, ``fn(k, lefts, rights, count)``;
 * ``distinct(coll, label)``;
+* ``broadcast(label, value)`` / ``flat_map_with(coll, label, fn, side)``: a small read-only
+  value built on the driver, shipped once to the workers (Beam side input, Spark broadcast,
+  the object itself locally); ``fn(item, count, value) -> iterable``;
 * ``shared(coll)``: ``coll`` is about to be read twice (Spark computes it once first, so its
   counters are not added twice);
 * ``loop(coll, label, body, rounds)``: ``body(engine, coll, label)`` repeated until the
@@ -32,6 +35,7 @@ plan keys-only through the primitives (``c4forge.clean.passes``), the same for e
 from __future__ import annotations
 
 import contextlib
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -39,11 +43,16 @@ from typing import Any
 Fn = Callable[..., Any]
 
 
+def _with_value(item: Any, count: Any, *, fn: Fn, value: Any) -> Any:
+    return fn(item, count, value)
+
+
 class Engine(ABC):
     name: str = "engine"
     tag: str = "engine"  # how the start-up log line names ``description``
     description: str = ""
     counter_source: str = "exact"
+    keep_samples: int = 0  # --keep-samples of the job being run (``run`` sets it)
 
     # -- primitives -----------------------------------------------------------------------------
     @abstractmethod
@@ -66,6 +75,14 @@ class Engine(ABC):
 
     def shared(self, coll: Any) -> Any:
         return coll
+
+    def broadcast(self, label: str, value: Any) -> Any:
+        """A handle on ``value`` for ``flat_map_with`` (here: the value itself)."""
+        return value
+
+    def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
+        """``fn(item, count, value)`` over ``coll``; ``side`` from ``broadcast``."""
+        return self.flat_map(coll, label, functools.partial(_with_value, fn=fn, value=side))
 
     @abstractmethod
     def loop(self, coll: Any, label: str, body: Fn, rounds: int) -> Any: ...
@@ -100,10 +117,16 @@ class Engine(ABC):
     def progress(self, files: int, quiet: bool) -> Iterator[None]:
         yield
 
+    def samples(self) -> dict[str, list]:
+        """``--keep-samples``: ``{stage/reason: [(hash, text, url), …]}`` of the finished run,
+        the combine (``drop_samples.merge``) of what every worker kept."""
+        return {}
+
     def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any]) -> list[dict]:
         """The whole plan, keys-only (``c4forge.clean.passes``); returns the per-shard stats."""
         from c4forge.clean import passes
 
+        self.keep_samples = getattr(job, "keep_samples", 0)
         with self.progress(len(files), job.quiet):
             return passes.run(self, plan, job, chunks)
 

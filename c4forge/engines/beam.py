@@ -15,6 +15,7 @@ without being read, and a runner's bundle retries reuse finished chunks too.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -26,6 +27,7 @@ from apache_beam.metrics import Metrics
 from c4forge.clean import output as co
 from c4forge.engines.base import Engine, Fn
 from c4forge.errors import ConfigError, VerificationError
+from c4forge.filters import drop_samples as ds
 from c4forge.io import storage
 
 MANIFEST_NAME = "_c4forge_shards.json"
@@ -45,13 +47,39 @@ def available_memory() -> int | None:
     except OSError:
         return None
     return None
+SAMPLES_MANIFEST = "_c4forge_samples.json"
+
+
+SAMPLES_TAG = "samples"  # the tagged output of dropped-item samples (--keep-samples)
 
 
 class BeamCount:
-    """The ``Count`` callback of the filters, backed by Beam counters (cached per name)."""
+    """The ``Count`` callback of the filters, backed by Beam counters (cached per name).
 
-    def __init__(self) -> None:
+    ``keep > 0`` (``--keep-samples``): a dropped item that enters this worker's ``keep``
+    smallest for its reason is queued in ``pending`` as ``(stage/reason, (record,))``; the DoFn
+    emits the queue on its samples output (an item this worker already beat ``keep`` times
+    cannot be in the global sample, so nothing else needs to leave the worker)."""
+
+    def __init__(self, keep: int = 0) -> None:
         self._counters: dict[tuple[str, str], Any] = {}
+        self.keep = keep
+        self.pending: list[tuple[str, tuple]] = []
+        self._bag: Any = None
+
+    def sample(self, stage: str, reason: str, text: str, url: str = "") -> None:
+        from c4forge.filters import drop_samples as ds
+
+        if self.keep > 0:
+            self.add_record(ds.key_of(stage, reason), ds.record(text, url))
+
+    def add_record(self, key: str, rec: tuple) -> None:
+        from c4forge.filters.drop_samples import SampleBag
+
+        if self._bag is None:
+            self._bag = SampleBag(self.keep)
+        if self._bag.add(key, rec):
+            self.pending.append((key, (rec,)))
 
     def __call__(self, stage: str, reason: str, n: int = 1) -> None:
         key = (stage, reason)
@@ -62,8 +90,25 @@ class BeamCount:
 
 
 class CountingDoFn(beam.DoFn):
+    keep = 0  # --keep-samples; the engine sets it on the instance
+
     def setup(self) -> None:
-        self.count = BeamCount()
+        self.count = BeamCount(self.keep)
+
+    def _out(self, items: Iterable[Any]) -> Iterable[Any]:
+        """``items``, with the samples queued meanwhile on the samples output."""
+        return self._with_samples(items) if self.keep else items
+
+    def _with_samples(self, items: Iterable[Any]) -> Iterator[Any]:
+        from apache_beam.pvalue import TaggedOutput
+
+        pending = self.count.pending
+        for item in items:
+            yield item
+            while pending:
+                yield TaggedOutput(SAMPLES_TAG, pending.pop())
+        while pending:
+            yield TaggedOutput(SAMPLES_TAG, pending.pop())
 
 
 class _MapFn(CountingDoFn):
@@ -71,19 +116,26 @@ class _MapFn(CountingDoFn):
         self.fn = fn
 
     def process(self, item: Any) -> Iterator[Any]:
-        yield from self.fn(item, self.count)
+        yield from self._out(self.fn(item, self.count))
+
+
+class _SideMapFn(_MapFn):
+    """``fn(item, count, value)`` with ``value`` a singleton side input (``broadcast``)."""
+
+    def process(self, item: Any, value: Any) -> Iterator[Any]:
+        yield from self._out(self.fn(item, self.count, value))
 
 
 class _GroupFn(_MapFn):
     def process(self, element: tuple[Any, Iterable[Any]]) -> Iterator[Any]:
         key, values = element  # re-iterable grouped values; never copied into a list here
-        yield from self.fn(key, values, self.count)
+        yield from self._out(self.fn(key, values, self.count))
 
 
 class _CoGroupFn(_MapFn):
     def process(self, element: tuple[Any, dict]) -> Iterator[Any]:
         key, joined = element
-        yield from self.fn(key, joined["left"], joined["right"], self.count)
+        yield from self._out(self.fn(key, joined["left"], joined["right"], self.count))
 
 
 def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
@@ -125,7 +177,7 @@ class _SourceFn(_MapFn):
         self.progress_dir = progress_dir
 
     def process(self, item: Any) -> Iterator[Any]:
-        yield from self.fn(item, self.count)
+        yield from self._out(self.fn(item, self.count))
         for f in getattr(item, "files", ()):  # a chunk of the job's inputs
             mark_file_read(self.progress_dir, f.path)
 
@@ -194,6 +246,26 @@ class WriteShards(beam.PTransform):
         )
 
 
+def write_manifest_raw(items: list, path: str) -> None:
+    """Hand a small list to the driver through a file, as it is."""
+    with storage.atomic_writer(path) as f:
+        f.write(json.dumps(sorted(items)).encode("utf-8"))
+
+
+class _WithSamples(beam.PTransform):
+    """A ParDo with a samples output: returns its main output, keeps the samples output."""
+
+    def __init__(self, pardo: Any, sink: list[Any]) -> None:
+        super().__init__()
+        self.pardo = pardo
+        self.sink = sink
+
+    def expand(self, coll: Any) -> Any:
+        out = coll | self.pardo.with_outputs(SAMPLES_TAG, main="main")
+        self.sink.append(out[SAMPLES_TAG])
+        return out.main
+
+
 def write_manifest(shards: list[dict], path: str) -> None:
     """Hand the per-shard stats to the driver through a file (works on every runner)."""
     data = json.dumps(sorted(shards, key=lambda s: (s["split"], s["index"]))).encode("utf-8")
@@ -222,6 +294,16 @@ class BeamEngine(Engine):
         self.progress_dir: str | None = None
         self._labels: Counter[str] = Counter()
         self._counters: dict[str, dict[str, int]] = {}
+        self.keep_samples = 0
+        self._sample_colls: list[Any] = []
+        self._samples: dict[str, list] = {}
+
+    def _par_do(self, dofn: CountingDoFn, *side: Any) -> beam.PTransform:
+        """``ParDo(dofn)``; with ``--keep-samples`` its samples output is collected too."""
+        if not self.keep_samples:
+            return beam.ParDo(dofn, *side)
+        dofn.keep = self.keep_samples
+        return _WithSamples(beam.ParDo(dofn, *side), self._sample_colls)
 
     def _label(self, label: str) -> str:
         self._labels[label] += 1
@@ -251,15 +333,23 @@ class BeamEngine(Engine):
             | f"{lbl}/inputs" >> beam.Create(items)
             | f"{lbl}/spread" >> beam.Reshuffle()
             # the progress bar counts the job's input files only (not, e.g., a URL list)
-            | lbl >> beam.ParDo(_SourceFn(fn, self.progress_dir if label == "wet" else None))
+            | lbl >> self._par_do(_SourceFn(fn, self.progress_dir if label == "wet" else None))
         )
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
-        return coll | self._label(label) >> beam.ParDo(_MapFn(fn))
+        return coll | self._label(label) >> self._par_do(_MapFn(fn))
+
+    def broadcast(self, label: str, value: Any) -> Any:
+        """A one-element PCollection, read by ``flat_map_with`` as a singleton side input."""
+        return self.pipeline | f"{self._label(label)}/resource" >> beam.Create([value])
+
+    def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
+        value = beam.pvalue.AsSingleton(side)
+        return coll | self._label(label) >> self._par_do(_SideMapFn(fn), value)
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
-        return coll | f"{lbl}/group" >> beam.GroupByKey() | lbl >> beam.ParDo(_GroupFn(fn))
+        return coll | f"{lbl}/group" >> beam.GroupByKey() | lbl >> self._par_do(_GroupFn(fn))
 
     def combine(self, coll: Any, label: str, fn: Fn) -> Any:
         return coll | self._label(label) >> beam.CombinePerKey(fn)
@@ -269,7 +359,7 @@ class BeamEngine(Engine):
         return (
             {"left": left, "right": right}
             | f"{lbl}/join" >> beam.CoGroupByKey()
-            | lbl >> beam.ParDo(_CoGroupFn(fn))
+            | lbl >> self._par_do(_CoGroupFn(fn))
         )
 
     def distinct(self, coll: Any, label: str) -> Any:
@@ -294,6 +384,15 @@ class BeamEngine(Engine):
 
     def write_shards(self, coll: Any, job: Any) -> list[dict]:
         manifest = storage.join(job.output, MANIFEST_NAME)
+        samples_path = storage.join(job.output, SAMPLES_MANIFEST)
+        if self._sample_colls:  # --keep-samples: one combine over every stage's samples
+            merged = tuple(self._sample_colls) | "samples/flatten" >> beam.Flatten()
+            fn = functools.partial(ds.merge_values, n=self.keep_samples)
+            _ = (
+                self.combine(merged, "samples/combine", fn)
+                | "samples/collect" >> beam.combiners.ToList()
+                | "samples/write" >> beam.Map(write_manifest_raw, samples_path)
+            )
         shards = coll | "output" >> WriteShards(job.output, job.format, job.output_options)
         _ = (
             shards
@@ -303,7 +402,13 @@ class BeamEngine(Engine):
         self.execute()
         stats = json.loads(storage.read_bytes(manifest))
         co.remove_files(job.output, [MANIFEST_NAME])
+        if self._sample_colls:
+            self._samples = {k: v for k, v in json.loads(storage.read_bytes(samples_path))}
+            co.remove_files(job.output, [SAMPLES_MANIFEST])
         return stats
+
+    def samples(self) -> dict[str, list]:
+        return self._samples
 
     def execute(self) -> None:
         """Run the pipeline built so far; keep its counters (``counters()``)."""

@@ -93,30 +93,32 @@ def bucket_of(key: Any, buckets: int) -> int:
 # --- tasks (module level: run in the worker processes) -------------------------------------------
 
 
-def _timed_task(work: Callable[[CounterBag], None]) -> tuple[dict, float]:
-    bag = CounterBag()
+
+
+def _timed_task(work: Callable[[CounterBag], None], keep: int = 0) -> tuple[dict, float, dict]:
+    bag = CounterBag(keep)
     start = time.process_time()
     work(bag)
-    return bag.counts, time.process_time() - start
+    return bag.counts, time.process_time() - start, bag.samples
 
 
-def _map_task(fn: Fn, inputs: list[str], out: str) -> tuple[dict, float]:
+def _map_task(fn: Fn, inputs: list[str], out: str, keep: int = 0) -> tuple:
     def work(bag: CounterBag) -> None:
         write_items(out, (o for path in inputs for item in read_items(path) for o in fn(item, bag)))
 
-    return _timed_task(work)
+    return _timed_task(work, keep)
 
 
-def _source_task(fn: Fn, items: list[Any], out: str) -> tuple[dict, float]:
+def _source_task(fn: Fn, items: list[Any], out: str, keep: int = 0) -> tuple:
     def work(bag: CounterBag) -> None:
         write_items(out, (o for item in items for o in fn(item, bag)))
 
-    return _timed_task(work)
+    return _timed_task(work, keep)
 
 
 def _scatter_task(
-    inputs: list[str], outs: list[str], whole: bool, combine: Fn | None
-) -> tuple[dict, float]:
+    inputs: list[str], outs: list[str], whole: bool, combine: Fn | None, keep: int = 0
+) -> tuple:
     """One partition → one file per bucket (by the key, or by the whole item for
     ``distinct``); ``combine``: values pre-combined per key first, as Beam's combiner lifting."""
 
@@ -152,7 +154,7 @@ def _scatter_task(
             for f in files:
                 f.close()
 
-    return _timed_task(work)
+    return _timed_task(work, keep)
 
 
 def _grouped(paths: Iterable[str]) -> dict[Any, list[Any]]:
@@ -163,7 +165,7 @@ def _grouped(paths: Iterable[str]) -> dict[Any, list[Any]]:
     return out
 
 
-def _reduce_task(kind: str, fn: Fn | None, sides: list[list[str]], out: str) -> tuple[dict, float]:
+def _reduce_task(kind: str, fn: Fn | None, sides: list[list[str]], out: str, keep: int = 0) -> tuple:
     """One bucket (every partition's file of it, per side) → its output partition."""
 
     def work(bag: CounterBag) -> None:
@@ -184,7 +186,7 @@ def _reduce_task(kind: str, fn: Fn | None, sides: list[list[str]], out: str) -> 
             seen = dict.fromkeys(item for path in sides[0] for item in read_items(path))
             write_items(out, seen)
 
-    return _timed_task(work)
+    return _timed_task(work, keep)
 
 
 # --- the engine ----------------------------------------------------------------------------------
@@ -220,12 +222,13 @@ class LocalEngine(Engine):
 
                 ctx = multiprocessing.get_context("fork")
                 self._pool = ctx.Pool(self.workers)
-            results = [self._pool.apply_async(f, args) for f, args in tasks]
+            results = [self._pool.apply_async(f, (*args, self.bag.keep)) for f, args in tasks]
             outs = [r.get() for r in results]
         else:
-            outs = [f(*args) for f, args in tasks]
-        for counts, cpu in outs:
+            outs = [f(*args, self.bag.keep) for f, args in tasks]
+        for counts, cpu, samples in outs:
             self.bag.merge(counts)
+            self.bag.merge_samples(samples)
             self.seconds[label.split("/", 1)[0]] += cpu
 
     def _out(self, label: str, files: list[str]) -> Coll:
@@ -351,6 +354,14 @@ class LocalEngine(Engine):
 
     def counters(self) -> dict[str, dict[str, int]]:
         return self.bag.counts
+
+    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any]) -> list[dict]:
+        self.bag.keep = getattr(job, "keep_samples", 0)
+        return super().run(plan, files, job, chunks)
+
+    def samples(self) -> dict[str, list]:
+        """The merged samples of every task (already the smallest per reason)."""
+        return {k: [tuple(r) for r in v] for k, v in sorted(self.bag.samples.items())}
 
     def close(self) -> None:
         profile = os.environ.get("C4FORGE_ENGINE_PROFILE")

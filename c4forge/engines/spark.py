@@ -68,14 +68,41 @@ def materialize(rdd: Any) -> Any:
     return rdd
 
 
-def counted(acc: Any, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]]):
-    """Wrap a partition function: it counts into a local bag, added to ``acc`` once at the end."""
+class SamplesParam(AccumulatorParam):
+    """``--keep-samples``: ``{stage/reason: records}`` merged by ``drop_samples.merge`` (the
+    smallest ``n`` of the union: associative, commutative, idempotent, so a recomputed
+    partition cannot change the sample)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 - Spark's name
+        from c4forge.filters.drop_samples import merge
+
+        for key, recs in b.items():
+            a[key] = list(merge([a.get(key, ()), recs], self.n))
+        return a
+
+
+def counted(
+    acc: Any,
+    fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]],
+    samples: Any = None,
+    keep: int = 0,
+):
+    """Wrap a partition function: it counts into a local bag, added to ``acc`` once at the end
+    (and its kept samples to ``samples``, with ``--keep-samples``)."""
 
     def run(items: Iterator[Any]) -> Iterator[Any]:
-        bag = CounterBag()
+        bag = CounterBag(keep)
         yield from fn(items, bag)
         if bag.counts:
             acc.add(bag.counts)
+        if samples is not None and bag.samples:
+            samples.add(bag.samples)
 
     return run
 
@@ -262,6 +289,15 @@ def _map_all(fn: Fn):
     return run
 
 
+def _map_all_with(fn: Fn, side: Any):
+    def run(items: Iterator[Any], bag: CounterBag) -> Iterator[Any]:
+        value = side.value  # the broadcast, fetched once per partition
+        for item in items:
+            yield from fn(item, bag, value)
+
+    return run
+
+
 def _group_all(fn: Fn):
     def run(items: Iterator[tuple[Any, Iterable[Any]]], bag: CounterBag) -> Iterator[Any]:
         for key, values in items:
@@ -303,12 +339,26 @@ class SparkEngine(Engine):
             spark_context = make_context(master, job.workers, list(job.passthrough))
         self.sc = spark_context
         self.acc = self.sc.accumulator({}, CountersParam())
+        self.sacc: Any = None  # --keep-samples accumulator (``run``)
         self.parts = 2
         self.description = f"Spark {self.sc.master} ({self.sc.defaultParallelism} cores)"
 
     # -- primitives -----------------------------------------------------------------------------
     def _counted(self, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]]):
-        return counted(self.acc, fn)
+        return counted(self.acc, fn, self.sacc, self.keep_samples)
+
+    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any]) -> list[dict]:
+        keep = getattr(job, "keep_samples", 0)
+        self.keep_samples = keep  # set before the primitives are wired (``_counted`` reads it)
+        self.sacc = self.sc.accumulator({}, SamplesParam(keep)) if keep else None
+        self.parts = max(2, self.sc.defaultParallelism, len(chunks))  # ≥ one partition per chunk
+        return super().run(plan, files, job, chunks)
+
+    def samples(self) -> dict[str, list]:
+        if self.sacc is None:
+            return {}
+        merged = SamplesParam(self.keep_samples).addInPlace({}, self.sacc.value)
+        return {k: [tuple(r) for r in v] for k, v in sorted(merged.items())}
 
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
         rdd = self.sc.parallelize(items, max(1, len(items)))
@@ -316,6 +366,12 @@ class SparkEngine(Engine):
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
         return coll.mapPartitions(self._counted(_map_all(fn)))
+
+    def broadcast(self, label: str, value: Any) -> Any:
+        return self.sc.broadcast(value)
+
+    def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
+        return coll.mapPartitions(self._counted(_map_all_with(fn, side)))
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
         return coll.groupByKey(self.parts).mapPartitions(self._counted(_group_all(fn)))
@@ -351,10 +407,6 @@ class SparkEngine(Engine):
     # -- job level ------------------------------------------------------------------------------
     def resolve_inputs(self, job: Any) -> list[InputFile]:
         return resolve_all(self.sc, list(job.inputs), job.input_format)
-
-    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any]) -> list[dict]:
-        self.parts = max(2, self.sc.defaultParallelism, len(chunks))  # ≥ one partition per chunk
-        return super().run(plan, files, job, chunks)
 
     def write_shards(self, coll: Any, job: Any) -> list[dict]:
         split_docs = materialize(coll)

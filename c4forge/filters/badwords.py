@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass
 
 from c4forge.errors import ConfigError, VerificationError
+from c4forge.filters import drop_samples as ds
 from c4forge.filters.counting import Count
 
 STAGE = "badwords"
@@ -185,6 +186,7 @@ def badwords_filter(
         count(STAGE, "soft_passed")
         return True
     count(STAGE, "contains_badword")
+    ds.sample(count, STAGE, "contains_badword", text)
     return False
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from c4forge.filters import drop_samples as ds
 from c4forge.filters.counting import Count
 from c4forge.filters.sentences import split_sentences
 
@@ -62,20 +63,27 @@ def clean_page(text: str, count: Count) -> CleanedPage | None:
     num_sentences = 0
     too_long_word = no_endmark = too_short = javascript = policy = 0
     page_reason = None
+    keep = ds.sampling(count)  # --keep-samples: report each dropped line
     for raw in text.splitlines():
         line = raw.strip()
         if len(line) > MAX_WORD_LENGTH and _has_too_long_word(line):
             too_long_word += 1
+            if keep:
+                ds.sample(count, STAGE, "too_long_word", line)
             continue
         if "[" in line:  # every citation marker starts with "["
             line = CITATION_RE.sub("", line)  # not stripped again (reference)
         if not line.endswith(END_MARKS) or line.endswith(ELLIPSIS):
             no_endmark += 1
+            if keep:
+                ds.sample(count, STAGE, "no_endmark", line)
             continue
         # `len(line.split()) < 5` without splitting the whole line: with maxsplit=4 the list
         # has min(words, 5) items (str.split(None, n) drops trailing whitespace too).
         if len(line.split(None, MIN_WORDS_PER_LINE - 1)) < MIN_WORDS_PER_LINE:
             too_short += 1
+            if keep:
+                ds.sample(count, STAGE, "too_short", line)
             continue
         low = line.lower()
         if LOREM_IPSUM in low:
@@ -83,12 +91,16 @@ def clean_page(text: str, count: Count) -> CleanedPage | None:
             break
         if JAVASCRIPT in low:
             javascript += 1
+            if keep:
+                ds.sample(count, STAGE, "javascript", line)
             continue
         if CURLY_BRACKET in line:
             page_reason = "squigglybracket"
             break
         if any(p in low for p in POLICY_SUBSTRINGS):
             policy += 1
+            if keep:
+                ds.sample(count, STAGE, "policy", line)
             continue
         sents = split_sentences(line)
         num_sentences += len(sents)
@@ -106,9 +118,11 @@ def clean_page(text: str, count: Count) -> CleanedPage | None:
             count(STAGE, reason, n)
     if page_reason is not None:  # a page-level drop stops the scan: nothing after it counts
         count(STAGE, page_reason)
+        ds.sample(count, STAGE, page_reason, text)
         return None
     if num_sentences < MIN_NUM_SENTENCES:
         count(STAGE, "too_few_sentences")
+        ds.sample(count, STAGE, "too_few_sentences", text)
         return None
     count(STAGE, "passed")
     cleaned = "\n".join(kept).strip()
@@ -125,6 +139,7 @@ def length_filter(page_text: str, count: Count) -> bool:
     """§5: keep a page of at most ``MAX_PAGE_CHARS`` characters (stage ``length``)."""
     if len(page_text) > MAX_PAGE_CHARS:
         count(LENGTH_STAGE, "too_long_page")
+        ds.sample(count, LENGTH_STAGE, "too_long_page", page_text)
         return False
     count(LENGTH_STAGE, "passed")
     return True

@@ -12,7 +12,7 @@ This module is the one list of reason names (``REASONS``) and of the page flow b
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 Count = Callable[..., None]  # count(stage: str, reason: str, n: int = 1) -> None
 
@@ -72,6 +72,8 @@ FLOW: dict[str, Flow] = {
     "paragraph": Flow(("too_few_paragraphs",), ("passed",)),  # --variant multilingual
     "dedup": Flow(("empty", "too_few_sentences"), ("passed",)),
     NEAR_DEDUP_STAGE: Flow(("removed",), ("passed",)),
+    # --decontaminate (issue 17); `contaminated:<benchmark>` breakdowns are added dynamically
+    "decontaminate": Flow(("contaminated",), ("passed",)),
     "langid": Flow(
         ("langdetect_exception", "no_predictions", "low_confidence", "ignored_language"),
         ("passed",),
@@ -126,6 +128,7 @@ REASONS: dict[str, tuple[str, ...]] = {
         "passed",
     ),
     NEAR_DEDUP_STAGE: NEAR_DEDUP_REASONS,
+    "decontaminate": FLOW["decontaminate"].outcomes,
     "langid": FLOW["langid"].outcomes,
     # CLD3 (--variant multilingual): only ignored_language drops a page; und_* pages are kept
     # (as `und`, counted in passed too). `passed:<code>` breakdowns are added dynamically.
@@ -137,6 +140,8 @@ REASONS: dict[str, tuple[str, ...]] = {
 
 # Stages only some corpus variants run (issue 10): never part of a run unless its plan lists them.
 VARIANT_STAGES: frozenset[str] = frozenset({"realnews", "webtext", "paragraph"})
+# Stages a run has only when an option asks for them (or its variant runs them).
+OPTIONAL_STAGES: frozenset[str] = VARIANT_STAGES | {"decontaminate"}
 
 
 def stage_reasons(
@@ -167,7 +172,7 @@ def stage_reasons(
                 out["langid"] = reasons
             continue
         if stages is None:
-            if stage in VARIANT_STAGES:
+            if stage in OPTIONAL_STAGES:
                 continue
         elif stage != "wet" and stage not in stages:
             continue
@@ -180,10 +185,36 @@ def stage_reasons(
 
 
 class CounterBag:
-    """A plain ``{stage: {reason: n}}`` collector that is also a ``Count`` callback."""
+    """A plain ``{stage: {reason: n}}`` collector that is also a ``Count`` callback; with
+    ``keep > 0`` it also keeps per reason the ``keep`` dropped items of smallest hash
+    (``--keep-samples``, ``c4forge.filters.drop_samples``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: int = 0) -> None:
         self.counts: dict[str, dict[str, int]] = {}
+        self.keep = keep
+        self._samples: object | None = None
+
+    def sample(self, stage: str, reason: str, text: str, url: str = "") -> None:
+        if self.keep <= 0:
+            return
+        from c4forge.filters import drop_samples as ds
+
+        if self._samples is None:
+            self._samples = ds.SampleBag(self.keep)
+        self._samples.add(ds.key_of(stage, reason), ds.record(text, url))  # type: ignore[attr-defined]
+
+    @property
+    def samples(self) -> dict[str, list[tuple[str, str, str]]]:
+        """``{stage/reason: [(hash, text, url), …]}`` kept so far (empty without ``keep``)."""
+        return {} if self._samples is None else self._samples.as_dict()  # type: ignore[attr-defined]
+
+    def merge_samples(self, other: Mapping[str, Any]) -> None:
+        if other and self.keep > 0:
+            from c4forge.filters import drop_samples as ds
+
+            if self._samples is None:
+                self._samples = ds.SampleBag(self.keep)
+            self._samples.merge(other)  # type: ignore[attr-defined]
 
     def __call__(self, stage: str, reason: str, n: int = 1) -> None:
         bucket = self.counts.setdefault(stage, {})
@@ -260,7 +291,7 @@ def conservation_errors(
         if near_dedup is None:
             near_dedup = NEAR_DEDUP_STAGE in c
         chain = [
-            s for s in FLOW if (s != "dedup" or dedup != "none") and s not in VARIANT_STAGES
+            s for s in FLOW if (s != "dedup" or dedup != "none") and s not in OPTIONAL_STAGES
         ]
         if not near_dedup:
             chain.remove(NEAR_DEDUP_STAGE)

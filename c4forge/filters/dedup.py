@@ -16,6 +16,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
+from c4forge.filters import drop_samples as ds
 from c4forge.filters.counting import Count
 
 STAGE = "dedup"
@@ -132,6 +133,7 @@ def apply_span_removals(
     Returns the new text, or ``None`` when the page is dropped (``empty``/``too_few_sentences``).
     ``min_sentences=0`` skips the recheck, for variants without the line rules (as lines).
     """
+    keep = ds.sampling(count)
     marked: dict[int, set[int]] = {}
     for r in removals:
         marked.setdefault(r.line_index, set()).update(range(r.j, r.j + r.length))
@@ -140,18 +142,26 @@ def apply_span_removals(
     removed = 0
     for line_index, line_sents in enumerate(sentences):
         drop = marked.get(line_index, ())
-        keep = [s for i, s in enumerate(line_sents) if i not in drop]
-        removed += len(line_sents) - len(keep)
-        if keep:
-            lines.append(" ".join(keep))
-            kept_sentences += len(keep)
+        kept = [s for i, s in enumerate(line_sents) if i not in drop]
+        removed += len(line_sents) - len(kept)
+        if keep and drop:
+            for i in sorted(drop):
+                if i < len(line_sents):
+                    ds.sample(count, STAGE, "duplicate_sentence", line_sents[i])
+        if kept:
+            lines.append(" ".join(kept))
+            kept_sentences += len(kept)
     if removed:
         count(STAGE, "duplicate_sentence", removed)
     if kept_sentences == 0:
         count(STAGE, "empty")
+        if keep:
+            ds.sample(count, STAGE, "empty", "\n".join(" ".join(s) for s in sentences))
         return None
     if kept_sentences < min_sentences:
         count(STAGE, "too_few_sentences")
+        if keep:
+            ds.sample(count, STAGE, "too_few_sentences", "\n".join(lines))
         return None
     count(STAGE, "passed")
     return "\n".join(lines)
@@ -211,14 +221,19 @@ def apply_line_dedup(
     ``en.noclean``).
     """
     owned = set(owned_keys)
+    keep = ds.sampling(count)
     seen: set[str] = set()
     kept: list[str] = []
     for line in text.split("\n"):
         key = line_key(line)
         if key not in owned:
             count(STAGE, "global_duplicate")
+            if keep:
+                ds.sample(count, STAGE, "global_duplicate", line)
         elif key in seen:
             count(STAGE, "local_duplicate")
+            if keep:
+                ds.sample(count, STAGE, "local_duplicate", line)
         else:
             count(STAGE, "line_passed")
             kept.append(line)
@@ -226,9 +241,11 @@ def apply_line_dedup(
     new_text = "\n".join(kept)
     if not new_text:
         count(STAGE, "empty")
+        ds.sample(count, STAGE, "empty", text)
         return None
     if min_sentences and len(split_sentences(new_text)) < min_sentences:
         count(STAGE, "too_few_sentences")
+        ds.sample(count, STAGE, "too_few_sentences", new_text)
         return None
     count(STAGE, "passed")
     return new_text

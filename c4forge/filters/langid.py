@@ -13,6 +13,7 @@ import importlib.metadata
 import os
 import threading
 
+from c4forge.filters import drop_samples as ds
 from c4forge.filters.counting import Count
 
 STAGE = "langid"
@@ -52,17 +53,21 @@ def langid_filter(text: str, count: Count, language: str = "en") -> bool:
         predictions = _detect_langs(text)
     except LangDetectException:
         count(STAGE, "langdetect_exception")
+        ds.sample(count, STAGE, "langdetect_exception", text)
         return False
     if not predictions:
         count(STAGE, "no_predictions")
+        ds.sample(count, STAGE, "no_predictions", text)
         return False
     lang, prob = predictions[0]
     if prob < MIN_PROBABILITY:
         count(STAGE, "low_confidence")
+        ds.sample(count, STAGE, "low_confidence", text)
         return False
     if lang != language:
         count(STAGE, "ignored_language")
         count(STAGE, f"ignored_language:{lang}")
+        ds.sample(count, STAGE, "ignored_language", text)
         return False
     count(STAGE, "passed")
     return True

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from c4forge.errors import ConfigError
+from c4forge.filters import drop_samples as ds
 from c4forge.filters.counting import Count
 
 STAGE = "langid"
@@ -117,10 +118,22 @@ def cld3_language(text: str, count: Count, languages: frozenset[str]) -> str | N
     elif code not in languages:
         count(STAGE, "ignored_language")
         count(STAGE, f"ignored_language:{code}")
+        ds.sample(count, STAGE, "ignored_language", text)
         return None
     count(STAGE, "passed")
     count(STAGE, f"passed:{code}")
     return code
+
+
+def _gcld3_version() -> str:
+    """The version of the distribution that provides the ``gcld3`` module: ``gcld3`` itself or
+    ``cld3-py`` (prebuilt wheels of the same module, the dependency since pyproject moved)."""
+    for dist in ("gcld3", "cld3-py"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown"
 
 
 def cld3_fingerprint() -> dict:
@@ -129,7 +142,7 @@ def cld3_fingerprint() -> dict:
     require_gcld3()
     return {
         "package": "gcld3",
-        "version": importlib.metadata.version("gcld3"),
+        "version": _gcld3_version(),
         "model_languages": len(CLD3_LANGUAGES),
         "min_num_bytes": MIN_NUM_BYTES,
         "max_num_bytes": MAX_NUM_BYTES,

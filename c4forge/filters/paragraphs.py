@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 
+from c4forge.filters import drop_samples as ds
 from c4forge.filters.counting import Count
 
 STAGE = "paragraph"
@@ -27,6 +28,7 @@ def paragraph_filter(text: str, count: Count) -> bool:
         or min(heapq.nlargest(MIN_PARAGRAPHS, lengths)) < MIN_PARAGRAPH_CHARS
     ):
         count(STAGE, "too_few_paragraphs")
+        ds.sample(count, STAGE, "too_few_paragraphs", text)
         return False
     count(STAGE, "passed")
     return True

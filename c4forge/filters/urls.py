@@ -11,6 +11,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from c4forge.filters.drop_samples import sample
+
 if TYPE_CHECKING:
     from c4forge.filters.counting import Count
 
@@ -60,6 +62,9 @@ def choose_url_copy_counted(pages: Sequence[P], count: Count) -> P:
     kept, tie_by_text = choose_url_copy(pages)
     if len(pages) > 1:
         count("url_dedup", "duplicate_url", len(pages) - 1)
+        for p in pages:
+            if p is not kept:
+                sample(count, "url_dedup", "duplicate_url", p.text, p.url)
     if tie_by_text:
         count("url_dedup", "tie_text_md5")
     count("url_dedup", "passed")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from c4forge.finetune.cli_finetune import TASK_HELP, add_custom_args
+from c4forge.finetune.options import EvaluateOptions
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,22 +15,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="score a fine-tuned model (metrics + predictions.jsonl)",
         description=__doc__,
     )
-    p.add_argument("ft", help="a `c4forge finetune` output folder")
-    p.add_argument("--task", required=True, help=TASK_HELP)
-    p.add_argument("--data", required=True, help="GLUE folder, or the custom file to score")
-    p.add_argument("--split", help="split file name (default: the task's dev split(s))")
-    p.add_argument("--head", choices=("text", "cls", "hire"), help="must match the run's head")
-    p.add_argument("--output", "-o", help="where results go (default FT/eval-TASK-SPLIT)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda", "xla"))
-    p.add_argument("--no-progress", dest="progress", action="store_false")
-    add_custom_args(p)
+    EvaluateOptions.add_flags(p)
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from c4forge.finetune.clean_subset import summary_lines
     from c4forge.finetune.evaluate_run import evaluate_run
     from c4forge.finetune.outputs import summary_text
 
-    res, out = evaluate_run(args)
-    print(summary_text(res, out, command="evaluate"), file=sys.stdout)
+    res, out = evaluate_run(EvaluateOptions.from_args(args))
+    text = summary_text(res, out, command="evaluate")
+    if "clean_subset" in res:
+        text += "\n" + "\n".join(summary_lines(res["clean_subset"]))
+    print(text, file=sys.stdout)
     return 0

@@ -3,7 +3,6 @@ evaluation (results.json + predictions.jsonl)."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from typing import Any
@@ -11,58 +10,73 @@ from typing import Any
 from c4forge.errors import ConfigError
 from c4forge.finetune.evaluation import predict_split
 from c4forge.finetune.loop import encoded_for_eval
+from c4forge.finetune.options import EvaluateOptions
 from c4forge.finetune.outputs import spec_of, write_results
 from c4forge.finetune.restore import load_finetuned
 from c4forge.finetune.taskdata import load_task_data
 from c4forge.finetune.tasks import CustomFields, get_task
 
 
-def evaluate_run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+def evaluate_run(opts: EvaluateOptions) -> tuple[dict[str, Any], str]:
     from c4forge.trainers.device import resolve_device
 
-    model, run_cfg, vocab = load_finetuned(args.ft)
-    task = "custom" if args.task == "custom" else get_task(args.task).name
+    model, run_cfg, vocab = load_finetuned(opts.ft)
+    task = "custom" if opts.task == "custom" else get_task(opts.task).name
     if task != run_cfg["task"]:
-        raise ConfigError(f"{args.ft} was fine-tuned on {run_cfg['task']}, not {task}")
-    if args.head and args.head != run_cfg["head"]:
+        raise ConfigError(f"{opts.ft} was fine-tuned on {run_cfg['task']}, not {task}")
+    if opts.head and opts.head != run_cfg["head"]:
         kind = (
             "an encoder-decoder fine-tuned text-to-text"
             if run_cfg["head"] == "text"
             else (f"a model with a {run_cfg['head']} head")
         )
         raise ConfigError(
-            f"--head {args.head}: {args.ft} is {kind}; it can only be evaluated with its own head "
-            f"({run_cfg['head']}); fine-tune the pretraining checkpoint with --head {args.head}"
+            f"--head {opts.head}: {opts.ft} is {kind}; it can only be evaluated with its own head "
+            f"({run_cfg['head']}); fine-tune the pretraining checkpoint with --head {opts.head}"
         )
-    dev = resolve_device(args.device)
+    excluded = None
+    if opts.exclude:  # checked before the model runs
+        from c4forge.finetune.clean_subset import load_exclusions
+
+        excluded = load_exclusions(opts.exclude, task)
+    dev = resolve_device(opts.device)
     model.to(dev.device)
     custom = None
     if task == "custom":
         saved = run_cfg["custom"]
         custom = CustomFields(
-            args.text_field or saved["text"], args.label_field or saved["label"],
-            args.text_pair_field or saved["pair"], saved["regression"],
+            opts.text_field or saved["text"], opts.label_field or saved["label"],
+            opts.text_pair_field or saved["pair"], saved["regression"],
         )  # fmt: skip
     labels = tuple(run_cfg["labels"]) if run_cfg["labels"] else None
     data = load_task_data(
-        task, args.data, train=False, split=args.split, custom=custom,
-        eval_data=args.eval_data, labels=labels,
+        task, opts.data, train=False, split=opts.split, custom=custom,
+        eval_data=opts.eval_data, labels=labels,
     )  # fmt: skip
     data.spec = spec_of(run_cfg)
     enc = encoded_for_eval(run_cfg, vocab, data)
     t0 = time.perf_counter()
     results = {
         name: predict_split(name, data.spec, e, model, run_cfg["head"], vocab, dev,
-                            args.batch_size, args.progress)
+                            opts.batch_size, opts.progress)
         for name, e in enc.items()
     }  # fmt: skip
     seconds = time.perf_counter() - t0
-    split_name = args.split or "dev"
-    out = args.output or os.path.join(args.ft, f"eval-{task}-{split_name}")
+    split_name = opts.split or "dev"
+    out = opts.output or os.path.join(opts.ft, f"eval-{task}-{split_name}")
     os.makedirs(out, exist_ok=True)
     cfg = dict(run_cfg, data_files=data.files)
     res = write_results(
         out, cfg, results, {k: v.truncated for k, v in enc.items()},
         {"eval_seconds": seconds}, None,
     )  # fmt: skip
+    if excluded is not None:
+        from c4forge.finetune.clean_subset import score_clean_subset
+        from c4forge.finetune.outputs import RESULTS
+        from c4forge.io.storage import write_json
+
+        records = [rec for r in results.values() for rec in r.predictions]
+        res["clean_subset"] = {"report": os.path.abspath(opts.exclude),
+                               **score_clean_subset(data.spec, records, excluded)}  # fmt: skip
+        write_json(os.path.join(out, RESULTS), res)
     return res, out

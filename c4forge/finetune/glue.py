@@ -14,38 +14,16 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from c4forge.finetune.loop import FinetuneOptions, finetune
 from c4forge.finetune.metrics import glue_score
+from c4forge.finetune.options import GlueOptions
 from c4forge.finetune.outputs import RESULTS
 from c4forge.finetune.tasks import get_task
 from c4forge.io.storage import atomic_write_text, read_json, write_json
-
-
-@dataclass
-class GlueOptions:
-    checkpoint: str
-    data: str
-    output: str
-    tasks: list[str]
-    heads: list[str] | None = None
-    seeds: int = 3
-    also_random_init: bool = False
-    epochs: float | None = None
-    steps: int | None = None
-    lr: float | None = None
-    batch_size: int = 32
-    max_length: int = 128
-    max_train_examples: int | None = None
-    vocab: str | None = None
-    device: str = "auto"
-    compile: bool | None = None
-    log_every: int = 10
-    progress: bool = True
 
 
 def _default_heads(checkpoint: str, vocab: str | None) -> list[str]:
@@ -140,12 +118,33 @@ def glue_markdown(checkpoint: str, rows: list[dict[str, Any]], tasks: list[str])
     return "\n".join(lines) + "\n"
 
 
+def _clean_runs(
+    o: GlueOptions, runs: list[dict[str, Any]], exclusions: dict[str, dict[str, set[int]]]
+) -> list[dict[str, Any]]:
+    """Each run re-scored on its clean subset (from its predictions.jsonl)."""
+    from c4forge.finetune.clean_subset import score_clean_subset
+    from c4forge.finetune.outputs import PREDICTIONS, read_predictions
+
+    out = []
+    for r in runs:
+        folder = os.path.join(o.output, "runs", r["init"], r["head"], r["task"], f"seed-{r['seed']}")
+        preds = read_predictions(os.path.join(folder, PREDICTIONS))
+        clean = score_clean_subset(get_task(r["task"]), preds, exclusions[r["task"]])
+        out.append(dict(r, metrics=clean["metrics"], task_score=clean["task_score"]))
+    return out
+
+
 def run_glue(o: GlueOptions) -> str:
     from c4forge.finetune.plots import plot_glue, plot_hire_scores
 
     tasks = [get_task(t).name for t in o.tasks]
     heads = o.heads or _default_heads(o.checkpoint, o.vocab)
     inits = ["pretrained", "random"] if o.also_random_init else ["pretrained"]
+    exclusions = {}
+    if o.exclude:  # checked before any fine-tuning
+        from c4forge.finetune.clean_subset import load_exclusions
+
+        exclusions = {t: load_exclusions(o.exclude, t) for t in tasks}
     os.makedirs(o.output, exist_ok=True)
     runs = []
     total = len(inits) * len(heads) * len(tasks) * o.seeds
@@ -161,12 +160,20 @@ def run_glue(o: GlueOptions) -> str:
                     runs.append(_one_run(o, init, head, task, seed))
     rows = summarise(runs, tasks, o.seeds)
     fingerprint = runs[0]["checkpoint_fingerprint"] if runs else None
-    write_json(
-        os.path.join(o.output, "glue.json"),
-        {"checkpoint": os.path.abspath(o.checkpoint), "fingerprint": fingerprint,
-         "tasks": tasks, "seeds": o.seeds, "rows": rows},
-    )  # fmt: skip
+    record = {"checkpoint": os.path.abspath(o.checkpoint), "fingerprint": fingerprint,
+              "tasks": tasks, "seeds": o.seeds, "rows": rows}  # fmt: skip
     table = glue_markdown(o.checkpoint, rows, tasks)
+    if o.exclude:
+        clean_rows = summarise(_clean_runs(o, runs, exclusions), tasks, o.seeds)
+        record["exclude"] = os.path.abspath(o.exclude)
+        record["excluded_examples"] = {t: sum(map(len, exclusions[t].values())) for t in tasks}
+        record["clean_rows"] = clean_rows
+        excluded = ", ".join(f"{get_task(t).name} {record['excluded_examples'][t]}" for t in tasks)
+        table += (
+            f"\nClean subset (contaminated dev examples excluded: {excluded}):\n\n"
+            + glue_markdown(o.checkpoint, clean_rows, tasks)
+        )
+    write_json(os.path.join(o.output, "glue.json"), record)
     atomic_write_text(os.path.join(o.output, "glue.md"), table)
     plot_glue(rows, tasks, os.path.join(o.output, "glue.png"))
     plot_hire_scores(rows, tasks, os.path.join(o.output, "hire_scores.png"))

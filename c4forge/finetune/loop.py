@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,12 @@ from c4forge.finetune.encoding import Encoded, collate, encode_examples
 from c4forge.finetune.evaluation import predict_split
 from c4forge.finetune.heads import HEADS
 from c4forge.finetune.model import build_finetune_model
+from c4forge.finetune.options import (  # noqa: F401 - FinetuneOptions: its historical home
+    DEFAULT_BATCH,
+    DEFAULT_EPOCHS,
+    DEFAULT_MAX_LENGTH,
+    FinetuneOptions,
+)
 from c4forge.finetune.outputs import (
     RUN_CONFIG,
     copy_vocabulary,
@@ -37,16 +43,12 @@ from c4forge.finetune.outputs import (
     write_results,
 )
 from c4forge.finetune.taskdata import load_task_data
-from c4forge.finetune.tasks import CustomFields
 from c4forge.io.storage import write_json
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers.device import resolve_device
 from c4forge.trainers.loss import decoder_inputs, weighted_cross_entropy
 from c4forge.trainers.metrics import CURVE, MetricsLog, plot_loss_curve
 
-DEFAULT_EPOCHS = 3  # BERT's recipe
-DEFAULT_BATCH = 32
-DEFAULT_MAX_LENGTH = 128
 # Options that fix the trajectory: a resumed run must not change them.
 TRAJECTORY = (
     "task",
@@ -57,47 +59,6 @@ TRAJECTORY = (
     "max_train_examples",
     "random_init",
 )
-
-
-@dataclass
-class FinetuneOptions:
-    checkpoint: str
-    task: str
-    data: str
-    output: str
-    head: str | None = None  # default: text for T5, cls for BERT
-    epochs: float | None = None
-    steps: int | None = None
-    lr: float | None = None
-    batch_size: int = DEFAULT_BATCH
-    max_length: int = DEFAULT_MAX_LENGTH
-    seed: int = 0
-    device: str = "auto"
-    resume: bool = False
-    overwrite: bool = False
-    random_init: bool = False
-    vocab: str | None = None
-    max_train_examples: int | None = None
-    eval_data: str | None = None
-    text_field: str | None = None
-    text_pair_field: str | None = None
-    label_field: str | None = None
-    regression: bool = False
-    save_every: int = 0
-    eval_every: int = 0
-    log_every: int = 10
-    keep_checkpoints: int = 1
-    compile: bool | None = None
-    progress: bool = True
-    stop_after_step: int | None = None  # stop early with a checkpoint (resume later)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def custom(self) -> CustomFields | None:
-        if self.task != "custom":
-            return None
-        return CustomFields(
-            self.text_field or "", self.label_field or "", self.text_pair_field, self.regression
-        )
 
 
 def _check_head(head: str, backbone: Backbone) -> None:

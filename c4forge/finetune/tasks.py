@@ -204,8 +204,9 @@ def custom_spec(fields: CustomFields, labels: tuple[str, ...] | None) -> TaskSpe
     return TaskSpec("custom", "", cols, cols, fields.label, labels, labels, metrics)
 
 
-def _custom_rows(path: str):
-    """(line, dict) per record of a .tsv / .csv / .jsonl file."""
+def table_rows(path: str):
+    """(line, dict) per record of a .tsv / .csv / .jsonl file (also the benchmark files of
+    ``c4forge.contamination``)."""
     ext = os.path.splitext(path)[1].lower()
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file")
@@ -247,7 +248,7 @@ def load_custom(
     """Rows of the user's file and the label set: taken from this file (sorted) when ``labels``
     is None (training data), else every label must be one of ``labels`` (never a new class)."""
     raw: list[tuple[int, str, str | None, str]] = []
-    for line, rec in _custom_rows(path):
+    for line, rec in table_rows(path):
         for name in (fields.text, fields.label, fields.pair):
             if name is not None and name not in rec:
                 raise InputError(f"{path}:{line}: no field {name!r} (has {', '.join(rec)})")

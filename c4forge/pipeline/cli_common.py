@@ -1,19 +1,30 @@
-"""Arguments every Beam-job subcommand shares (argparse only: `--help` must stay instant)."""
+"""Options every Beam-job config shares (argparse only: `--help` must stay instant).
+
+Field factories for ``c4forge.cliconfig`` dataclasses (``CleanJob``, ``ShardsOptions``): each
+call returns a new field with the same flag, so both commands declare ``--workers`` and
+``--runner`` once, here. Any other Beam option is passed through unrecognised.
+"""
 
 from __future__ import annotations
 
-import argparse
+from typing import Any
+
+from c4forge.cliconfig import option
 
 
-def add_runner_args(p: argparse.ArgumentParser) -> None:
-    """--workers and --runner; any other Beam option is passed through unrecognised."""
-    p.add_argument(
+def workers_option() -> Any:
+    """``--workers N``: DirectRunner worker processes (None: all cores)."""
+    return option(
         "--workers",
-        type=int,
         default=None,
+        type=int,
         help="DirectRunner worker processes (default: all cores)",
     )
-    p.add_argument(
+
+
+def runner_option() -> Any:
+    """``--runner NAME``: the Beam runner (None: DirectRunner)."""
+    return option(
         "--runner",
         default=None,
         help="Beam runner (DirectRunner default; DataflowRunner, FlinkRunner, SparkRunner)",

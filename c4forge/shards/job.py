@@ -1,8 +1,8 @@
 """What one `c4forge shards` build is: the typed job, and what it resolves to before any work.
 
-``ShardsJob`` is the user's request, frozen and validated once (the CLI builds it with
-``make_job``; tests and other programs may too). Everything that decides the rows is in it: the
-objective's ``ObjectiveConfig`` (whose ``descriptor()`` is index.json's ``objective`` block,
+``ShardsJob`` is the user's request (``ShardsOptions``), frozen and validated once by
+``make_job`` (the CLI calls it; tests and other programs may too). Everything that decides the
+rows is in it: the objective's ``ObjectiveConfig`` (whose ``descriptor()`` is index.json's ``objective`` block,
 verbatim), the seed, the token dtype and the Arrow options. ``resolve`` turns it into a
 ``ShardsBuild``: the vocabulary's bytes, the clean shard files, the schema and the manifest
 (index.json minus splits/stats/versions, its fingerprint already final). Workers receive the
@@ -24,6 +24,7 @@ from c4forge.formats import clean_docs
 from c4forge.formats import shards as fmt
 from c4forge.io import storage
 from c4forge.objectives.registry import ObjectiveConfig, make_config
+from c4forge.shards.options import ShardsOptions
 
 COMPRESSIONS = ("none", "lz4")
 TOKEN_DTYPES = ("auto", "uint16", "int32")
@@ -85,35 +86,22 @@ def load_vocabulary(path: str, extra_ids: int | None) -> Any:
     return Vocabulary.load(path, extra_ids=extra_ids)
 
 
-def make_job(
-    *,
-    docs: str,
-    output: str,
-    vocab: str,
-    objective: str = "span_corruption",
-    objective_options: Mapping[str, Any] | None = None,
-    extra_ids: int | None = None,
-    seed: int = 0,
-    token_dtype: str = "auto",
-    batch_rows: int = 1024,
-    compression: str | None = "none",
-    num_shards: str | None = "auto",
-    rows_per_shard: int | None = None,
-    runner: str | None = None,
-    workers: int | None = None,
-    pipeline_args: tuple[str, ...] | list[str] = (),
-    overwrite: bool = False,
-    quiet: bool = False,
-) -> ShardsJob:
-    """Validate every option (``objective_options``: the objective's own, None = default) and
-    load the vocabulary the objective is checked against; no shard work happens here."""
+def make_job(opts: ShardsOptions) -> ShardsJob:
+    """Validate every option (the objective's own: None = default) and load the vocabulary the
+    objective is checked against; no shard work happens here."""
+    if not opts.vocab:
+        raise ConfigError("--vocab is required (a `c4forge vocab` folder or a .model file)")
+    if not opts.output:
+        raise ConfigError("--output is required")
+    batch_rows, seed, compression = opts.batch_rows, opts.seed, opts.compression
+    rows_per_shard, workers, extra_ids = opts.rows_per_shard, opts.workers, opts.extra_ids
     if batch_rows < 1:
         raise ConfigError(f"--batch-rows must be >= 1, got {batch_rows}")
     if seed < 0:
         raise ConfigError(f"--seed must be >= 0, got {seed}")
     if compression not in (*COMPRESSIONS, None):
         raise ConfigError(f"--compression must be none or lz4, got {compression!r}")
-    requested = parse_num_shards(num_shards)
+    requested = parse_num_shards(opts.num_shards)
     if rows_per_shard is not None:
         if rows_per_shard < 1:
             raise ConfigError(f"--rows-per-shard must be >= 1, got {rows_per_shard}")
@@ -121,26 +109,26 @@ def make_job(
             raise ConfigError("give either --num-shards or --rows-per-shard, not both")
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
-    vocabulary = load_vocabulary(vocab, extra_ids)
-    options = {k: v for k, v in (objective_options or {}).items() if v is not None}
-    config = make_config(objective, extra_ids=vocabulary.extra_ids, **options)
+    vocabulary = load_vocabulary(opts.vocab, extra_ids)
+    options = {k: v for k, v in opts.chosen_objective_options().items() if v is not None}
+    config = make_config(opts.objective, extra_ids=vocabulary.extra_ids, **options)
     return ShardsJob(
-        docs=docs,
-        output=output,
-        vocab=vocab,
+        docs=opts.docs,
+        output=opts.output,
+        vocab=opts.vocab,
         objective=config,
-        token_dtype=fmt.choose_token_dtype(vocabulary.embedding_size, token_dtype),
+        token_dtype=fmt.choose_token_dtype(vocabulary.embedding_size, opts.token_dtype),
         seed=seed,
         extra_ids=extra_ids,
         batch_rows=batch_rows,
         compression=None if compression in (None, "none") else compression,
         num_shards=requested,
         rows_per_shard=rows_per_shard,
-        runner=runner,
+        runner=opts.runner,
         workers=workers,
-        pipeline_args=tuple(pipeline_args),
-        overwrite=overwrite,
-        quiet=quiet,
+        pipeline_args=tuple(opts.pipeline_args),
+        overwrite=opts.overwrite,
+        quiet=opts.quiet,
     )
 
 

@@ -15,12 +15,15 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from c4forge import __version__
 from c4forge.errors import ConfigError, InputError, OutputExistsError
 from c4forge.formats import clean_docs
 from c4forge.io.storage import atomic_write_bytes, sha256_file, write_json
+
+if TYPE_CHECKING:
+    from c4forge.tokenizers.options import VocabOptions
 from c4forge.tokenizers.vocab import (
     DEFAULT_EXTRA_IDS,
     DESCRIPTOR_FILE,
@@ -344,6 +347,36 @@ def train_model(lines: list[str], options: dict[str, Any], *, verbose: bool = Fa
         if log is not None:
             log.close()
     return sink.getvalue()
+
+
+def vocab_from_options(opts: VocabOptions) -> dict[str, Any]:
+    """``build_vocab`` for a `c4forge vocab` request: its corpus (DOCS or ``--mix``) and sample
+    budget (``--sample-sentences`` alone is a pure line budget; otherwise the character budget
+    applies). Returns vocab.json's content."""
+    sample_chars = opts.sample_chars
+    if sample_chars is None and opts.sample_sentences is None:
+        sample_chars = DEFAULT_SAMPLE_CHARS
+    if opts.mix:
+        sources = parse_mix(opts.mix, opts.docs)
+    elif opts.docs:
+        sources = [Source("en", opts.docs, 1.0)]
+    else:
+        raise ConfigError("give a DOCS folder, or --mix LANG=W:DIR,...")
+    return build_vocab(
+        sources,
+        opts.output,
+        vocab_size=opts.vocab_size,
+        seed=opts.seed,
+        sample_chars=sample_chars,
+        sample_sentences=opts.sample_sentences,
+        extra_ids=opts.extra_ids,
+        byte_fallback=opts.byte_fallback,
+        character_coverage=opts.character_coverage,
+        num_threads=opts.num_threads,
+        overwrite=opts.overwrite,
+        progress=not opts.quiet,
+        verbose=opts.verbose,
+    )
 
 
 def build_vocab(

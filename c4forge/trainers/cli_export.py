@@ -4,6 +4,45 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+from c4forge.cliconfig import CliConfig, flag, option
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportOptions(CliConfig):
+    """One export (its fields, in ``export --help`` order, declare their flags)."""
+
+    checkpoint: str = option("checkpoint", metavar="RUN_OR_CHECKPOINT")
+    output: str | None = option("--output", "-o", default=None, help="HF folder to write")
+    vocab: str | None = option(
+        "--vocab",
+        default=None,
+        help="vocabulary directory (c4forge vocab) or plain SentencePiece .model; default: "
+        "RUN/vocab, else the one recorded in the checkpoint",
+    )
+    overwrite: bool = option(
+        "--overwrite", default=False, action="store_true", help="replace an existing output folder"
+    )
+    dropout_rate: float | None = option(
+        "--dropout-rate",
+        default=None,
+        type=float,
+        help="dropout_rate written to config.json (default: the model's, 0.0; 0.1 for fine-tuning)",
+    )
+    model_max_length: int | None = option(
+        "--model-max-length",
+        default=None,
+        type=int,
+        help="tokenizer model_max_length (default: the run's inputs_length, else 512)",
+    )
+    embed_token_copies: bool = option(
+        "--embed-token-copies",
+        default=False,
+        action="store_true",
+        help="also store encoder/decoder.embed_tokens.weight (for transformers releases that "
+        "report them missing)",
+    )
 
 
 def register(subparsers) -> None:
@@ -19,33 +58,8 @@ def register(subparsers) -> None:
             "vocabulary comes from the run's own copy (RUN/vocab) unless --vocab is given."
         ),
     )
-    p.add_argument("checkpoint", metavar="RUN_OR_CHECKPOINT")
-    p.add_argument("output_pos", nargs="?", metavar="OUT", help="same as --output")
-    p.add_argument("--output", "-o", help="HF folder to write")
-    p.add_argument(
-        "--vocab",
-        help="vocabulary directory (c4forge vocab) or plain SentencePiece .model; default: "
-        "RUN/vocab, else the one recorded in the checkpoint",
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    p.add_argument(
-        "--dropout-rate",
-        type=float,
-        default=None,
-        help="dropout_rate written to config.json (default: the model's, 0.0; 0.1 for fine-tuning)",
-    )
-    p.add_argument(
-        "--model-max-length",
-        type=int,
-        default=None,
-        help="tokenizer model_max_length (default: the run's inputs_length, else 512)",
-    )
-    p.add_argument(
-        "--embed-token-copies",
-        action="store_true",
-        help="also store encoder/decoder.embed_tokens.weight (for transformers releases that "
-        "report them missing)",
-    )
+    out = flag("output_pos", nargs="?", metavar="OUT", help="same as --output")
+    ExportOptions.add_flags(p, insert_after={"checkpoint": [out]})
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -57,14 +71,15 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise ConfigError("export: give the output folder (--output DIR)")
     if args.output and args.output_pos and args.output != args.output_pos:
         raise ConfigError("export: two different output folders given")
+    o = ExportOptions.from_args(args, output=output)
     summary = export(
-        args.checkpoint,
-        output,
-        vocab_path=args.vocab,
-        overwrite=args.overwrite,
-        embed_token_copies=args.embed_token_copies,
-        dropout_rate=args.dropout_rate,
-        model_max_length=args.model_max_length,
+        o.checkpoint,
+        o.output,
+        vocab_path=o.vocab,
+        overwrite=o.overwrite,
+        embed_token_copies=o.embed_token_copies,
+        dropout_rate=o.dropout_rate,
+        model_max_length=o.model_max_length,
     )
     print(
         f"exported {summary['checkpoint']} (step {summary['step']}, ffn {summary['ffn']}, "

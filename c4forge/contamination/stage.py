@@ -1,0 +1,27 @@
+"""The clean plan's ``decontaminate`` stage (after dedup and near-dedup, before language ID):
+a document sharing a word n-gram with an evaluation example is removed, counted
+``contaminated`` and ``contaminated:<benchmark>`` (the first benchmark, in the order given,
+that it matches); others count ``passed``. The index is the stage's broadcast resource."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from c4forge.filters.counting import Count
+
+STAGE = "decontaminate"
+
+
+def decontaminate(doc: Any, count: Count, index: Any) -> Iterator[Any]:
+    from c4forge.filters.drop_samples import sample
+
+    pos = index.first_match(doc.text)
+    if pos is None:
+        count(STAGE, "passed")
+        yield doc
+        return
+    name = index.names[pos]
+    count(STAGE, "contaminated")
+    count(STAGE, f"contaminated:{name}")
+    sample(count, STAGE, f"contaminated:{name}", doc.text, doc.url)

@@ -1,0 +1,128 @@
+"""``ShardsOptions``: the request of one `c4forge shards DOCS …` build, with its flags.
+
+Light (argparse, the objective registry; no Beam, no Arrow) so ``--help`` stays quick. The field
+order is the order of ``shards --help``; each objective's own options come from the registry
+when the parser is built (``option_set``), so a registered objective gets its flags with no
+change here. ``c4forge.shards.job.make_job`` validates it into a ``ShardsJob``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from c4forge.cliconfig import CliConfig, Flag, option, option_set
+from c4forge.objectives.registry import OBJECTIVES, objective_options
+from c4forge.pipeline.cli_common import runner_option, workers_option
+
+
+def _objective_flags() -> Iterator[tuple[str, str, Flag]]:
+    """Each registered objective's own options, one argument group per objective."""
+    for name, options in objective_options().items():
+        title = f"{name} only ({OBJECTIVES[name].reference})"
+        for o in options:
+            yield title, o.name, Flag((o.flag,), {"type": o.type, "default": None, "help": o.help})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardsOptions(CliConfig):
+    """One shard build as asked for (None = the objective's / the vocabulary's default)."""
+
+    docs: str  # the clean documents folder (the CLI's `DOCS` positional)
+    vocab: str | None = option(
+        "--vocab",
+        default=None,  # required: make_job refuses None with the CLI's message
+        help="`c4forge vocab` folder (vocab.json), or a plain SentencePiece .model (+ --extra-ids)",
+    )
+    extra_ids: int | None = option(
+        "--extra-ids",
+        default=None,
+        type=int,
+        help="sentinels added to a plain .model (default 100)",
+    )
+    output: str | None = option("--output", "-o", default=None, help="output shard folder")
+    # choices: the live registry (an objective registered later is a valid choice)
+    objective: str = option("--objective", default="span_corruption", choices=OBJECTIVES)
+    inputs_length: int | None = option(
+        "--inputs-length",
+        default=None,
+        type=int,
+        help="encoder row length (default: objective's; bert_mlm_nsp: max_seq_length, 128)",
+    )
+    targets_length: int | None = option(
+        "--targets-length",
+        default=None,
+        type=int,
+        help="decoder row length (default: objective's)",
+    )
+    noise_density: float | None = option(
+        "--noise-density", default=None, type=float, help="default 0.15"
+    )
+    mean_noise_span_length: float | None = option(
+        "--mean-noise-span-length", default=None, type=float, help="default 3.0"
+    )
+    packing: str = option(
+        "--packing",
+        default="concat",
+        choices=["concat", "per_document"],
+        help="concat = T5 (documents concatenated, one example per row); per_document = "
+        "examples never mix documents, first-fit packed with segment ids",
+    )
+    pack_window: int = option(
+        "--pack-window",
+        default=512,
+        type=int,
+        help="per_document: examples per first-fit window",
+    )
+    doc_separator: str = option(
+        "--doc-separator",
+        default="none",
+        choices=["none", "eos"],
+        help="none = T5 (no separator between concatenated documents); eos = HF/nanoT5",
+    )
+    objective_options: Mapping[str, Any] = option_set(_objective_flags)  # name → value
+    num_shards: str | None = option(
+        "--num-shards",
+        default="auto",
+        help="N (train), or train=N,validation=M; default auto = the clean shard count per split",
+    )
+    rows_per_shard: int | None = option(
+        "--rows-per-shard",
+        default=None,
+        type=int,
+        help="size shards by rows instead: num_shards = ceil(rows / N) per split",
+    )
+    batch_rows: int = option(
+        "--batch-rows", default=1024, type=int, help="rows per Arrow record batch"
+    )
+    seed: int = option("--seed", default=0, type=int)
+    token_dtype: str = option("--token-dtype", default="auto", choices=["auto", "uint16", "int32"])
+    compression: str | None = option("--compression", default="none", choices=["none", "lz4"])
+    workers: int | None = workers_option()
+    runner: str | None = runner_option()
+    overwrite: bool = option(
+        "--overwrite",
+        default=False,
+        action="store_true",
+        help="replace a shard set built differently",
+    )
+    quiet: bool = option(
+        "--quiet", default=False, action="store_true", help="no progress bar or summary"
+    )
+    pipeline_args: tuple[str, ...] = ()  # Beam options, passed to the runner unchanged
+
+    def chosen_objective_options(self) -> dict[str, Any]:
+        """The options handed to the objective (None = its default). argparse's defaults for
+        packing and the separator are the T5 ones, so they count as "not given"."""
+        concat = self.packing == "concat"
+        return {
+            "inputs_length": self.inputs_length,
+            "targets_length": self.targets_length,
+            "noise_density": self.noise_density,
+            "mean_noise_span_length": self.mean_noise_span_length,
+            "packing": None if concat else self.packing,
+            "doc_separator": None if self.doc_separator == "none" else self.doc_separator,
+            "pack_window": None if concat else self.pack_window,
+            **self.objective_options,
+        }

@@ -1,0 +1,185 @@
+"""``TrainOptions``: the typed, frozen request of one ``c4forge train`` run, with its flags.
+
+Torch-free (``c4forge --help`` imports it). The field order is the order of ``train --help``;
+each field declares its flag (``c4forge.cliconfig.option``). ``None`` means "not given": the
+default, or on resume the checkpoint's value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from c4forge.cliconfig import CliConfig, flag, non_negative, option, positive
+
+# the optimizer each family trains with unless --optimizer says otherwise
+FAMILY_OPTIMIZER = {"t5": "adafactor", "bert": "adamw"}
+
+_M, _O, _R = "model", "optimisation", "run"  # argument groups of `train --help`
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainOptions(CliConfig):
+    """Everything ``c4forge train`` accepts; ``None`` = not given (default or checkpoint's)."""
+
+    shards: str = option("shards", help="shard directory (with index.json)")
+    output: str = option(
+        "--output", "-o", required=True, help="run directory (checkpoints, metrics, curve)"
+    )
+    steps: int = option("--steps", type=positive, required=True, help="total optimizer steps")
+    # -- model
+    preset: str | None = option(
+        "--preset",
+        default=None,
+        group=_M,
+        help="t5: tiny, small, base; bert: bert-tiny, bert-mini, bert-small, bert-medium, "
+        "bert-base (required for a new run)",
+    )
+    ffn: str | None = option(
+        "--ffn",
+        default=None,
+        group=_M,
+        help="relu gelu swish glu bilinear reglu geglu swiglu (default t5 geglu, bert gelu)",
+    )
+    d_ff: int | None = option(
+        "--d-ff", default=None, group=_M, type=positive, help="FFN width, used as given (no 2/3 rule)"
+    )
+    tie_embeddings: bool | None = option(
+        "--tie-embeddings", default=None, group=_M, action="store_true", help="T5 1.0 tied head"
+    )
+    attn: str | None = option(
+        "--attn",
+        default=None,
+        group=_M,
+        choices=("sdpa", "eager", "flex"),
+        help="attention path (default sdpa)",
+    )
+    dropout: float | None = option(
+        "--dropout",
+        default=None,
+        group=_M,
+        type=float,
+        help="dropout rate (default t5 0.0, bert 0.1 as BERT)",
+    )
+    vocab: str | None = option(
+        "--vocab",
+        default=None,
+        group=_M,
+        help="vocabulary directory the shards must match (default SHARDS/vocab); the run keeps "
+        "a copy in RUN/vocab",
+    )
+    # -- optimisation
+    batch_size: int | None = option(
+        "--batch-size", default=None, group=_O, type=positive,
+        help="global rows per step (default 128)",
+    )  # fmt: skip
+    grad_accum: int | None = option(
+        "--grad-accum", default=None, group=_O, type=positive,
+        help="micro-steps per step (default 1)",
+    )  # fmt: skip
+    optimizer: str | None = option(
+        "--optimizer",
+        default=None,
+        group=_O,
+        choices=("adafactor", "adamwscale", "adamw"),
+        help="default adafactor (t5), adamw (bert: wd 0.01 off biases/LayerNorm, eps 1e-6)",
+    )
+    schedule: str | None = option(
+        "--schedule",
+        default=None,
+        group=_O,
+        choices=("isr", "isr_decay", "cosine", "constant", "linear"),
+        help="default isr_decay (adafactor) / cosine (adamwscale) / linear (adamw)",
+    )
+    lr: float | None = option(
+        "--lr", default=None, group=_O, type=float,
+        help="peak LR (adamwscale 2e-2, adamw 1e-4) or Adafactor's cap (1e-2)",
+    )  # fmt: skip
+    warmup: int | None = option(
+        "--warmup", default=None, group=_O, type=non_negative,
+        help="warm-up steps (default 10000; linear schedule: 10 %% of --steps)",
+    )  # fmt: skip
+    grad_clip: float | None = option(
+        "--grad-clip", default=None, group=_O, type=float,
+        help="global norm clip (0 = off; adamwscale 1.0)",
+    )  # fmt: skip
+    z_loss: float | None = option(
+        "--z-loss", default=None, group=_O, type=float,
+        help="t5x z-loss coefficient (default 0; t5x 1e-4)",
+    )  # fmt: skip
+    seed: int | None = option(
+        "--seed", default=None, group=_O, type=non_negative,
+        help="model init and data order seed (default 0)",
+    )  # fmt: skip
+    shuffle_window: int | None = option(
+        "--shuffle-batches", default=None, group=_O, type=non_negative,
+        help="shuffle rows within windows of K global batches (default 0: shard order)",
+    )  # fmt: skip
+    # -- run
+    device: str = option("--device", default="auto", group=_R, choices=("auto", "cpu", "cuda", "xla"))
+    resume: str | None = option(
+        "--resume", default=None, group=_R, nargs="?", const="auto", metavar="CKPT",
+        help="continue from RUN/checkpoints/latest (or the checkpoint directory given)",
+    )  # fmt: skip
+    # resume: None = a fresh run; "auto" = RUN/checkpoints/latest; else a checkpoint directory
+    eval_every: int = option(
+        "--eval-every", default=0, group=_R, type=non_negative,
+        help="held-out eval period (and at the end)",
+    )  # fmt: skip
+    eval_rows: int | None = option(
+        "--eval-rows", default=None, group=_R, type=non_negative,
+        help="validation rows to evaluate (default all)",
+    )  # fmt: skip
+    save_every: int = option(
+        "--save-every", default=0, group=_R, type=non_negative,
+        help="checkpoint period (and at the end)",
+    )  # fmt: skip
+    keep_checkpoints: int = option("--keep-checkpoints", default=3, group=_R, type=positive)
+    log_every: int = option("--log-every", default=10, group=_R, type=positive)
+    compile: bool | None = option(
+        default=None,  # None: on for CUDA, off elsewhere
+        group=_R,
+        flags=(
+            flag("--no-compile", action="store_false"),
+            flag("--compile", action="store_true", help="torch.compile off CUDA too"),
+        ),
+    )
+    verify_shards: str = option(
+        "--verify-shards", default="quick", group=_R, choices=("quick", "full")
+    )
+    num_workers: int | None = option(
+        "--num-workers", default=None, group=_R, type=non_negative,
+        help="DataLoader workers (default 2 on GPU/TPU, 0 on CPU)",
+    )  # fmt: skip
+    deterministic: bool = option(
+        "--deterministic", default=False, group=_R, action="store_true",
+        help="torch.use_deterministic_algorithms",
+    )  # fmt: skip
+    progress: bool = option("--no-progress", default=True, group=_R, action="store_false")
+    stop_after_step: int | None = option(
+        "--stop-after-step", default=None, group=_R, type=positive,
+        help="stop after this step with a checkpoint, keeping the --steps schedule (resume later)",
+    )  # fmt: skip
+
+    def resolved_training(self, family: str = "t5") -> dict[str, Any]:
+        """The trajectory options with defaults filled in (the family picks the optimizer)."""
+        from c4forge.trainers.optim import DEFAULT_GRAD_CLIP, DEFAULT_LR, DEFAULT_SCHEDULE
+
+        opt = self.optimizer or FAMILY_OPTIMIZER[family]
+        schedule = self.schedule or DEFAULT_SCHEDULE.get(opt, "isr_decay")
+        # BERT: warm-up over the first 10 % of the steps (10k of 1M); elsewhere 10,000 steps
+        default_warmup = int(0.1 * self.steps) if schedule == "linear" else 10_000
+        return {
+            "batch_size": 128 if self.batch_size is None else self.batch_size,
+            "grad_accum": self.grad_accum or 1,
+            "seed": 0 if self.seed is None else self.seed,
+            "shuffle_window": self.shuffle_window or 0,
+            "optimizer": opt,
+            "schedule": schedule,
+            "lr": DEFAULT_LR.get(opt, 1e-2) if self.lr is None else self.lr,
+            "warmup": default_warmup if self.warmup is None else self.warmup,
+            "grad_clip": DEFAULT_GRAD_CLIP.get(opt, 0.0)
+            if self.grad_clip is None
+            else self.grad_clip,
+            "z_loss": 0.0 if self.z_loss is None else self.z_loss,
+        }
