@@ -182,11 +182,51 @@ def _reduce_task(kind: str, fn: Fn | None, sides: list[list[str]], out: str, kee
                 out,
                 (o for k in keys for o in fn(k, lefts.get(k, []), rights.get(k, []), bag)),
             )
+        elif kind == "shards":
+            write_items(out, _write_shards_sorted(sides[0], fn, out + ".runs"))
         else:  # distinct
             seen = dict.fromkeys(item for path in sides[0] for item in read_items(path))
             write_items(out, seen)
 
     return _timed_task(work, keep)
+
+
+RUN_DOCS = 20_000  # documents per sorted run of a shard (the worker's memory for output)
+
+
+def _write_shards_sorted(paths: list[str], writer: Any, runs_dir: str) -> list[dict]:
+    """A bucket of ``((key, shard), OutDoc or marker)`` → its shard files, by an external
+    merge sort: runs of ``RUN_DOCS`` sorted documents spill to disk, each shard is written from
+    a merge of its runs, so a worker never holds a shard (356,000 documents at ``auto``)."""
+    import heapq
+
+    from c4forge.clean.output import doc_order, write_shard_group
+
+    os.makedirs(runs_dir, exist_ok=True)
+    current: dict[Any, list[Any]] = {}
+    runs: dict[Any, list[str]] = {}
+    n = 0
+    for path in paths:
+        for key, doc in read_items(path):
+            docs = current.setdefault(key, [])
+            if doc is not None:
+                docs.append(doc)
+            if len(docs) >= RUN_DOCS:
+                n += 1
+                run = os.path.join(runs_dir, str(n))
+                write_items(run, sorted(docs, key=doc_order))
+                runs.setdefault(key, []).append(run)
+                docs.clear()
+    stats = []
+    for key in sorted(current):
+        parts = [read_items(r) for r in runs.get(key, [])]
+        parts.append(iter(sorted(current.pop(key), key=doc_order)))
+        merged = heapq.merge(*parts, key=doc_order)
+        stats.append(
+            write_shard_group(writer.directory, writer.fmt, writer.shards, key, merged, True)
+        )
+    shutil.rmtree(runs_dir, ignore_errors=True)
+    return stats
 
 
 # --- the engine ----------------------------------------------------------------------------------
@@ -342,7 +382,8 @@ class LocalEngine(Engine):
         keyed = self.flat_map(c, "output/assign", _ShardKey(shards))
         markers = self._coll(co.shard_markers(shards), "output/markers")
         both = Coll([*keyed.files, *markers.files], self)
-        return list(self.group(both, "output/write", _ShardWriter(job.output, job.format, shards)))
+        writer = _ShardWriter(job.output, job.format, shards)
+        return list(self._reduce("output/write", "shards", writer, [both]))
 
     @contextlib.contextmanager
     def _timed(self, label: str) -> Iterator[None]:
