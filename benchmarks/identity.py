@@ -136,15 +136,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         failed += r.returncode != 0
         print(f"{name}: {status} ({time.monotonic() - t0:.0f} s)", flush=True)
     if args.resume_kill:
-        failed += resume_kill_runs(files, base, inputs, args.only)
+        failed += resume_kill_runs(files, base, inputs, args.only, args.engines)
     return 1 if failed else 0
 
 
-def resume_kill_runs(files: list[str], base: Path, inputs: Path, only: str | None) -> int:
+def resume_kill_runs(
+    files: list[str], base: Path, inputs: Path, only: str | None, engines: str
+) -> int:
     """A run SIGKILLed after ``delay`` s, then finished with ``--resume`` (outputs must equal
     the uninterrupted run's)."""
     failed = 0
-    for name, opts in runs(only):
+    for name, opts in runs(only, engines):
         if not name.startswith(("en-spans.", "en-lines-minhash.")):
             continue
         for delay in (4, 12, 25):
