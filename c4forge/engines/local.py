@@ -374,10 +374,9 @@ class LocalEngine(Engine):
         from c4forge.clean import output as co
 
         c = self._coll(coll, "output")
-        with self._timed("output"):
-            splits: dict[str, int] = defaultdict(int)
-            for split, _ in c:  # document counts per split (auto shard counts need them)
-                splits[split] += 1
+        # documents per split (auto shard counts need them), counted by the workers
+        self.flat_map(c, "output/count", _count_split)
+        splits = self.bag.counts.pop(_SPLITS, {})
         shards = co.shard_counts(dict(splits), job.output_options)
         keyed = self.flat_map(c, "output/assign", _ShardKey(shards))
         markers = self._coll(co.shard_markers(shards), "output/markers")
@@ -438,6 +437,14 @@ class LocalEngine(Engine):
         finally:
             work.finish()
             self.bag.counts.pop(pg.RESUME_NAMESPACE, None)  # the driver's business, not a stage
+
+
+_SPLITS = "c4forge.local.splits"  # a scratch counter namespace, removed when read
+
+
+def _count_split(item: tuple[str, Any], count: Any) -> Iterator[Any]:
+    count(_SPLITS, item[0])
+    return iter(())
 
 
 class _ShardKey:
