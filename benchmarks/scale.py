@@ -7,7 +7,8 @@ removes little, as on a real crawl); ``--pages`` in ``--files`` WET files.
 Each run is ``python -m c4forge clean CORPUS -o OUT --quiet [config options] --workers W`` as a
 subprocess. Measured per run:
 
-* CPU seconds of the whole process tree (``RUSAGE_CHILDREN``: every worker, the JVM);
+* CPU seconds of the whole process tree: ``RUSAGE_CHILDREN``, or the sum of each process's
+  last sampled ``utime + stime`` where larger (Spark's JVM and workers are not always reaped);
 * peak PSS of the process tree: every 0.5 s the tree under the command is walked in /proc and
   the ``Pss`` of each process (``smaps_rollup``; threads share their process's, so they are
   counted once) summed; the peak over samples is reported (a sampler can miss a short spike);
@@ -82,6 +83,19 @@ def _pss(pid: int) -> int:
     return 0
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(pid: int) -> float | None:
+    """utime + stime of one process (its threads included), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
 def run(corpus: Path, config: str, workers: int, tmp: Path) -> dict:
     out = Path(tempfile.mkdtemp(prefix="scale-", dir=tmp)) / "out"
     profile = out.parent / "profile.json"
@@ -97,11 +111,16 @@ def run(corpus: Path, config: str, workers: int, tmp: Path) -> dict:
         cmd, env=env, cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     peak = {"pss": 0, "procs": 0}
+    seen: dict[int, float] = {}  # last CPU seconds sampled per process of the tree
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.is_set():
             pids = _tree(proc.pid)
+            for p in pids:
+                c = _cpu(p)
+                if c is not None:
+                    seen[p] = max(c, seen.get(p, 0.0))
             total = sum(_pss(p) for p in pids)
             if total > peak["pss"]:
                 peak["pss"], peak["procs"] = total, len(pids)
@@ -119,7 +138,9 @@ def run(corpus: Path, config: str, workers: int, tmp: Path) -> dict:
     stats = json.loads((out / "stats.json").read_text())
     meta = json.loads((corpus / "manifest.json").read_text())
     text_bytes = meta["text_bytes"]
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    # rusage covers the processes that were waited for; a JVM (Spark) and its Python workers
+    # are not always reaped by the command, so the sampled figure can be the larger one
+    cpu = max(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, sum(seen.values()))
     pages = stats["counters"]["wet"]["pages"]
     first = (stderr.splitlines() or [""])[0]
     result = {
