@@ -143,11 +143,6 @@ def corpus_stage(job_options: dict, name: str, **replace) -> object:
     return stage
 
 
-def _emit_located(item, count, *, stage):
-    loc, doc = item
-    yield from stage.emit(loc, doc, count)
-
-
 def run_corpus_stage(stage, docs: list, engine=None, collect=list) -> tuple[dict, dict]:
     """One corpus-wide plan stage through an engine's primitives, as the chunk passes run it:
     every document (``Doc``, at location ``(0, i)``) emits its keys, the engine decides, each
@@ -161,7 +156,9 @@ def run_corpus_stage(stage, docs: list, engine=None, collect=list) -> tuple[dict
 
     engine = engine or LocalEngine()
     located = [((0, i), d) for i, d in enumerate(docs)]
-    emit = functools.partial(_emit_located, stage=stage)  # picklable: worker processes
+    from c4forge.clean.passes import emit_located
+
+    emit = functools.partial(emit_located, stage=stage)  # importable on every engine's workers
     emitted = engine.source(f"{stage.name}/docs", located, emit)
     by_loc: dict = {}
     for loc, decision in collect(stage.decide(engine, emitted)):

@@ -177,6 +177,12 @@ def to_chunk(item: tuple[tuple[int, int], Any], count: Count) -> Iterator[tuple[
     yield loc[0], (loc[1], decision)
 
 
+def emit_located(item: tuple[tuple[int, int], Doc], count: Count, *, stage: Any) -> Iterator:
+    """A corpus stage's ``emit`` over ``(loc, doc)`` items (a stage run on its own, in tests)."""
+    loc, doc = item
+    yield from stage.emit(loc, doc, count)
+
+
 def key_chunk(chunk: pg.Chunk, count: Count) -> Iterator[tuple[int, pg.Chunk]]:
     yield chunk.index, chunk
 
