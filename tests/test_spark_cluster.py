@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -23,12 +22,11 @@ import pytest
 from clean_fixtures import DERIVED_WET, GENUINE_WET_DIR, REPO
 
 pytest.importorskip("pyspark")
-if shutil.which("java") is None:  # pragma: no cover - .ci/run installs Java
-    pytest.skip("Spark needs Java", allow_module_level=True)
 
 from spark_cluster import spark_home, standalone_cluster  # noqa: E402
 
 from c4forge.cli import main  # noqa: E402
+from c4forge.engines.java import find_java, use_java  # noqa: E402
 
 INPUTS = [DERIVED_WET, GENUINE_WET_DIR]
 
@@ -62,6 +60,8 @@ def test_spark_submit_to_a_standalone_cluster_equals_beam(beam_out, tmp_path):
         script = os.path.join(REPO, "c4forge", "__main__.py")
         job = [script, "clean", *INPUTS, "-o", str(out), "--engine", "spark"]
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        use_java(env)  # spark-submit's own JVM: the same choice c4forge makes
+        java = find_java(env)  # what the driver inside spark-submit then reports
         done = subprocess.run(
             submit + job, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=420
         )
@@ -71,7 +71,7 @@ def test_spark_submit_to_a_standalone_cluster_equals_beam(beam_out, tmp_path):
     took = time.monotonic() - started
     print(f"cluster up + spark-submit + cluster down: {took:.1f} s")
     # spark-submit passes the Python driver's stderr on to its stdout.
-    assert f"engine=Spark {cluster.master_url} (2 cores)" in done.stdout
+    assert f"engine=Spark {cluster.master_url} (2 cores, {java.describe()})" in done.stdout
     assert len(apps) == 1 and apps[0]["state"] == "FINISHED"
     # One executor on each worker (separate JVMs, each with its own Python workers).
     assert {p.parent.parent.name for p in executors} == {"worker-0", "worker-1"}, executors
@@ -105,3 +105,26 @@ def test_local_spark_console_shows_only_c4forge_lines(tmp_path):
     assert noise == [], "\n".join(noise)
     assert any(line.startswith("c4forge clean: 1 input file(s)") for line in lines)
     assert "conservation check: OK" in done.stdout
+
+
+@pytest.mark.slow
+def test_local_spark_workers_run_this_interpreter_not_paths_python3(tmp_path):
+    """`--engine spark` run by an interpreter that is not PATH's `python3` (a virtual
+    environment used without activating it): PATH's python3 here is a stand-in that cannot run
+    anything, so the job passes only if the Python workers run ``sys.executable``."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("python3", "python"):
+        (fake / name).write_text("#!/bin/sh\necho 'wrong interpreter: PATH python3' >&2\nexit 3\n")
+        (fake / name).chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}{os.pathsep}{os.environ.get('PATH', '')}")
+    env["PYTHONPATH"] = os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])
+    env.pop("PYSPARK_PYTHON", None)
+    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "c4forge", "clean", DERIVED_WET, "-o", str(out)]
+    cmd += ["--engine", "spark", "--master", "local[1]"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "wrong interpreter" not in done.stderr
+    assert json.loads((out / "stats.json").read_text())["outputs"]["train"]["documents"] > 0

@@ -362,12 +362,13 @@ def test_cld3_predictions_are_in_its_language_table():
         code, _, _ = cld3.predict(d["text"])
         assert code in cld3.CLD3_LANGUAGES or code == "und"
     fp = cld3.cld3_fingerprint()
-    assert fp["package"] == "gcld3" and fp["min_probability"] == 0.95
+    assert fp["package"] == "cld3-py" and fp["version"] == "3.1.0"  # the extra's pin
+    assert fp["module"] == "gcld3" and fp["min_probability"] == 0.95
 
 
 def test_missing_gcld3_says_exactly_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "gcld3", None)  # import now raises ImportError
-    with pytest.raises(ConfigError, match="protobuf-compiler and libprotobuf-dev") as info:
+    with pytest.raises(ConfigError, match="installs cld3-py") as info:
         cld3.require_gcld3()
     assert "c4forge[multilingual]" in str(info.value) and "\n" not in str(info.value)
 

@@ -111,8 +111,26 @@ def start_work(
     return work, chunks
 
 
+def langdetect_backend(plan: Plan) -> str | None:
+    """The langdetect backend the plan's langid stage runs (checked now, before any work: an
+    unknown ``C4FORGE_LANGDETECT`` or a fast backend that does not load is a ConfigError);
+    ``None`` when the plan has no langdetect stage."""
+    uses = plan.language_id == "langdetect" and any(s.name == "langid" for s in plan.doc_stages)
+    if not uses:
+        return None
+    from c4forge.filters import langid
+
+    return langid.backend()
+
+
 def finish(
-    job: CleanJob, plan: Plan, config: dict, inputs: dict, shard_stats: list[dict], raw: dict
+    job: CleanJob,
+    plan: Plan,
+    config: dict,
+    inputs: dict,
+    shard_stats: list[dict],
+    raw: dict,
+    backend: str | None = None,
 ) -> dict:
     """stats.json from the run's counters and shards (conservation checked), written last;
     stale shards of an earlier run removed."""
@@ -134,6 +152,8 @@ def finish(
         plan.funnel,
         by_language=job.spec.multilingual,
     )
+    if backend is not None:  # which langdetect ran: same decisions, ~50x apart in time
+        stats["langdetect_backend"] = backend
     if stats["conservation_errors"]:
         raise VerificationError(
             "the counters do not add up (a page was lost without a reason): "
@@ -172,6 +192,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         )
         engine.check_inputs(inputs["bytes"], job)
         plan = build_plan(job)
+        backend = langdetect_backend(plan)
         work, chunks = start_work(engine, job, files, config)
         try:
             shard_stats = engine.run(plan, files, job, chunks)
@@ -194,7 +215,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             from c4forge.filters.drop_samples import write_samples
 
             write_samples(job.output, engine.samples(), job.keep_samples)
-        stats = finish(job, plan, config, inputs, shard_stats, raw)
+        stats = finish(job, plan, config, inputs, shard_stats, raw, backend)
         work.finish()
     finally:
         if own:

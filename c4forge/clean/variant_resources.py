@@ -4,7 +4,7 @@ Everything that decides which pages survive is recorded, so two outputs with equ
 were built with the same rules and the same resources: the ``en`` job's fingerprints
 (bad-words file, Punkt, langdetect, library versions) exactly as before issue 10, plus, per
 variant, the RealNews domain list and the tldextract snapshot, the URL list's sha256 and URL
-count, gcld3's version and every per-language bad-words file.
+count, the CLD3 package's name and version and every per-language bad-words file.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ Written as ``contamination.json`` (``--exclude`` of `evaluate`/`glue` reads it) 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,13 +59,13 @@ def iter_corpus(files: list[str]) -> Iterator[tuple[str, int, str, str]]:
 
 def scan(files: list[str], index: Any, progress: bool = False) -> tuple[dict[int, list], dict]:
     """Example id → documents holding it; and per-file document counts."""
-    from tqdm import tqdm
+    from c4forge.progress import progress as progress_display
 
     found: dict[int, list[tuple[str, int, str]]] = {}
     per_file: dict[str, int] = {}
     contaminated_docs = 0
     docs = iter_corpus(files)
-    bar = tqdm(docs, desc="documents", unit="doc", file=sys.stderr, disable=not progress)
+    bar = progress_display(docs, desc="documents", unit="doc", disable=not progress)
     for name, line, url, text in bar:
         per_file[name] = per_file.get(name, 0) + 1
         ids = index.matched_examples(text)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -93,8 +92,6 @@ def scan_documents(
 ) -> dict[str, Any]:
     """One pass over the shards: per document characters, lines, sentences (Punkt), tokens;
     domains, TLDs, crawl months; documents and characters per split."""
-    from tqdm import tqdm
-
     from c4forge.filters.sentences import split_sentences
     from c4forge.formats.clean_docs import iter_documents
 
@@ -114,9 +111,9 @@ def scan_documents(
         batch.clear()
 
     docs = ((split, doc) for split, path in files for doc in iter_documents(path))
-    for split, doc in tqdm(
-        docs, desc="documents", unit="doc", disable=not progress, file=sys.stderr
-    ):
+    from c4forge.progress import progress as progress_display
+
+    for split, doc in progress_display(docs, desc="documents", unit="doc", disable=not progress):
         text = doc["text"]
         s = per_split.setdefault(split, {"documents": 0, "characters": 0})
         s["documents"] += 1

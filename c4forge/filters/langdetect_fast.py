@@ -18,13 +18,13 @@ operation by operation instead of approximating it:
   division and max as in ``_normalize_prob``, trial averaging ``+= prob / 7``.
 
 Unlike the stock API it needs no process-wide lock: the seed is fixed per call, not a global.
-Without numba (or if the start-up self-check fails) it falls back to the stock detector, still
-with seed 0, so results never change, only speed.
+Without numba (or if the start-up self-check fails) it raises a ``ConfigError`` that names the
+cause and the way out (``C4FORGE_LANGDETECT=stock``): a silent fall-back ran jobs ~50x slower
+with nothing in their output saying so.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 from typing import NamedTuple
@@ -34,6 +34,8 @@ from langdetect.detector import Detector
 from langdetect.lang_detect_exception import ErrorCode, LangDetectException
 from langdetect.utils.ngram import NGram
 
+from c4forge.errors import ConfigError
+
 __all__ = [
     "LangProb",
     "LangDetectException",
@@ -41,7 +43,6 @@ __all__ = [
     "detect_langs_fast",
 ]
 
-log = logging.getLogger(__name__)
 
 SEED = 0
 N_TRIAL = 7
@@ -99,27 +100,34 @@ class _State:
 
 
 _state: _State | None = None
-_state_failed = False
+_state_error: str | None = None
 _lock = threading.Lock()
 _stock_factory = None
 
 
-def _get_state() -> _State | None:
-    global _state, _state_failed
-    if _state is None and not _state_failed:
+def _get_state() -> _State:
+    """The loaded kernels and tables, or a ``ConfigError`` saying why they did not load."""
+    global _state, _state_error
+    if _state is None and _state_error is None:
         with _lock:
-            if _state is None and not _state_failed:
+            if _state is None and _state_error is None:
                 try:
                     _state = _State()
-                except Exception as exc:  # noqa: BLE001 - any failure: stock, same results
-                    log.warning("langdetect_fast: using stock langdetect (%s)", exc)
-                    _state_failed = True
+                except Exception as exc:  # noqa: BLE001 - any cause (numba, self-check) is reported
+                    _state_error = f"{type(exc).__name__}: {exc}"
+    if _state is None:
+        raise ConfigError(
+            f"langdetect_fast (the default langdetect backend) did not load ({_state_error}); "
+            "fix that, or set C4FORGE_LANGDETECT=stock for stock langdetect (same results, "
+            "~50x slower)"
+        )
     return _state
 
 
 def backend() -> str:
-    """``"numba"`` when the fast kernels are in use, ``"stock"`` for the fallback."""
-    return "numba" if _get_state() is not None else "stock"
+    """``"numba"`` once the fast kernels are loaded (a ``ConfigError`` if they cannot be)."""
+    _get_state()
+    return "numba"
 
 
 def _prepare(text: str) -> str:
@@ -144,7 +152,8 @@ def _sorted_probs(langlist: tuple[str, ...] | list[str], probs: list[float]) -> 
 
 
 def _detect_stock(text: str) -> list[LangProb]:
-    """Fallback: the stock detector, seeded per detector (no global seed, no lock needed)."""
+    """The stock detector, seeded per detector (no global seed, no lock needed): the
+    reference the tests compare the kernels with."""
     global _stock_factory
     if _stock_factory is None:
         from langdetect import detector_factory
@@ -164,8 +173,6 @@ def detect_langs_fast(text: str) -> list[LangProb]:
     ``LangDetectException`` ("No features in text.") exactly where the stock call does.
     """
     state = _get_state()
-    if state is None:
-        return _detect_stock(text)
     prepared = _prepare(text)
     cps = np.frombuffer(prepared.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     if cps.size and cps.max() >= 0x10000:  # isupper is tabulated lazily beyond the BMP

@@ -13,6 +13,7 @@ import importlib.metadata
 import os
 import threading
 
+from c4forge.errors import ConfigError
 from c4forge.filters import drop_samples as ds
 from c4forge.filters.counting import Count
 
@@ -21,9 +22,30 @@ MIN_PROBABILITY = 0.99
 LANGDETECT_SEED = 0
 
 _LOCK = threading.Lock()
-# "fast" (default): c4forge.filters.langdetect_fast, numba kernels replaying langdetect exactly;
-# "stock": langdetect itself. C4FORGE_LANGDETECT=stock is the escape hatch and the benchmark baseline.
-_BACKEND = os.environ.get("C4FORGE_LANGDETECT", "fast")
+BACKEND_ENV = "C4FORGE_LANGDETECT"
+# The values C4FORGE_LANGDETECT accepts (unset = "fast"); anything else is an error.
+BACKENDS: dict[str, str] = {
+    "fast": "c4forge.filters.langdetect_fast: numba kernels replaying langdetect bit for bit",
+    "stock": "langdetect itself (same results, ~50x slower): the escape hatch and benchmark baseline",
+}
+# Read once per process (Beam and Spark workers inherit it); checked by backend().
+_BACKEND = os.environ.get(BACKEND_ENV, "").strip() or "fast"
+
+
+def backend() -> str:
+    """The langdetect backend this process runs (``fast`` or ``stock``), checked: an unknown
+    ``C4FORGE_LANGDETECT`` value, or a fast backend that does not load, is a ``ConfigError``.
+    stats.json records it (``langdetect_backend``)."""
+    if _BACKEND not in BACKENDS:
+        raise ConfigError(
+            f"{BACKEND_ENV}={_BACKEND!r} is not a langdetect backend; use one of: "
+            + ", ".join(f"{name} ({why})" for name, why in BACKENDS.items())
+        )
+    if _BACKEND == "fast":
+        from c4forge.filters import langdetect_fast
+
+        langdetect_fast.backend()  # loads the kernels now, or says why they do not load
+    return _BACKEND
 
 
 def _detect_langs(text: str) -> list[tuple[str, float]]:
@@ -32,7 +54,7 @@ def _detect_langs(text: str) -> list[tuple[str, float]]:
     The one swap point for a faster backend (``c4forge.filters.langdetect_fast``); it must
     raise langdetect's ``LangDetectException`` where langdetect does (e.g. no features).
     """
-    if _BACKEND == "fast":
+    if _BACKEND != "stock" and backend() == "fast":
         from c4forge.filters.langdetect_fast import detect_langs_fast
 
         # Bit-identical to stock langdetect with seed 0 (tests/test_langdetect_fast.py), ~50x

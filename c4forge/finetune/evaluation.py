@@ -51,9 +51,8 @@ def predict_split(
     progress: bool = False,
 ) -> SplitResult:
     """Run the model over every row of ``enc``; metrics and one prediction record per row."""
-    from tqdm import tqdm
-
     from c4forge.finetune.t5_adapter import greedy_decode
+    from c4forge.progress import progress as progress_display
 
     was_training = model.training
     model.eval()
@@ -64,7 +63,9 @@ def predict_split(
     scores: list[np.ndarray] = []
     max_tokens = max_decode_tokens(spec, vocab) if head == "text" else 0
     starts = range(0, n, batch_size)
-    bar = tqdm(starts, desc=f"eval {split}", unit="batch", disable=not progress, leave=False)
+    bar = progress_display(
+        starts, desc=f"eval {split}", unit="batch", disable=not progress, leave=False
+    )
     for start in bar:
         idx = np.arange(start, min(start + batch_size, n))
         batch = {k: v.to(dev.device) for k, v in collate(enc, idx).items()}

@@ -126,7 +126,7 @@ class FineTuner:
             self.steps = int(o.steps)
         else:
             self.steps = max(1, math.ceil((o.epochs or DEFAULT_EPOCHS) * per_epoch))
-        self.recipe = recipes.resolve_recipe(self.head, lr=o.lr)
+        self.recipe = recipes.resolve_recipe(self.head, backbone.d_model, lr=o.lr)
         torch.manual_seed(o.seed)  # head initialisation
         self.model = build_finetune_model(
             backbone.family, backbone.model, self.head, backbone.d_model, spec.num_labels
@@ -213,6 +213,14 @@ class FineTuner:
             out[k] = self._perms[epoch][within]
         return out
 
+    def loss_unit(self) -> str:
+        """What ``_loss`` measures, for the loss plot's axis."""
+        if self.head == "text":
+            return "cross-entropy, nats per target token"
+        if self.data.spec.regression:
+            return "mean squared error per example"
+        return "cross-entropy, nats per example"
+
     def _loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         with self.dev.autocast():
             if self.head == "text":
@@ -269,11 +277,11 @@ class FineTuner:
         if self.ckpt_path is None:
             torch.manual_seed(o.seed)  # dropout from a known state
         log = MetricsLog(o.output, self.start_step if self.ckpt_path else None, tensorboard=False)
-        from tqdm import tqdm
+        from c4forge.progress import progress
 
-        bar = tqdm(
+        bar = progress(
             total=self.steps, initial=self.start_step, unit="step", desc=f"finetune {o.task}",
-            disable=not o.progress, dynamic_ncols=True,
+            disable=not o.progress,
         )  # fmt: skip
         self.model.train()
         train_seconds, train_cpu, window, window_n = 0.0, 0.0, torch.zeros(()), 0
@@ -313,6 +321,7 @@ class FineTuner:
             os.path.join(o.output, "metrics.jsonl"),
             os.path.join(o.output, CURVE),
             title=f"finetune {self.data.spec.name} / {self.head}",
+            ylabel=self.loss_unit(),
         )
         t0 = time.perf_counter()
         results = self.evaluate()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from c4forge.cliconfig import CliConfig, flag, option, positive
+from c4forge.finetune.recipe import LR_HELP  # torch-free at import
 
 DEFAULT_EPOCHS = 3  # BERT's recipe
 DEFAULT_BATCH = 32
@@ -47,7 +48,7 @@ def _steps() -> Any:
 def _lr() -> Any:
     return option(
         "--lr", default=None, group=_FT, type=float,
-        help="learning rate (text 1e-3 constant; cls/hire 1e-4)",
+        help=f"learning rate (text: 1e-3 constant; {LR_HELP})",
     )  # fmt: skip
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from typing import Any
 
 from c4forge.errors import InputError
@@ -45,16 +44,18 @@ def spec_of(run_cfg: dict[str, Any]) -> TaskSpec:
 
 
 def copy_vocabulary(vocab, ft_dir: str) -> str:
-    """Copy the SentencePiece files (and vocab.json) into ``FT/vocab``."""
+    """Copy the vocabulary folder (or, for a plain model given with --extra-ids, that model
+    file) into ``FT/vocab``."""
+    from c4forge.io import storage
+    from c4forge.tokenizers import vocab_files
+
     out = os.path.join(ft_dir, VOCAB_DIR)
     src = os.path.dirname(os.path.abspath(vocab.plain_model_path))
-    os.makedirs(out, exist_ok=True)
-    names = ["vocab.json", "sentencepiece.model", "sentencepiece.extra_ids.model"]
-    if not os.path.isfile(os.path.join(src, "vocab.json")):
-        names = [os.path.basename(vocab.plain_model_path)]
-    for name in names:
-        if os.path.isfile(os.path.join(src, name)):
-            shutil.copyfile(os.path.join(src, name), os.path.join(out, name))
+    if vocab_files.is_vocab_dir(src):
+        vocab_files.copy_vocab(src, out)
+    else:
+        name = os.path.basename(vocab.plain_model_path)
+        vocab_files.write_files(out, ((name, storage.read_bytes(vocab.plain_model_path)),))
     return out
 
 

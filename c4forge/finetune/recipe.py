@@ -3,20 +3,25 @@
 * ``text``: T5 §3.1.3 — Adafactor (the trainers' ``build_optimizer``) at a constant 1e-3, no
   warm-up, no clipping.
 * ``cls``: BERT Appendix A — AdamW β = (0.9, 0.999), ε 1e-6, weight decay 0.01 (not on biases and
-  norms), 10 % linear warm-up then linear decay to 0, gradient clipping 1.0. DECISION: learning
-  rate 1e-4, the compact-model rate of Turc et al. (BERT-base used 2e-5…5e-5).
+  norms), 10 % linear warm-up then linear decay to 0, gradient clipping 1.0.
 * ``hire``: HIRE §4 — Adam(W) β = (0.9, 0.98), ε 1e-6, weight decay 0.1, clipping 1.0 (the GRUs need
   it), 10 % warm-up (within the paper's 6–25 %), same learning rate as ``cls``.
+
+The ``cls``/``hire`` learning rate follows the model's width (``LR_BY_WIDTH``; ``--lr`` overrides
+it; the rule that chose it is recorded in the recipe as ``lr_rule``): one rate for every size
+left small models far from their accuracy. On SST-2, 600 steps × 32 from a random-init
+``bert-tiny`` (d_model 128) reached 69.2 % dev accuracy at 1e-3 against 58–62 % at 1e-4 (issue
+16); wide encoders take BERT's own 2e-5…5e-5 (3e-5 here), and the 512-wide ones Turc et al.'s
+compact-model 1e-4.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from c4forge.trainers.optim import build_optimizer
+if TYPE_CHECKING:  # torch is imported where an optimiser is built: the CLI's --help stays instant
+    import torch
 
 RECIPES: dict[str, dict[str, Any]] = {
     "text": {"optimizer": "adafactor", "lr": 1e-3, "schedule": "constant", "warmup": 0.0,
@@ -28,9 +33,34 @@ RECIPES: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 
-def resolve_recipe(head: str, **overrides: Any) -> dict[str, Any]:
-    """The head's recipe with the user's values (``None`` = not given) on top."""
+# (largest d_model, learning rate) for the cls and hire heads, first match wins.
+LR_BY_WIDTH: tuple[tuple[float, float], ...] = (
+    (256, 1e-3),  # bert-tiny (128), bert-mini (256), t5 tiny: compact encoders
+    (512, 1e-4),  # bert-small, bert-medium, t5 small (Turc et al.'s compact-model rate)
+    (float("inf"), 3e-5),  # bert-base, t5 base and wider (BERT's 2e-5…5e-5)
+)
+LR_HELP = "cls/hire by model width: d_model <= 256: 1e-3, <= 512: 1e-4, wider: 3e-5"
+
+
+def default_lr(head: str, d_model: int) -> tuple[float, str]:
+    """The head's default learning rate for a backbone ``d_model`` wide, and why."""
+    if head == "text":
+        return float(RECIPES["text"]["lr"]), "text head: Adafactor's constant 1e-3 (T5)"
+    for width, lr in LR_BY_WIDTH:
+        if d_model <= width:
+            bound = "any width" if width == float("inf") else f"d_model <= {int(width)}"
+            return lr, f"default for d_model {d_model} ({bound}): {lr:g}"
+    raise AssertionError("LR_BY_WIDTH ends with an unbounded row")
+
+
+def resolve_recipe(head: str, d_model: int | None = None, **overrides: Any) -> dict[str, Any]:
+    """The head's recipe with the user's values (``None`` = not given) on top; without an
+    ``lr`` override the rate follows ``d_model`` (``default_lr``)."""
     recipe = dict(RECIPES[head])
+    if d_model is not None:
+        recipe["lr"], recipe["lr_rule"] = default_lr(head, d_model)
+    if overrides.get("lr") is not None:
+        recipe["lr_rule"] = "--lr"
     recipe.update({k: v for k, v in overrides.items() if v is not None})
     if "betas" in recipe:
         recipe["betas"] = list(recipe["betas"])
@@ -38,6 +68,10 @@ def resolve_recipe(head: str, **overrides: Any) -> dict[str, Any]:
 
 
 def build(recipe: dict[str, Any], model: torch.nn.Module) -> torch.optim.Optimizer:
+    import torch
+
+    from c4forge.trainers.optim import build_optimizer
+
     if recipe["optimizer"] == "adafactor":
         return build_optimizer("adafactor", model.parameters(), lr=recipe["lr"])
     decay, no_decay = [], []

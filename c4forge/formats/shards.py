@@ -23,9 +23,9 @@ from c4forge.io import storage
 from c4forge.io.storage import (
     check_format,
     dumps_canonical,
-    read_json,
     sha256_bytes,
 )
+from c4forge.tokenizers.vocab_files import COPY_DIR, MODEL_FILE, read_descriptor
 
 FORMAT = "c4forge.shards"
 FORMAT_VERSION = 1
@@ -35,9 +35,9 @@ INDEX_NAME = "index.json"
 PROGRESS_DIR = "_progress"
 SPLITS = ("train", "validation")
 COMPRESSIONS = (None, "lz4")
-VOCAB_DIR = "vocab"  # the shard set's copy of its vocabulary (§3.3 `vocab_files`)
+VOCAB_DIR = COPY_DIR  # the shard set's copy of its vocabulary (§3.3 `vocab_files`)
 VOCAB_INDEX_KEY = "vocab_files"
-VOCAB_MODEL_FILE = "sentencepiece.model"
+VOCAB_MODEL_FILE = MODEL_FILE
 
 # Arrow type names used in index.json's "schema" (the spec's spelling, not Arrow's str()).
 _SCALAR_TYPES: dict[str, pa.DataType] = {
@@ -487,14 +487,7 @@ def _vocab_run_descriptor(vocab: Any) -> dict[str, Any]:
     if isinstance(vocab, Mapping):
         return dict(vocab)
     if isinstance(vocab, (str, os.PathLike)):
-        path = os.fspath(vocab)
-        if os.path.isdir(path):
-            path = os.path.join(path, "vocab.json")
-        if not os.path.exists(path):
-            raise VerificationError(f"{path}: vocabulary descriptor not found")
-        desc = read_json(path)
-        check_format(desc, path, "c4forge.vocab")
-        return desc
+        return read_descriptor(os.fspath(vocab))
     if hasattr(vocab, "descriptor"):
         return dict(vocab.descriptor())
     raise TypeError(f"cannot read a vocabulary from {type(vocab).__name__}")
@@ -717,9 +710,9 @@ class ShardSet:
         files = [(s, p) for s in self.splits for p, _ in self.split_shards(s)]
         bar = None
         if progress:
-            from tqdm import tqdm
+            from c4forge.progress import progress as progress_display
 
-            bar = tqdm(total=len(files), unit="shard", desc="verify")
+            bar = progress_display(total=len(files), unit="shard", desc="verify")
         rows = 0
         for _split, path in files:
             if checksums:

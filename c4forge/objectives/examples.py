@@ -24,6 +24,7 @@ import numpy as np
 from c4forge.objectives.config import ObjectiveConfig
 from c4forge.objectives.functions import (
     RAGGED_MAX_PIECES,
+    objective_kwargs,
     span_corruption,
     span_corruption_batch,
     span_corruption_ragged_flat,
@@ -260,21 +261,21 @@ def shard_examples(
             yield from block.examples()
         return
     spec = config.spec
+    params = {
+        "vocab_size": vocab_size,
+        "noise_density": config.noise_density,
+        "mean_noise_span_length": config.mean_noise_span_length,
+        "mask": config.mask,
+        "extra_ids": config.extra_ids,
+    }
+    kwargs = objective_kwargs(spec.name, spec.fn, params)  # only what the function declares
     for stream, g in _streams(documents, config, seed, clean_shard_index, st):
         step = config.tokens_length
         for p in range(-(-len(stream) // step)):
             st["pieces"] += 1
             rng = piece_rng(seed, spec.objective_id, clean_shard_index, g, p)
             try:
-                inputs, targets = spec.fn(
-                    stream[p * step : (p + 1) * step],
-                    rng,
-                    vocab_size=vocab_size,
-                    noise_density=config.noise_density,
-                    mean_noise_span_length=config.mean_noise_span_length,
-                    mask=config.mask,
-                    extra_ids=config.extra_ids,
-                )
+                inputs, targets = spec.fn(stream[p * step : (p + 1) * step], rng, **kwargs)
             except TooManySpans:
                 st["too_many_spans"] += 1
                 continue

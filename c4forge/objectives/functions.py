@@ -8,10 +8,13 @@ exact and testable. Sentinels count down from `vocab_size − 1` (V, including t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from c4forge.errors import ConfigError
 from c4forge.objectives import noise as nz
 from c4forge.objectives import transforms as tf
 
@@ -67,7 +70,6 @@ def span_corruption(
     mask: str = "random",
     extra_ids: int = 100,
     eos_id: int = EOS_ID,
-    **_: object,
 ) -> tuple[np.ndarray, np.ndarray]:
     """T5's default objective (§3): unique sentinel per noise span / per kept span."""
     tokens = _as_tokens(tokens)
@@ -341,7 +343,6 @@ def prefix_lm(
     vocab_size: int = 0,
     noise_density: float = 0.5,
     eos_id: int = EOS_ID,
-    **_: object,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Inputs = a random prefix (k uniform on {1, …, L−1}), targets = the rest (§4).
 
@@ -359,7 +360,6 @@ def bert_t5(
     noise_density: float = 0.15,
     random_token_prob: float = 0.1,
     eos_id: int = EOS_ID,
-    **_: object,
 ) -> tuple[np.ndarray, np.ndarray]:
     """T5's BERT-style variant (`iid_15_r10s90_f`): i.i.d. noise → 10 % random id, 90 % V−1."""
     tokens = _as_tokens(tokens)
@@ -377,7 +377,6 @@ def mass(
     vocab_size: int,
     noise_density: float = 0.15,
     eos_id: int = EOS_ID,
-    **_: object,
 ) -> tuple[np.ndarray, np.ndarray]:
     """MASS-style (`iid_15_m_f`): each i.i.d. noise token → V−1; targets = the full piece."""
     tokens = _as_tokens(tokens)
@@ -396,7 +395,6 @@ def iid_replace_spans(
     noise_density: float = 0.15,
     extra_ids: int = 100,
     eos_id: int = EOS_ID,
-    **_: object,
 ) -> tuple[np.ndarray, np.ndarray]:
     """`iid_15_u_u`: i.i.d. mask, unique sentinel per noise run (inputs) and per kept run (targets).
 
@@ -415,7 +413,6 @@ def iid_drop(
     vocab_size: int = 0,
     noise_density: float = 0.15,
     eos_id: int = EOS_ID,
-    **_: object,
 ) -> tuple[np.ndarray, np.ndarray]:
     """`iid_15_d_d`: noise tokens deleted from inputs; targets = the noise tokens only."""
     tokens = _as_tokens(tokens)
@@ -428,8 +425,56 @@ def deshuffle(
     *,
     vocab_size: int = 0,
     eos_id: int = EOS_ID,
-    **_: object,
 ) -> tuple[np.ndarray, np.ndarray]:
     """`all_permute`: inputs = a uniform random permutation of the piece, targets = the piece."""
     tokens = _as_tokens(tokens)
     return tf.append_eos(rng.permutation(tokens), eos_id), tf.append_eos(tokens, eos_id)
+
+
+# ----------------------------------------------------------------------------- parameters
+# The parameters a piece objective may take besides the piece and its generator (the builder
+# passes all but random_token_prob, bert_t5's fixed 10 % from T5's gin). Each
+# function declares the ones it uses, and nothing else (no ``**kwargs`` catch-all): as seqio
+# does with its preprocessors, the caller passes each function only what its signature names,
+# so a misspelt parameter is an error instead of being silently ignored.
+PIECE_PARAMETERS: tuple[str, ...] = (
+    "vocab_size",
+    "noise_density",
+    "mean_noise_span_length",
+    "mask",
+    "extra_ids",
+    "eos_id",
+    "random_token_prob",
+)
+
+
+def parameters(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The keyword parameters of an objective function (those after ``tokens, rng``)."""
+    return tuple(inspect.signature(fn).parameters)[2:]
+
+
+def check_signature(name: str, fn: Callable[..., Any]) -> tuple[str, ...]:
+    """``fn``'s parameters, each one the builder can pass; else a TypeError naming them."""
+    sig = inspect.signature(fn).parameters
+    if any(p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) for p in sig.values()):
+        raise TypeError(f"objective {name}: {fn.__name__} must name its parameters (no *args/**kw)")
+    unknown = [p for p in parameters(fn) if p not in PIECE_PARAMETERS]
+    if unknown:
+        raise TypeError(
+            f"objective {name}: {fn.__name__} takes {', '.join(unknown)}, which is no objective "
+            f"parameter (valid: {', '.join(PIECE_PARAMETERS)})"
+        )
+    return parameters(fn)
+
+
+def objective_kwargs(name: str, fn: Callable[..., Any], params: Mapping[str, Any]) -> dict:
+    """Of ``params``, the ones ``fn``'s signature names. A name that is no objective parameter
+    at all (a misspelling) is a ``ConfigError`` naming the objective and the valid names."""
+    unknown = sorted(k for k in params if k not in PIECE_PARAMETERS)
+    if unknown:
+        raise ConfigError(
+            f"objective {name} has no parameter {', '.join(unknown)} "
+            f"(it takes {', '.join(parameters(fn))}; objectives take {', '.join(PIECE_PARAMETERS)})"
+        )
+    wanted = set(check_signature(name, fn))
+    return {k: v for k, v in params.items() if k in wanted}

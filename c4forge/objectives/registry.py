@@ -181,7 +181,9 @@ def _piece_objective(
     masks: tuple[str, ...] = ("random",),
     vectorised: bool = False,
 ) -> ObjectiveSpec:
-    """An entry of the T5 family: pieces cut from documents, corrupted by ``fn``."""
+    """An entry of the T5 family: pieces cut from documents, corrupted by ``fn`` (whose
+    parameters are checked now: each must be one the builder passes)."""
+    fns.check_signature(name, fn)
     return ObjectiveSpec(
         name=name,
         objective_id=objective_id,

@@ -209,7 +209,7 @@ def source_block(docs: str, clean_files: dict[str, list[str]]) -> dict[str, Any]
 
 def resolve(job: ShardsJob) -> ShardsBuild:
     """Read the vocabulary and list the clean shards; refuse missing inputs before any work."""
-    from c4forge.shards.vocab_copy import vocab_files
+    from c4forge.tokenizers.vocab_files import source_files
 
     vocab = load_vocabulary(job.vocab, job.extra_ids)
     cfg = job.objective
@@ -246,7 +246,7 @@ def resolve(job: ShardsJob) -> ShardsBuild:
         job=job,
         vocab_state=vocab.__getstate__(),
         vocab_descriptor=vocab.descriptor(),
-        vocab_files=vocab_files(vocab, job.vocab),
+        vocab_files=source_files(vocab, job.vocab),
         schema=schema,
         manifest=manifest,
         clean_files=clean_files,

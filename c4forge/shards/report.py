@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 from typing import Any
 
@@ -64,7 +63,7 @@ def summary_lines(
 
 
 class ProgressWatcher:
-    """A tqdm bar fed by the files the workers write (clean shards read, shards written)."""
+    """A progress display (``c4forge.progress``) fed by the files the workers write (clean shards read, shards written)."""
 
     def __init__(self, build: ShardsBuild, quiet: bool) -> None:
         self.build = build
@@ -72,7 +71,7 @@ class ProgressWatcher:
         self.thread = None if quiet else threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        from tqdm import tqdm
+        from c4forge.progress import progress
 
         clean_total = sum(len(f) for f in self.build.clean_files.values())
         shards_total = sum((self.build.num_shards or {}).values()) or None
@@ -80,8 +79,8 @@ class ProgressWatcher:
         # A bucket listing costs a request: poll it every 10 s, a local folder every 0.5 s.
         every = 10.0 if storage.is_remote(pdir) else 0.5
         with (
-            tqdm(total=clean_total, desc="clean shards read", unit="file", file=sys.stderr) as a,
-            tqdm(total=shards_total, desc="shards written", unit="shard", file=sys.stderr) as b,
+            progress(total=clean_total, desc="clean shards read", unit="file") as a,
+            progress(total=shards_total, desc="shards written", unit="shard") as b,
         ):
             while not self.stop.wait(every):
                 with contextlib.suppress(OSError):

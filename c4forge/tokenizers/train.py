@@ -181,7 +181,7 @@ def sample_lines(
     """
     import heapq
 
-    from tqdm import tqdm
+    from c4forge.progress import progress as progress_display
 
     stats = SampleStats()
     total_weight = sum(s.weight for s in sources)
@@ -212,7 +212,7 @@ def sample_lines(
         threshold = HASH_SPACE if fraction >= 1.0 else int(HASH_SPACE * fraction)
         src_stats = {"documents": 0, "lines": 0, "characters": 0, "lines_too_long": 0}
         docs_total = clean_docs.split_documents(cstats, "train")
-        bar = tqdm(
+        bar = progress_display(
             total=docs_total,
             desc=f"sampling {source.language}",
             unit=" docs",

@@ -18,11 +18,13 @@ from typing import Any
 
 from c4forge.errors import ConfigError, InputError, VerificationError
 from c4forge.io.storage import check_format, read_json
+from c4forge.tokenizers.vocab_files import (
+    DESCRIPTOR_FILE,
+    EXTRA_IDS_MODEL_FILE,
+    MODEL_FILE,
+    VOCAB_FORMAT,
+)
 
-VOCAB_FORMAT = "c4forge.vocab"
-MODEL_FILE = "sentencepiece.model"
-EXTRA_IDS_MODEL_FILE = "sentencepiece.extra_ids.model"
-DESCRIPTOR_FILE = "vocab.json"
 DEFAULT_EXTRA_IDS = 100
 EMBEDDING_MULTIPLE = 128
 PAD_ID, EOS_ID, UNK_ID, BOS_ID = 0, 1, 2, -1

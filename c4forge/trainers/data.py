@@ -25,7 +25,6 @@ import numpy as np
 
 from c4forge.errors import ConfigError, InputError, VerificationError
 from c4forge.formats.shards import epoch_shard_order as shard_order
-from c4forge.io.storage import check_format, read_json
 
 SEGMENT_COLUMNS = (
     "inputs_segment_ids",
@@ -66,16 +65,6 @@ def open_shard_set(
         targets_length=targets_length,
         full=full,
     )
-
-
-def read_vocab_descriptor(vocab_dir: str) -> dict:
-    """``vocab.json`` of a vocabulary directory (formats.md §2): sha256, sizes, special ids."""
-    path = os.path.join(vocab_dir, "vocab.json")
-    if not os.path.isfile(path):
-        raise InputError(f"{vocab_dir}: not a c4forge vocabulary (no vocab.json)")
-    desc = read_json(path)
-    check_format(desc, path, "c4forge.vocab")
-    return desc
 
 
 # ---------------------------------------------------------------------------------------------

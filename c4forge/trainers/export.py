@@ -23,10 +23,10 @@ from typing import Any
 from c4forge.errors import ConfigError, InputError, OutputExistsError, VerificationError
 from c4forge.io.storage import atomic_write_bytes, read_json, sha256_file, write_json
 from c4forge.tokenizers.vocab import proto_fields
+from c4forge.tokenizers.vocab_files import copy_dir
 from c4forge.trainers.checkpoint import read_model_tensors, resolve_checkpoint
 from c4forge.trainers.config import ModelConfig
 from c4forge.trainers.models import read_config, run_dir_of
-from c4forge.trainers.vocab_copy import run_vocab_dir
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -146,7 +146,7 @@ def find_vocabulary(ckpt: Checkpoint, override: str | None):
     if override:
         candidates.append(override)
     else:
-        own = run_vocab_dir(run_dir_of(ckpt.directory))  # RUN/vocab: survives moving the run
+        own = copy_dir(run_dir_of(ckpt.directory))  # RUN/vocab: survives moving the run
         if own:
             candidates.append(own)
         recorded = _nested(ckpt.state, "vocab_dir", "vocab_model", "vocab")

@@ -71,8 +71,14 @@ class MetricsLog:
             self._tb.close()
 
 
-def plot_loss_curve(metrics_path: str, png_path: str, title: str = "") -> str | None:
-    """Training loss (and held-out NLL) against step; None when there is nothing to draw."""
+TOKEN_NLL = "nats per target token"
+
+
+def plot_loss_curve(
+    metrics_path: str, png_path: str, title: str = "", ylabel: str = TOKEN_NLL
+) -> str | None:
+    """Training loss (and held-out NLL) against step; None when there is nothing to draw.
+    ``ylabel`` names the loss's unit (a classifier's loss is per example, not per token)."""
     records = read_metrics(metrics_path)
     train = [(r["step"], r["loss"]) for r in records if "loss" in r]
     evals = [(r["step"], r["eval_nll"]) for r in records if "eval_nll" in r]
@@ -93,7 +99,7 @@ def plot_loss_curve(metrics_path: str, png_path: str, title: str = "") -> str | 
     if evals:
         ax.plot(*zip(*evals), "o-", label=eval_label, color="tab:orange", markersize=4)
     ax.set_xlabel("step")
-    ax.set_ylabel("nats per target token")
+    ax.set_ylabel(ylabel)
     ax.set_title(title or "c4forge train")
     ax.grid(True, alpha=0.3)
     ax.legend()

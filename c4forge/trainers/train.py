@@ -28,6 +28,7 @@ accumulation steps" hold with dropout on.
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import sys
 import time
@@ -41,6 +42,8 @@ import torch
 from c4forge import __version__
 from c4forge.errors import ConfigError, OutputExistsError, VerificationError
 from c4forge.io.storage import read_json
+from c4forge.tokenizers import vocab_files
+from c4forge.tokenizers.vocab_files import check_vocab_dir, copy_run_vocab, read_descriptor
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers import distributed as dist
 from c4forge.trainers import models
@@ -50,7 +53,6 @@ from c4forge.trainers.data import (
     TrainStream,
     eval_batches,
     open_shard_set,
-    read_vocab_descriptor,
 )
 from c4forge.trainers.device import DeviceInfo, is_out_of_memory, resolve_device
 from c4forge.trainers.families import training_for
@@ -60,12 +62,6 @@ from c4forge.trainers.optim import build_optimizer, schedule_note, set_lr, weigh
 from c4forge.trainers.options import FAMILY_OPTIMIZER, TrainOptions
 from c4forge.trainers.schedules import schedule_fn
 from c4forge.trainers.summary import RunSummary
-from c4forge.trainers.vocab_copy import (
-    check_vocab_dir,
-    copy_run_vocab,
-    find_shards_vocab,
-    run_vocab_dir,
-)
 
 __all__ = ["FAMILY_OPTIMIZER", "RunSummary", "TrainOptions", "setup", "run", "train"]
 
@@ -89,14 +85,25 @@ StepHook = Callable[[int], None]
 
 def train(opts: TrainOptions, hooks: Sequence[StepHook] = ()) -> RunSummary:
     """Set up, train to ``--steps``, leave the process group; each of ``hooks`` is called with
-    the step number after every step's log, eval and checkpoint (the resume tests kill from one)."""
-    s = setup(opts)
+    the step number after every step's log, eval and checkpoint (the resume tests kill from one).
+
+    Teardown order matters with gloo: the DDP wrapper's reducer (and the optimizer and loader
+    around it) hold the process group, whose C++ worker threads are joined only when the last
+    reference goes. Left to the garbage collector (the setup sits in reference cycles) that
+    happened during interpreter shutdown, where a rank could abort with "terminate called
+    without an active exception" while its peer was still in the final barrier. So the setup
+    is dropped and collected here, every rank then meets at a barrier, and only then is the
+    group destroyed (``distributed.shutdown``)."""
+    s: Setup | None = None
+    finished = False
     try:
+        s = setup(opts)
         summary = run(s, hooks)
-    except BaseException:
-        dist.shutdown(synchronize=False)
-        raise
-    dist.shutdown()
+        finished = True
+    finally:
+        s = None  # drop DDP, optimizer, loader: the last references to the group
+        gc.collect()
+        dist.shutdown(synchronize=finished)  # after an error no barrier: peers may never come
     return summary
 
 
@@ -269,10 +276,10 @@ def setup_data(opts: TrainOptions, rt: Runtime, resume: Resume) -> Data:
     family = family_of_shards(opts, resume)
     # the vocabulary: --vocab, else the copy a shard set carries (SHARDS/vocab), else what
     # the checkpoint recorded; every one is checked against the shards' fingerprint
-    vocab_source = opts.vocab or find_shards_vocab(opts.shards)
+    vocab_source = opts.vocab or vocab_files.copy_dir(opts.shards)
     if vocab_source is None and st is not None:
-        vocab_source = run_vocab_dir(opts.output)  # the run's own copy
-    run_vocab = read_vocab_descriptor(vocab_source) if vocab_source else None
+        vocab_source = vocab_files.copy_dir(opts.output)  # the run's own copy
+    run_vocab = read_descriptor(vocab_source) if vocab_source else None
     if st is not None:
         saved = st["config"]["vocabulary"]
         if run_vocab is not None and run_vocab["sha256"] != saved["sha256"]:
@@ -295,8 +302,9 @@ def setup_data(opts: TrainOptions, rt: Runtime, resume: Resume) -> Data:
             f"{st['config']['shards_index_sha256']}; {opts.shards}/index.json is {index_sha}"
         )
     vocabulary = dict(shards.vocab)
-    if run_vocab_dir(opts.output):  # a resumed run's copy must be the shards' vocabulary
-        check_vocab_dir(run_vocab_dir(opts.output), vocabulary["sha256"])
+    own = vocab_files.copy_dir(opts.output)
+    if own:  # a resumed run's copy must be the shards' vocabulary
+        check_vocab_dir(own, vocabulary["sha256"])
     if vocab_source:
         vocab_dir = os.path.abspath(vocab_source)
     else:
@@ -378,10 +386,9 @@ def family_of_shards(opts: TrainOptions, resume: Resume) -> str:
 def guess_vocab_dir(shards: str, sha256: str) -> str | None:
     """``SHARDS/../vocab`` when its vocab.json has the shards' fingerprint (export needs it)."""
     cand = os.path.join(os.path.dirname(os.path.abspath(shards)), "vocab")
-    try:
-        desc = read_vocab_descriptor(cand)
-    except Exception:
+    if not vocab_files.is_vocab_dir(cand):  # only "no vocabulary there" means None
         return None
+    desc = read_descriptor(cand)  # a damaged one is an error, not a silent None
     return cand if desc.get("sha256") == sha256 else None
 
 
@@ -807,11 +814,9 @@ def run(s: Setup, hooks: Sequence[StepHook] = ()) -> RunSummary:
 
 
 def progress_bar(s: Setup) -> Any:
-    from tqdm import tqdm
+    from c4forge.progress import progress
 
-    return tqdm(
-        total=s.opts.steps, initial=s.start_step, unit="step", desc="train", dynamic_ncols=True
-    )
+    return progress(total=s.opts.steps, initial=s.start_step, unit="step", desc="train")
 
 
 def summarize(

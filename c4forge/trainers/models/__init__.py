@@ -119,9 +119,9 @@ def run_dir_of(step_dir: str) -> str:
 def find_vocab_dir(step_dir: str, state: dict[str, Any]) -> str | None:
     """The run's own copy (``RUN/vocab``) first, so a moved run folder still finds it; then the
     vocabulary directory recorded at training time."""
-    from c4forge.trainers.vocab_copy import run_vocab_dir
+    from c4forge.tokenizers.vocab_files import copy_dir
 
-    own = run_vocab_dir(run_dir_of(step_dir))
+    own = copy_dir(run_dir_of(step_dir))
     if own:
         return own
     cfg = state.get("config") if isinstance(state.get("config"), dict) else {}
