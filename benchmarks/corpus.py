@@ -138,8 +138,24 @@ def _write_conversion(writer, url: str, date: str, text: str, record_id: str) ->
     writer.write_record(rec)
 
 
-def build(out: Path, pages: int, seed: int, files: int, extra: list[Path]) -> Path:
-    """Write the corpus (or reuse a matching one); returns ``out``."""
+def _fast_conversion(fh, url: str, date: str, text: str, record_id: str) -> None:  # noqa: ANN001
+    """The same WARC conversion record as ``_write_conversion`` (less warcio's digests),
+    written as one gzip member at level 1: ~5× faster, for the million-page corpus."""
+    payload = text.encode("utf-8")
+    head = (
+        f"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Target-URI: {url}\r\n"
+        f"WARC-Date: {date}\r\nWARC-Record-ID: {record_id}\r\nContent-Type: text/plain\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    ).encode()
+    fh.write(gzip.compress(head + payload + b"\r\n\r\n", compresslevel=1, mtime=0))
+
+
+def build(
+    out: Path, pages: int, seed: int, files: int, extra: list[Path], unique: bool = False
+) -> Path:
+    """Write the corpus (or reuse a matching one); returns ``out``. ``unique``: every prose
+    line rebuilt with at least three drawn sentences (no verbatim 10 %), so three-sentence spans
+    are unique and span dedup removes little, as on a real crawl (``benchmarks/scale.py``)."""
     from warcio.warcwriter import WARCWriter
 
     from c4forge.progress import progress
@@ -155,6 +171,8 @@ def build(out: Path, pages: int, seed: int, files: int, extra: list[Path]) -> Pa
             "".join(t for kind in sorted(sources) for _, t in sources[kind]).encode()
         ).hexdigest(),
     }
+    if unique:
+        manifest["unique"] = True
     mpath = out / "manifest.json"
     if mpath.exists() and json.loads(mpath.read_text())["build"] == manifest:
         return out
@@ -195,8 +213,8 @@ def build(out: Path, pages: int, seed: int, files: int, extra: list[Path]) -> Pa
                 pool = pools.get(lang) or pools["en"]
                 new_lines = []
                 for ln in lines:
-                    if _is_prose(ln) and rng.random() >= 0.1:
-                        n = max(1, len(_SENTENCE_END.split(ln)))
+                    if _is_prose(ln) and (unique or rng.random() >= 0.1):
+                        n = max(3 if unique else 1, len(_SENTENCE_END.split(ln)))
                         new_lines.append(" ".join(rng.choice(pool) for _ in range(n)))
                     else:
                         new_lines.append(ln)
@@ -217,7 +235,10 @@ def build(out: Path, pages: int, seed: int, files: int, extra: list[Path]) -> Pa
                     f"2019-04-{rng.randint(18, 26):02d}T{rng.randint(0, 23):02d}:"
                     f"{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z"
                 )
-                _write_conversion(writer, url, date, text, _record_id(seed, fi, i))
+                if unique:
+                    _fast_conversion(fh, url, date, text, _record_id(seed, fi, i))
+                else:
+                    _write_conversion(writer, url, date, text, _record_id(seed, fi, i))
                 total_bytes += len(text.encode("utf-8"))
         os.replace(tmp, path)
     manifest_out = {"build": manifest, "text_bytes": total_bytes}
@@ -236,9 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=20, help="number of WET files")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--extra", type=Path, nargs="*", default=[], help="more .jsonl[.gz] sources")
+    ap.add_argument("--unique", action="store_true", help="unique three-sentence spans")
     args = ap.parse_args(argv)
     out = args.out or default_out(args.pages, args.seed)
-    build(out, args.pages, args.seed, args.files, args.extra)
+    build(out, args.pages, args.seed, args.files, args.extra, args.unique)
     meta = json.loads((out / "manifest.json").read_text())
     size = sum(p.stat().st_size for p in corpus_files(out))
     print(

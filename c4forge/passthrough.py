@@ -109,6 +109,10 @@ def check(engine: str, runner: str | None, extra: Sequence[str], own: Sequence[s
     ``own``: the command's own option names, for a "did you mean" hint on a typo."""
     if engine == "spark":
         spark_conf_pairs(extra, own)
+    elif engine == "local":
+        raise ConfigError(
+            f"--engine local takes no engine options, got {' '.join(extra)!r}{_hint(extra[0], own)}"
+        )
     else:
         check_beam(extra, runner, own)
 

@@ -111,18 +111,65 @@ def reference_clean(paths: list[str], dedup: str = "spans") -> tuple[dict, list[
     lists, no shuffles): the tests compare the Beam and Spark engines' counters and documents
     with it, so a page lost or duplicated by an engine's wiring (a join, a group, a shard)
     shows up."""
+    import tempfile
+
     from c4forge.clean.config import CleanJob
     from c4forge.clean.plan import build_plan
     from c4forge.engines.local import LocalEngine
     from c4forge.io.inputs import InputFile
 
-    job = CleanJob(tuple(paths), "unused", dedup=dedup, input_format="wet")
-    plan, engine = build_plan(job), LocalEngine()
-    docs = engine.front(plan, [InputFile(p, 0) for p in sorted(paths)], job, None)
-    for stage in plan.doc_stages:
-        docs = stage.expand(engine, docs)
+    with tempfile.TemporaryDirectory(prefix="c4forge-ref-") as work:
+        job = CleanJob(tuple(paths), work, dedup=dedup, input_format="wet")
+        plan, engine = build_plan(job), LocalEngine()
+        docs = engine.documents(plan, job, [InputFile(p, 0) for p in sorted(paths)])
     out = [{"split": s, "text": d.text, "timestamp": d.timestamp, "url": d.url} for s, d in docs]
     return engine.bag.as_dict(dedup if dedup != "none" else None), out
+
+
+def corpus_stage(job_options: dict, name: str, **replace) -> object:
+    """The plan's corpus-wide stage ``name`` (``dedup``, ``near_dedup``) for a job with
+    ``job_options``; ``replace``: keyword arguments of its ``apply`` to override (a minimum)."""
+    import dataclasses
+    import functools
+
+    from c4forge.clean.config import CleanJob
+    from c4forge.clean.plan import build_plan
+
+    plan = build_plan(CleanJob(("unused",), "unused", **job_options))
+    stage = next(s for s in plan.doc_stages if s.name == name)
+    if replace:
+        apply = functools.partial(stage.apply.func, **{**stage.apply.keywords, **replace})
+        stage = dataclasses.replace(stage, apply=apply)
+    return stage
+
+
+def run_corpus_stage(stage, docs: list, engine=None, collect=list) -> tuple[dict, dict]:
+    """One corpus-wide plan stage through an engine's primitives, as the chunk passes run it:
+    every document (``Doc``, at location ``(0, i)``) emits its keys, the engine decides, each
+    document gets its decisions applied. Returns ``({url: Doc or None}, counters)``.
+    ``collect(coll) -> list`` reads an engine collection (Spark: ``rdd.collect``); the
+    emitted keys go in as ``engine.source`` over the documents."""
+    import functools
+
+    from c4forge.engines.local import LocalEngine
+    from c4forge.filters.counting import CounterBag
+
+    engine = engine or LocalEngine()
+    located = [((0, i), d) for i, d in enumerate(docs)]
+    from c4forge.clean.passes import emit_located
+
+    emit = functools.partial(emit_located, stage=stage)  # importable on every engine's workers
+    emitted = engine.source(f"{stage.name}/docs", located, emit)
+    by_loc: dict = {}
+    for loc, decision in collect(stage.decide(engine, emitted)):
+        by_loc.setdefault(tuple(loc), []).append(decision)
+    counts = CounterBag()
+    out = {}
+    for loc, doc in located:
+        kept = list(stage.apply(loc, doc, by_loc.get(loc, []), counts))
+        out[doc.url] = kept[0] if kept else None
+    counts.merge(engine.counters())
+    return out, counts.counts
 
 
 def read_shard(path: str) -> list[dict]:

@@ -24,7 +24,6 @@ from clean_fixtures import GENUINE_WET_DIR, REPO, c4_docs, doc_records, span_sce
 
 from c4forge.clean import progress as pg
 from c4forge.filters.counting import CounterBag
-from c4forge.filters.wet import Page
 
 FILES = 6
 PER_FILE = 30
@@ -77,7 +76,7 @@ def _records(out: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def uninterrupted(inputs, tmp_path_factory) -> Path:
-    """The reference: the plain pipeline (no --resume, no progress recorded), one worker."""
+    """The reference: the plain pipeline (no --resume), one worker."""
     out = tmp_path_factory.mktemp("ref") / "out"
     done = _run(_cmd(inputs, out, "--workers", "1", "--quiet"))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -137,7 +136,7 @@ def test_killed_run_resumes_to_the_same_output(inputs, uninterrupted, tmp_path) 
     resumed = _run(_cmd(inputs, out, "--resume", "--workers", "2"))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert (
-        f"--resume: {skipped} input(s) done by an earlier run, skipped; "
+        f"--resume: {skipped} chunk(s) done by an earlier run, skipped; "
         f"{total - skipped} processed now" in resumed.stderr
     )
     assert not (out / "_work").exists()
@@ -154,7 +153,7 @@ def test_resume_from_the_start_then_on_a_complete_run(inputs, uninterrupted, tmp
     first = _run(_cmd(inputs, out, "--resume", "--workers", "2"))
     assert first.returncode == 0, first.stderr[-3000:]
     assert "--resume: recording progress in" in first.stderr
-    assert f"0 input(s) done by an earlier run, skipped; {FILES + 1} processed now" in first.stderr
+    assert f"0 chunk(s) done by an earlier run, skipped; {FILES + 1} processed now" in first.stderr
     _same_output(out, uninterrupted)
     before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.iterdir()}
 
@@ -165,34 +164,41 @@ def test_resume_from_the_start_then_on_a_complete_run(inputs, uninterrupted, tmp
     assert after == before  # no file touched, no _work created
 
 
-def test_front_records_round_trip_and_survivor_counts(tmp_path) -> None:
-    """The shared front: records survive the data file exactly, and URL dedup counts the clean
-    counters of the kept copy only (the dropped older copy's counters vanish with it)."""
-    doc = c4_docs(0, 1)[0]
-    newer = Page(doc["url"], "2019-07-20T00:00:00Z", doc["text"], "example.com/a")
-    older = Page(doc["url"] + "?x", "2000-01-01T00:00:00Z", "Short.", "example.com/a")
+def test_chunk_front_resumes_and_counts_the_survivor_only(tmp_path) -> None:
+    """The front of one chunk (every engine's): its URL entries carry no text; called again
+    (the chunk's record exists) it re-emits the same entries and counters without reading the
+    input; URL dedup keeps the newer copy, and pass 0 counts the clean counters of that
+    survivor only (the dropped older copy's counters vanish with it)."""
+    from c4forge.clean import passes, steps
     from c4forge.clean.config import CleanJob
     from c4forge.clean.plan import build_plan
 
-    for keep_sentences in (True, False):
-        job = CleanJob(("x",), str(tmp_path), dedup="spans" if keep_sentences else "lines")
-        front = CounterBag()
-        recs = list(pg.front_records([older, newer], build_plan(job), front))
-        # length passes both now; the clean counters are held per record, for later
-        assert front.counts == {"length": {"passed": 2}}
-        assert recs[0].cleaned_text is None and recs[1].cleaned_text is not None
-        path = str(tmp_path / f"chunk-{keep_sentences}.pages.gz")
-        assert list(pg.write_records(path, recs)) == recs
-        back = list(pg.read_records(path))
-        assert [r.page for r in back] == [older, newer]
-        assert [r.clean_counts for r in back] == [r.clean_counts for r in recs]
-        assert (back[1].sentences is not None) == keep_sentences
+    doc = c4_docs(0, 1)[0]
+    older = dict(doc, url=doc["url"] + "?utm_source=x", date="2000-01-01T00:00:00Z", text="Short.")
+    wet = tmp_path / "in.warc.wet.gz"
+    wet.write_bytes(wet_bytes(doc_records([dict(doc, date="2019-07-20T00:00:00Z"), older])))
+    out = str(tmp_path / "out")
+    (chunk,) = pg.plan_chunks([pg.InputFile(str(wet), wet.stat().st_size)], 1)
+    for dedup in ("spans", "lines"):
+        plan = build_plan(CleanJob((str(wet),), out, dedup=dedup))
+        pg.WorkDir(out).start({"engine": "test", "dedup": dedup}, resume=False)
+        first = CounterBag()
+        entries = list(passes.front(chunk, first, plan=plan, output=out))
+        assert len(entries) == 2 and all(k == e.normalized_url for k, e in entries)
+        assert first.counts.pop(pg.RESUME_NAMESPACE) == {"processed": 1}
+        assert "clean" not in first.counts  # held per record, for the survivor only
+        wet.rename(tmp_path / "moved")  # a done chunk is not read again
+        again = CounterBag()
+        assert list(passes.front(chunk, again, plan=plan, output=out)) == entries
+        assert again.counts.pop(pg.RESUME_NAMESPACE) == {"skipped": 1}
+        assert again.counts == first.counts
+        (tmp_path / "moved").rename(wet)
         bag = CounterBag()
-        kept = pg.choose_front_copy(back, bag)
-        assert kept is not None and kept.page == newer
-        expected = CounterBag()
-        expected("url_dedup", "duplicate_url")
-        expected("url_dedup", "passed")
-        for stage, reason, n in recs[1].clean_counts:
-            expected(stage, reason, n)
-        assert bag.counts == expected.counts
+        (kept,) = steps.url_dedup(entries[0][0], [e for _, e in entries], bag)
+        assert kept.timestamp == "2019-07-20T00:00:00Z"
+        assert bag.counts == {"url_dedup": {"duplicate_url": 1, "passed": 1}}
+        pass0 = CounterBag()
+        keys = list(passes.chunk_pass(0, [chunk], [kept.loc[1]], pass0, plan=plan, output=out, k=0))
+        assert keys  # the dedup keys of the one kept document
+        clean = pass0.counts["clean"]
+        assert clean["passed"] == 1 and not {"too_few_sentences", "loremipsum"} & set(clean)

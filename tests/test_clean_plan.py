@@ -66,7 +66,7 @@ def _drop_host(page, count, *, host: str):
     yield page
 
 
-def test_a_variant_is_a_different_plan() -> None:
+def test_a_variant_is_a_different_plan(tmp_path) -> None:
     """One more page stage, run by the same engine without touching it: the kept documents
     are the base plan's minus that domain's, and the new stage's counters add up."""
     job = _job(dedup="lines")
@@ -83,9 +83,7 @@ def test_a_variant_is_a_different_plan() -> None:
 
     def run(plan):
         engine = LocalEngine()
-        docs = engine.front(plan, files, job, None)
-        for stage in plan.doc_stages:
-            docs = stage.expand(engine, docs)
+        docs = engine.documents(plan, job.replace(output=str(tmp_path)), files)
         return {d.url for _, d in docs}, engine.counters()
 
     base_urls, base_counts = run(base)

@@ -1,4 +1,5 @@
-"""Span and line dedup (c4_rules.md §8) as pure functions, with NLTK Punkt for real.
+"""Span and line dedup (c4_rules.md §8): the rules as pure functions, and the plan's dedup
+stage run through the local engine's primitives (as the chunk passes run it), Punkt for real.
 
 Pages are built from real-looking English lines whose kept copy is known from the rule:
 the owner is the page whose URL has the smallest md5, not the alphabetically first one. The
@@ -11,6 +12,9 @@ from __future__ import annotations
 import hashlib
 import random
 
+from clean_fixtures import corpus_stage, run_corpus_stage
+
+from c4forge.clean.steps import Doc
 from c4forge.filters import dedup as dd
 from c4forge.filters.counting import CounterBag
 from c4forge.filters.sentences import split_sentences
@@ -45,10 +49,24 @@ LINE_C = "We stayed in a small hotel near the main square for a week."
 UNIQUE_3 = "I went home early. The rain had stopped by then. Dinner was ready at seven."
 
 
-def run_spans(pages: dict[str, str]) -> tuple[dict[str, str | None], CounterBag]:
+TS = "2019-04-18T00:00:00Z"
+
+
+def _run(stage, docs: list[Doc]) -> tuple[dict[str, str | None], CounterBag]:
+    """The plan's dedup stage over ``docs`` through the local engine: ``{url: text or None}``."""
+    out, counts = run_corpus_stage(stage, docs)
     bag = CounterBag()
-    out = dd.dedup_spans_local([(u, sents(t)) for u, t in pages.items()], bag)
-    return out, bag
+    bag.merge(counts)
+    return {u: (d.text if d is not None else None) for u, d in out.items()}, bag
+
+
+def spans_of(items: list[tuple[str, list[list[str]]]]) -> tuple[dict[str, str | None], CounterBag]:
+    docs = [Doc(u, TS, u, "", s) for u, s in items]
+    return _run(corpus_stage({"dedup": "spans"}, "dedup"), docs)
+
+
+def run_spans(pages: dict[str, str]) -> tuple[dict[str, str | None], CounterBag]:
+    return spans_of([(u, sents(t)) for u, t in pages.items()])
 
 
 # --- spans ------------------------------------------------------------------------------------
@@ -134,8 +152,7 @@ def test_span_result_independent_of_page_order():
     rng = random.Random(0)
     for _ in range(5):
         rng.shuffle(items)
-        bag = CounterBag()
-        out = dd.dedup_spans_local(items, bag)
+        out, bag = spans_of(items)
         results.add((tuple(sorted(out.items(), key=str)), repr(bag.as_dict())))
     assert len(results) == 1
     ((out_items, _),) = results
@@ -163,8 +180,8 @@ def test_span_removals_owner_tuple_order():
 
 
 def run_lines(pages: dict[str, str]) -> tuple[dict[str, str | None], CounterBag]:
-    bag = CounterBag()
-    return dd.dedup_lines_local(list(pages.items()), bag, split_sentences), bag
+    docs = [Doc(u, TS, u, t) for u, t in pages.items()]
+    return _run(corpus_stage({"dedup": "lines"}, "dedup"), docs)
 
 
 def test_lines_owner_is_smallest_md5_url_and_first_occurrence_in_page():

@@ -9,6 +9,7 @@ records, not from re-reading the inputs).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -88,7 +89,7 @@ def test_samples_hold_what_the_rules_dropped(tmp_path: Path) -> None:
 
 def test_spark_front_done_by_an_earlier_run(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
-    from c4forge.clean import driver
+    from c4forge.clean import driver, passes
     from c4forge.clean.config import CleanJob
     from c4forge.clean.plan import build_plan
     from c4forge.engines.local import LocalEngine
@@ -108,7 +109,8 @@ def test_spark_front_done_by_an_earlier_run(tmp_path: Path) -> None:
         driver.prepare_output(job)
         work, chunks = driver.start_work(engine, job, files, job.record())
         engine.keep_samples = 3
-        engine.front(build_plan(job), files, job, chunks)  # "the earlier run": its front only
+        front = functools.partial(passes.front, plan=build_plan(job), output=str(out))
+        engine.source("wet", chunks, front).count()  # "the earlier run": its front only
         assert all(work.done(c) is not None for c in chunks)
         assert driver.run_clean(job.replace(resume=True), SparkEngine(spark_context=sc)) == 0
     finally:

@@ -9,19 +9,36 @@ import re
 from pathlib import Path
 
 import pytest
+from clean_fixtures import corpus_stage, run_corpus_stage
 from datasketch import MinHash, MinHashLSH
 
+from c4forge.clean.steps import Doc, loc_of_node
+from c4forge.engines.local import LocalEngine
 from c4forge.errors import ConfigError
-from c4forge.filters.counting import CounterBag
 from c4forge.filters.minhash import (
     band_entries,
-    components_local,
     make_params,
-    near_dedup_local,
     node_id,
     shingles,
     signature,
 )
+
+TS = "2019-04-18T00:00:00Z"
+
+
+def near_dedup(pages: list[tuple[str, str]], engine=None, collect=list) -> tuple[set[str], dict]:
+    """The plan's near-dedup stage over ``(url, text)`` pages through an engine's primitives:
+    (removed urls, counters)."""
+    stage = corpus_stage({"dedup": "none", "near_dedup": "minhash"}, "near_dedup")
+    docs = [Doc(u, TS, u, t) for u, t in pages]
+    out, counts = run_corpus_stage(stage, docs, engine, collect)
+    return {u for u, d in out.items() if d is None}, counts
+
+
+def components(edges: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The plan's connected components (large/small-star rounds) on the local engine."""
+    stage = corpus_stage({"dedup": "none", "near_dedup": "minhash"}, "near_dedup")
+    return stage.components(LocalEngine(), edges)
 
 SAMPLE = Path(__file__).parent.parent / "c4forge/data/sample/c4-sample.00000-of-00001.json.gz"
 
@@ -110,12 +127,11 @@ def test_components_large_small_star() -> None:
     # chain 9-8-7-…-0 plus a separate triangle and a pair: three components
     edges = [(str(i), str(i + 1)) for i in range(9)] + [("a", "b"), ("b", "c"), ("c", "a")]
     edges += [("x", "y")]
-    stars, rounds = components_local(edges)
+    stars = components(edges)
     centre = {leaf: c for leaf, c in stars}
     assert all(centre[str(i)] == "0" for i in range(1, 10))
     assert centre["b"] == centre["c"] == "a" and centre["y"] == "x"
     assert "0" not in centre and "a" not in centre and "x" not in centre
-    assert rounds <= 8
 
 
 def test_components_random_graph_matches_union_find() -> None:
@@ -134,7 +150,7 @@ def test_components_random_graph_matches_union_find() -> None:
         ru, rv = find(u), find(v)
         if ru != rv:
             parent[max(ru, rv)] = min(ru, rv)
-    stars, _ = components_local(edges)
+    stars = components(edges)
     centre = dict(stars)
     for n in nodes:
         assert centre.get(n, n) == min(m for m in nodes if find(m) == find(n))
@@ -159,8 +175,7 @@ def test_near_copies_removed_unrelated_kept(docs: list[dict]) -> None:
         urls = [f"https://mirror{k}.example/{i}" for k in range(len(variants))]
         pages += list(zip(urls, variants))
         groups.append([d["url"], *urls])
-    bag = CounterBag()
-    removed = near_dedup_local(pages, make_params(), bag)
+    removed, counts = near_dedup(pages)
 
     # Recall: every group should keep exactly one page; count how many copies went.
     copies = sum(len(g) - 1 for g in groups)
@@ -175,7 +190,7 @@ def test_near_copies_removed_unrelated_kept(docs: list[dict]) -> None:
     # Unrelated pages (the other 80 real C4 documents) all survive.
     unrelated = {d["url"] for d in originals[40:]}
     assert not (unrelated & removed)
-    nd = bag.counts["near_dedup"]
+    nd = counts["near_dedup"]
     assert nd["removed"] == len(removed)
     assert nd["removed"] + nd["passed"] == len(pages)
     assert nd["candidates"] >= nd["true_pairs"] >= nd["removed"]
@@ -185,20 +200,17 @@ def test_near_copies_removed_unrelated_kept(docs: list[dict]) -> None:
 def test_result_independent_of_input_order(docs: list[dict]) -> None:
     pages = [(d["url"], d["text"]) for d in docs[:30]]
     pages += [(f"https://copy.example/{i}", t + " Thanks.") for i, (_, t) in enumerate(pages[:10])]
-    a = near_dedup_local(pages, make_params(), CounterBag())
-    b = near_dedup_local(list(reversed(pages)), make_params(), CounterBag())
-    assert a == b and len(a) == 10
+    a = near_dedup(pages)
+    b = near_dedup(list(reversed(pages)))
+    assert a == b and len(a[0]) == 10
 
 
 def test_beam_wiring_matches_local(docs: list[dict]) -> None:
-    """The Beam transforms decide exactly what the in-memory driver decides, counters too."""
+    """The plan's near-dedup decision on Beam equals the local engine's, counters too."""
     import apache_beam as beam
     from apache_beam.testing.util import assert_that, equal_to
 
-    from c4forge.clean.plan import NearDedupStage
-    from c4forge.clean.steps import Doc
     from c4forge.engines.beam import BeamEngine
-    from c4forge.filters.minhash import MAX_ROUNDS
 
     rng = random.Random(3)
     pages = [(d["url"], d["text"]) for d in docs[:40]]
@@ -208,20 +220,27 @@ def test_beam_wiring_matches_local(docs: list[dict]) -> None:
     pages += [
         (f"https://n.example/{i}", _swap_sentences(t, rng)) for i, (_, t) in enumerate(pages[:6])
     ]
-    params = make_params()
-    bag = CounterBag()
-    removed = near_dedup_local(pages, params, bag)
+    removed, counts = near_dedup(pages)
     assert len(removed) >= 12
 
-    engine = BeamEngine()  # one in-process DirectRunner worker
-    docs_in = engine.pipeline | beam.Create(
-        [Doc(u, "2019-04-18T00:00:00Z", u, t) for u, t in pages]
-    )
-    # the plan's bound (MAX_ROUNDS, as on Spark), unrolled: extra rounds change nothing
-    stage = NearDedupStage("near_dedup", params, MAX_ROUNDS)
-    kept = stage.expand(engine, docs_in) | beam.Map(lambda d: d.url)
-    assert_that(kept, equal_to([u for u, _ in pages if u not in removed]))
+    stage = corpus_stage({"dedup": "none", "near_dedup": "minhash"}, "near_dedup")
+    located = [((0, i), Doc(u, TS, u, t)) for i, (u, t) in enumerate(pages)]
+    emitted = [kv for loc, d in located for kv in stage.emit(loc, d, lambda *a: None)]
+    engine = BeamEngine()  # one in-process DirectRunner worker; MAX_ROUNDS unrolled
+    decided = stage.decide(engine, engine.pipeline | beam.Create(emitted))
+    urls = decided | beam.Map(lambda item: pages[item[0][1]][0])
+    assert_that(urls, equal_to(sorted(removed)))
     engine.execute()
-    counters = engine.counters()
-    assert counters["near_dedup"] == bag.counts["near_dedup"]
-    assert counters["near_dedup"].get("unconverged", 0) == 0
+    beam_nd = engine.counters()["near_dedup"]
+    # the decision's counters (removed/passed are counted when a chunk pass applies it)
+    for reason in ("candidates", "true_pairs", "unconverged"):
+        assert beam_nd.get(reason, 0) == counts["near_dedup"].get(reason, 0), reason
+    assert beam_nd.get("unconverged", 0) == 0
+
+
+def test_node_ids_keep_md5_order_and_route_back() -> None:
+    from c4forge.clean.steps import node_of
+
+    doc = Doc("https://a.example/x", TS, "a.example/x", "t")
+    node = node_of((12, 345), doc)
+    assert node.startswith(node_id(doc.url)) and loc_of_node(node) == (12, 345)

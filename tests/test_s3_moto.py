@@ -193,7 +193,7 @@ def test_killed_s3_run_resumes_to_the_same_output(s3, s3_inputs, local_run):
         [*cmd, "--workers", "2"], env=_env(), cwd=REPO, capture_output=True, text=True, timeout=300
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    skipped = f"{len(done)} input(s) done by an earlier run, skipped; {total - len(done)} processed"
+    skipped = f"{len(done)} chunk(s) done by an earlier run, skipped; {total - len(done)} processed"
     assert skipped in resumed.stderr
     took = time.monotonic() - started
     print(f"killed after {len(done)} of {total} inputs; kill + resume took {took:.1f} s")

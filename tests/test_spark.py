@@ -26,8 +26,7 @@ from c4forge.engines.spark import (  # noqa: E402
     resolve_all,
 )
 from c4forge.errors import ConfigError, InputError  # noqa: E402
-from c4forge.filters.counting import CounterBag  # noqa: E402
-from c4forge.filters.minhash import MAX_ROUNDS, make_params, near_dedup_local  # noqa: E402
+from c4forge.filters.minhash import MAX_ROUNDS, make_params  # noqa: E402
 from c4forge.passthrough import spark_conf_pairs  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
@@ -137,8 +136,12 @@ def test_warc_given_as_wet_is_a_clear_error(sc, tmp_path: Path) -> None:
         run_clean(args, SparkEngine(spark_context=sc))
 
 
-def test_near_dedup_rdd_equals_in_memory_driver(sc) -> None:
+def test_near_dedup_on_spark_equals_local_engine(sc) -> None:
+    """The plan's near-dedup stage through Spark's primitives decides what the local engine
+    decides, with the same counters."""
     import gzip
+
+    from clean_fixtures import corpus_stage, run_corpus_stage
 
     with gzip.open(C4_SAMPLE, "rt", encoding="utf-8") as f:
         docs = [json.loads(line) for line in f][:60]
@@ -148,18 +151,16 @@ def test_near_dedup_rdd_equals_in_memory_driver(sc) -> None:
         words = text.split(" ")
         words[rng.randrange(len(words))] = "CHANGED"
         pages.append((f"https://copy.example/{i}", " ".join(words)))
-    params = make_params()
-    bag = CounterBag()
-    expected = near_dedup_local(pages, params, bag)
-    stage = NearDedupStage("near_dedup", params, MAX_ROUNDS)
+    stage = corpus_stage({"dedup": "none", "near_dedup": "minhash"}, "near_dedup")
     docs = [Doc(u, "t", u, t) for u, t in pages]
     spark = SparkEngine(spark_context=sc)
-    kept = {d.url for d in stage.expand(spark, sc.parallelize(docs, 3)).collect()}
-    assert kept == {u for u, _ in pages} - expected
-    assert spark.counters()["near_dedup"] == bag.counts["near_dedup"]
-    local = LocalEngine()  # the same plan stage in-process: same decision, same counters
-    assert {d.url for d in stage.expand(local, docs)} == kept
-    assert local.counters() == spark.counters()
+    kept, counts = run_corpus_stage(stage, docs, spark, lambda rdd: rdd.collect())
+    local_kept, local_counts = run_corpus_stage(stage, docs)
+    assert {u for u, d in kept.items() if d is None} == {
+        u for u, d in local_kept.items() if d is None
+    }
+    assert counts == local_counts
+    assert counts["near_dedup"]["removed"] >= 12
 
 
 def test_masters() -> None:

@@ -14,13 +14,15 @@ import threading
 from pathlib import Path
 
 import pytest
+from clean_fixtures import corpus_stage, run_corpus_stage
 
+from c4forge.clean.steps import Doc
 from c4forge.errors import ConfigError, InputError
 from c4forge.filters import langid_cld3 as cld3
 from c4forge.filters import realnews
 from c4forge.filters import url_list as ul
 from c4forge.filters.counting import CounterBag
-from c4forge.filters.dedup import apply_line_dedup, apply_span_removals, dedup_lines_local
+from c4forge.filters.dedup import apply_line_dedup, apply_span_removals
 from c4forge.filters.paragraphs import paragraph_filter
 from c4forge.filters.sentences import split_sentences
 from c4forge.filters.split import release_split_name
@@ -388,7 +390,9 @@ def test_line_dedup_without_sentence_minimum():
     assert apply_line_dedup(text, [line_key(text)], bag, split_sentences) is None  # en rechecks
     assert bag.counts["dedup"]["too_few_sentences"] == 1
     pages = [("u1", "a\nb"), ("u2", "b\nc")]
-    out = dedup_lines_local(pages, CounterBag(), split_sentences, min_sentences=0)
+    stage = corpus_stage({"dedup": "lines"}, "dedup", min_sentences=0)
+    docs = [Doc(u, "2019-04-18T00:00:00Z", u, t) for u, t in pages]
+    out = {u: (d.text if d else None) for u, d in run_corpus_stage(stage, docs)[0].items()}
     owner_of_b = min(pages, key=lambda p: hashlib.md5(p[0].encode()).hexdigest())[0]
     assert ("b" in (out["u1"] or "").split("\n")) == (owner_of_b == "u1")
     assert apply_span_removals([["One sentence."]], [], CounterBag(), min_sentences=0) == "One sentence."

@@ -27,6 +27,18 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         ),
     )
     CleanJob.add_flags(p)
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="do not clean: run the plan on a sample of the inputs and write only "
+        "OUTPUT/estimate.json (CPU per stage, shuffle bytes, memory, CPU-hours, cost)",
+    )
+    p.add_argument(
+        "--estimate-mb", type=float, default=16.0, help="--estimate: compressed MB sampled"
+    )
+    p.add_argument(
+        "--price-per-vcpu-hour", type=float, default=0.04, help="--estimate: USD per vCPU-hour"
+    )
     return p
 
 
@@ -38,4 +50,9 @@ def job_from_args(args: argparse.Namespace, extra: list[str]) -> CleanJob:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from c4forge.clean.driver import run_clean
 
-    return run_clean(job_from_args(args, extra))
+    job = job_from_args(args, extra)
+    if getattr(args, "estimate", False):
+        from c4forge.clean.estimate import run_estimate
+
+        return run_estimate(job, args.estimate_mb, args.price_per_vcpu_hour)
+    return run_clean(job)

@@ -23,7 +23,10 @@ DEDUP_MODES = ("spans", "lines", "none")
 FORMATS = ("jsonl", "parquet")
 INPUT_FORMATS = ("auto", "wet", "warc")
 NEAR_DEDUP_MODES = ("none", "minhash")
-ENGINES = ("beam", "spark")
+ENGINES = ("auto", "beam", "spark", "local")
+# --engine auto (the default): a local run on at least this much input (compressed bytes) runs
+# on the local engine, which spills its shuffles to disk; smaller ones on Beam's DirectRunner.
+AUTO_LOCAL_BYTES = 64 << 20
 
 
 def _local_output(path: str) -> str:
@@ -92,9 +95,11 @@ class CleanJob(CliConfig):
     runner: str | None = runner_option()
     engine: str = option(
         "--engine",
-        default="beam",
+        default="auto",
         choices=list(ENGINES),
-        help="beam (default) or a native PySpark driver (no Beam job server needed)",
+        help="auto (default): local for inputs of 64 MiB or more run on this machine, else beam; "
+        "beam: a Beam job (DirectRunner, or --runner); spark: native PySpark (no Beam job "
+        "server needed); local: in-process worker pool, shuffles spilled to disk",
     )
     master: str | None = option(
         "--master", default=None, help="Spark master URL for --engine spark (default local[*])"
@@ -166,8 +171,8 @@ class CleanJob(CliConfig):
         "--resume",
         default=False,
         action="store_true",
-        help="record per-input progress under OUTPUT/_work/ and skip inputs an interrupted run "
-        "already processed (Beam: pass it on the first run too; Spark always records)",
+        help="continue an interrupted run of the same job: chunks (input files) whose records "
+        "under OUTPUT/_work/ are complete are not read again",
     )
     overwrite: bool = option(
         "--overwrite", default=False, action="store_true", help="replace a finished run in --output"
@@ -210,7 +215,7 @@ class CleanJob(CliConfig):
         object.__setattr__(self, "dedup", v.resolve_dedup(self.dedup))
         if self.badwords_fraction is None:
             object.__setattr__(self, "badwords_fraction", v.badwords_fraction)
-        elif v.badwords_fraction == 0.0:
+        elif v.badwords_fraction == 0.0 and self.badwords_fraction != 0.0:  # 0: resolved (replace)
             raise ConfigError(
                 f"--variant {v.name} has no bad-words filter; --badwords-fraction does not apply"
             )
@@ -302,7 +307,7 @@ class CleanJob(CliConfig):
         parse_shards_option(self.validation_shards, "--validation-shards")
         runner = (self.runner or "").rsplit(".", 1)[-1].lower()  # Beam's names are case-blind
         if (
-            self.engine == "beam"
+            self.engine in ("auto", "beam")
             and runner in ("dataflow", "dataflowrunner")
             and not is_remote(self.output)
         ):

@@ -9,9 +9,9 @@ Order of work, and why:
    written with the shard checksums to stats.json, last (its presence means "complete"); then
    stale shards and ``_work/`` go, and the summary (and ``--report``'s funnel.png) follow.
 
-``_work/`` (``progress.py``): engines whose front keeps per-chunk records (Spark always, Beam
-with ``--resume``) get their chunks here; ``--resume`` continues an interrupted run of the same
-job, anything else starts clean.
+``_work/`` (``progress.py``, ``passes.py``): every engine keeps each chunk's records here (the
+page text stays in its chunk; only keys cross a shuffle); ``--resume`` continues an interrupted
+run of the same job, anything else starts clean.
 """
 
 from __future__ import annotations
@@ -33,11 +33,34 @@ from c4forge.io.inputs import InputFile, inputs_block
 FUNNEL_NAME = "funnel.png"
 
 
+def choose_engine(job: CleanJob) -> tuple[CleanJob, str]:
+    """``--engine auto`` → the engine for this job, and why (for the first log line). Why by
+    input size: Beam's DirectRunner keeps every collection in memory, so a large local run goes
+    to the local engine, which spills; a small one keeps Beam (one process, no spill files)."""
+    from c4forge.clean.config import AUTO_LOCAL_BYTES
+    from c4forge.io.inputs import resolve_inputs
+    from c4forge.pipeline.beam_options import LOCAL_RUNNERS
+
+    if job.engine != "auto":
+        return job, ""
+    if job.runner not in LOCAL_RUNNERS or job.passthrough:
+        return job.replace(engine="beam"), "auto: a Beam runner or Beam options given"
+    size = sum(f.size for f in resolve_inputs(list(job.inputs), job.input_format))
+    limit = f"{AUTO_LOCAL_BYTES >> 20} MiB"
+    if size >= AUTO_LOCAL_BYTES:
+        return job.replace(engine="local"), f"auto: {size / 1e6:,.0f} MB of input ≥ {limit}"
+    return job.replace(engine="beam"), f"auto: {size / 1e6:,.1f} MB of input < {limit}"
+
+
 def make_engine(job: CleanJob, spark_context: Any = None) -> Any:
     if job.engine == "spark":
         from c4forge.engines.spark import SparkEngine
 
         return SparkEngine(job, spark_context)
+    if job.engine == "local":
+        from c4forge.engines.local import LocalEngine
+
+        return LocalEngine(job)
     from c4forge.engines.beam import BeamEngine
 
     return BeamEngine(job)
@@ -69,13 +92,10 @@ def prepare_output(job: CleanJob) -> None:
 
 def start_work(
     engine: Any, job: CleanJob, files: list[InputFile], config: dict
-) -> tuple[pg.WorkDir, list[pg.Chunk] | None]:
-    """The ``_work`` folder of this run and, when the engine records its front, its chunks
-    (continuing an interrupted run of the same job with ``--resume``)."""
-    work = pg.WorkDir(job.output, engine.work_suffix)
-    if not engine.records_front(job):
-        work.remove()  # local folder, or every object under the remote prefix
-        return work, None
+) -> tuple[pg.WorkDir, list[pg.Chunk]]:
+    """The ``_work`` folder of this run and its chunks (continuing an interrupted run of the
+    same job with ``--resume``; anything else removes an old ``_work`` first)."""
+    work = pg.WorkDir(job.output, pg.BEAM_DATA_SUFFIX)
     chunk_files = engine.chunk_files(job)
     chunks = pg.plan_chunks(files, chunk_files)
     record = {
@@ -117,8 +137,9 @@ def finish(
     keys = co.output_keys({x["split"]: 1 for x in shard_stats}, job.spec.multilingual)
     counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in keys}
     outputs = cs.outputs_block(shard_stats, counts)
-    stages = None if job.variant == "en" and not job.decontaminate else plan.funnel
-    counters = counting.full_counters(raw, job.dedup, plan.near_dedup, stages, plan.language_id)
+    counters = counting.full_counters(
+        raw, job.dedup, plan.near_dedup, plan.funnel, plan.language_id
+    )
     written = {x["file"] for x in shard_stats}
     co.remove_files(job.output, [n for n in co.list_shard_files(job.output) if n not in written])
     stats = cs.make_stats(
@@ -149,6 +170,10 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
 
     started = time.monotonic()
     own = engine is None
+    why = ""
+    if own:
+        check_output(job)
+        job, why = choose_engine(job)
     engine = engine or make_engine(job)
     try:
         check_output(job)
@@ -163,8 +188,9 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             job,
             f"c4forge clean: {inputs['count']} input file(s), {summary.human_bytes(inputs['bytes'])}"
             f" → {job.output} [variant={job.variant}, dedup={job.dedup}, near-dedup={job.near_dedup}, "
-            f"{engine.tag}={engine.description}]",
+            f"{engine.tag}={engine.description}{f' ({why})' if why else ''}]",
         )
+        engine.check_inputs(inputs["bytes"], job)
         plan = build_plan(job)
         backend = langdetect_backend(plan)
         work, chunks = start_work(engine, job, files, config)
@@ -177,11 +203,19 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             if user_error is not None:
                 raise user_error from None
             raise
+        raw = dict(engine.counters())
+        resumed = raw.pop(pg.RESUME_NAMESPACE, {})
+        if job.resume:
+            _log(
+                job,
+                f"  --resume: {resumed.get('skipped', 0)} chunk(s) done by an earlier run, "
+                f"skipped; {resumed.get('processed', 0)} processed now",
+            )
         if job.keep_samples:  # before stats.json, which marks the output complete
             from c4forge.filters.drop_samples import write_samples
 
             write_samples(job.output, engine.samples(), job.keep_samples)
-        stats = finish(job, plan, config, inputs, shard_stats, engine.counters(), backend)
+        stats = finish(job, plan, config, inputs, shard_stats, raw, backend)
         work.finish()
     finally:
         if own:

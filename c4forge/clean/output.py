@@ -97,6 +97,42 @@ def shard_of(url_md5: str, count: int) -> int:
     return int(url_md5, 16) % count
 
 
+# --- shard assignment: the one implementation every engine calls --------------------------------
+
+
+def assign_shard(element: tuple[str, OutDoc], shards: Mapping[str, int]) -> tuple:
+    """``(output key, OutDoc)`` → ``((output key, shard index), OutDoc)`` (``shards``: the
+    ``shard_counts`` of the run)."""
+    key, doc = element
+    return (key, shard_of(doc.url_md5, shards[key])), doc
+
+
+def shard_markers(shards: Mapping[str, int]) -> list[tuple[tuple[str, int], None]]:
+    """One ``((key, index), None)`` per shard, grouped with the documents so that every shard
+    is written, an empty one too."""
+    return [((key, i), None) for key, n in shards.items() for i in range(n)]
+
+
+def write_shard_group(
+    directory: str,
+    fmt: str,
+    shards: Mapping[str, int],
+    shard: tuple[str, int],
+    values: Iterable,
+    presorted: bool = False,
+) -> dict:
+    """One shard's group (documents and its marker) → the file; its ``outputs`` entry.
+    ``presorted``: ``values`` already in ``sorted_docs`` order (streamed, never a list)."""
+    key, index = shard
+    docs = (v for v in values if v is not None)
+    return write_shard(directory, key, index, shards[key], docs, fmt, presorted)
+
+
+def doc_order(doc: OutDoc) -> tuple[str, str]:
+    """The order of documents in a shard (``sorted_docs``)."""
+    return doc.url_md5, doc.url
+
+
 def json_line(doc: OutDoc) -> bytes:
     """One C4 record: keys text, timestamp, url in that order, compact, UTF-8, ``\\n``."""
     obj = {"text": doc.text, "timestamp": doc.timestamp, "url": doc.url}
@@ -126,22 +162,32 @@ class _HashingWriter(io.RawIOBase):
 
 
 def sorted_docs(docs: Iterable[OutDoc]) -> list[OutDoc]:
-    return sorted(docs, key=lambda d: (d.url_md5, d.url))
+    return sorted(docs, key=doc_order)
 
 
 def write_shard(
-    directory: str, split: str, index: int, count: int, docs: Iterable[OutDoc], fmt: str = "jsonl"
+    directory: str,
+    split: str,
+    index: int,
+    count: int,
+    docs: Iterable[OutDoc],
+    fmt: str = "jsonl",
+    presorted: bool = False,
 ) -> dict:
-    """Write one shard (sorted here) and return its ``outputs`` entry for stats.json.
+    """Write one shard (sorted here, unless ``presorted``: then streamed in the given order,
+    a merge of sorted runs) and return its ``outputs`` entry for stats.json.
 
     ``content_sha256`` is the sha256 of the uncompressed JSONL in both formats, so a Parquet
     run and a JSONL run of the same corpus can be compared, and so can gzip builds.
     """
     name = shard_name(split, index, count, fmt)
     path = storage.join(directory, name)
-    ordered = sorted_docs(docs)
+    ordered: Iterable[OutDoc] = docs if presorted else sorted_docs(docs)
+    if fmt != "jsonl":
+        ordered = list(ordered)
     content = hashlib.sha256()
     characters = 0
+    documents = 0
     with storage.atomic_writer(path) as raw:
         sink = _HashingWriter(raw)
         if fmt == "jsonl":
@@ -152,19 +198,21 @@ def write_shard(
                     line = json_line(doc)
                     content.update(line)
                     characters += len(doc.text)
+                    documents += 1
                     gz.write(line)
         elif fmt == "parquet":
             for doc in ordered:
                 content.update(json_line(doc))
                 characters += len(doc.text)
-            _write_parquet(ordered, sink)
+                documents += 1
+            _write_parquet(ordered, sink)  # type: ignore[arg-type]
         else:
             raise ConfigError(f"unknown output format {fmt!r}")
     return {
         "split": split,
         "index": index,
         "file": name,
-        "documents": len(ordered),
+        "documents": documents,
         "characters": characters,
         "bytes": sink.size,
         "sha256": sink.sha.hexdigest(),

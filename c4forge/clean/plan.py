@@ -1,23 +1,24 @@
 """The clean job as data: an ordered plan of stages, built from a ``CleanJob``.
 
 A stage has a name (its counter namespace, the funnel's row), the per-element functions it
-runs (``c4forge.clean.steps``), and the key it shuffles on, if any. ``expand(engine, coll)``
-writes the stage once against the engine primitives (``c4forge.engines.base``), so Beam, Spark
-and the in-process local engine run the same plan; nothing else knows the stage order.
+runs (``c4forge.clean.steps``), and the key it shuffles on, if any. ``clean.passes`` runs the
+plan keys-only through the engine primitives (``c4forge.engines.base``), so Beam, Spark and the
+local engine run the same plan: per-element stages inside the per-chunk passes, corpus-wide
+stages (``JoinStage``, ``ListJoinStage``, ``NearDedupStage``: ``emit`` keys → ``decide`` →
+``apply``) as shuffles of keys and ``(chunk, record)`` ids; nothing else knows the stage order.
 
 Shape of a plan (c4_rules.md §1)::
 
     read ─ page_stages (per page: length) ─ url_dedup (shuffle: normalized URL)
          ─ clean (page → Doc) ─ doc_stages (dedup, near_dedup, langid, badwords, split)
 
-``page_stages`` + ``clean`` form the front, which the resumable mode runs per chunk of inputs
-(``progress.front_records``: clean before URL dedup, its counters kept per page and counted for
-the URL-dedup survivor only). The last doc stage yields ``(output key, OutDoc)`` pairs; the
+``page_stages`` + ``clean`` form the front, run per chunk of inputs (``passes.front``: clean
+before URL dedup, its counters kept per page and counted for the URL-dedup survivor only). The last doc stage yields ``(output key, OutDoc)`` pairs; the
 engine writes one group of files per key (the train/validation shards today).
 
 A variant is a different plan: ``build_plan`` is the one place that chooses stages from the
 job, so a domain filter is one more ``MapStage`` in ``page_stages``, a URL-list join a
-``JoinStage``, a paragraph filter a ``MapStage`` after ``clean``, another language ID a
+``ListJoinStage``, a paragraph filter a ``MapStage`` after ``clean``, another language ID a
 different ``langid`` function, per-language outputs a different final stage's key. Give a new
 stage a ``Flow`` in ``counting.FLOW`` (its drops and kept reasons) and list it in ``funnel``,
 and the conservation identities and the summary's funnel follow.
@@ -27,34 +28,50 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from c4forge.clean import steps
 from c4forge.filters import counting
+from c4forge.filters.counting import Count
 
 Fn = Callable[..., Any]
 
 
+def run_maps(stages: Iterable[Any], item: Any, count: Count) -> list[Any]:
+    """``item`` through consecutive per-element stages (the one interpreter of map stages)."""
+    items = [item]
+    for stage in stages:
+        fn = stage.fn
+        if isinstance(stage, BroadcastMapStage):  # its resource travels with the plan
+            fn = functools.partial(_with_resource, fn=stage.fn, resource=stage.resource)
+        items = [out for it in items for out in fn(it, count)]
+    return items
+
+
+def _with_resource(item: Any, count: Count, *, fn: Fn, resource: Any) -> Any:
+    return fn(item, count, resource)
+
+
 @dataclass(frozen=True)
 class MapStage:
-    """Per element: ``fn(item, count) -> iterable`` (drops, keeps, re-keys)."""
+    """Per element: ``fn(item, count) -> iterable`` (drops, keeps, re-keys). Runs inside the
+    per-chunk passes (``c4forge.clean.passes``), so a new per-document stage (with module-level
+    resources loaded on the worker, as the bad-words lists are) needs no engine work."""
 
     name: str
     fn: Fn
     shuffle_key: str | None = None
 
-    def expand(self, engine: Any, coll: Any) -> Any:
-        return engine.flat_map(coll, self.name, self.fn)
-
 
 @dataclass(frozen=True)
 class BroadcastMapStage:
     """Per element with a small read-only resource built on the driver (decontamination's
-    n-gram index): ``fn(item, count, resource) -> iterable``. The engine ships the resource
-    once (``engine.broadcast``: a Beam side input, a Spark broadcast, the object itself on the
-    local engine), not with every task's closure."""
+    n-gram index): ``fn(item, count, resource) -> iterable``. In the keys-only chunk passes it
+    runs like any map stage (``run_maps``), its resource pickled with the plan into each chunk
+    task; ``expand`` (``engine.broadcast``: a Beam side input, a Spark broadcast) remains for a
+    stage applied to a collection directly."""
 
     name: str
     fn: Fn
@@ -76,59 +93,65 @@ class GroupStage:
     reduce: Fn
     shuffle_key: str
 
-    def expand(self, engine: Any, coll: Any) -> Any:
-        keyed = engine.flat_map(coll, f"{self.name}/key", self.key)
-        return engine.group(keyed, self.name, self.reduce)
+
+# Corpus-wide stages (issue 19: keys only). Each has ``emit(loc, doc, count) -> (k, v)*``, run
+# by the chunk pass over its documents (``loc = (chunk, record)``); ``decide(engine, emitted)``
+# through the engine primitives → ``(loc, decision)`` pairs, sent back to the chunk; and
+# ``apply(loc, doc, decisions, count) -> docs``, run by the next chunk pass. Only keys and small
+# ids cross a shuffle; the documents never leave their chunk.
 
 
 @dataclass(frozen=True)
 class JoinStage:
-    """A corpus-wide decision joined back to the documents (exact dedup):
-
-    ``emit(doc) -> (k, v)*`` → per key either ``resolve(k, values, count)`` or a ``combine``
-    (``fn(values) -> value``, pre-combined before the shuffle) followed by ``resolve(item, count)`` as a map → ``(doc key, decision)*``;
-    documents keyed by ``doc_key`` co-grouped with the decisions → ``apply(k, docs,
-    decisions, count)``. Only keys and small values cross the first shuffle.
-    """
+    """A corpus-wide decision joined back to the documents (exact dedup): ``emit`` → per key
+    either ``resolve(k, values, count)`` or a ``combine`` (``fn(values) -> value``, pre-combined
+    before the shuffle) followed by ``resolve(item, count)`` as a map → ``(loc, decision)*``."""
 
     name: str
     emit: Fn
     resolve: Fn
-    doc_key: Fn
     apply: Fn
     shuffle_key: str
     combine: Fn | None = None
 
-    def expand(self, engine: Any, docs: Any) -> Any:
-        docs = engine.shared(docs)
-        emitted = engine.flat_map(docs, f"{self.name}/emit", self.emit)
+    def decide(self, engine: Any, emitted: Any) -> Any:
         if self.combine is not None:
             combined = engine.combine(emitted, f"{self.name}/combine", self.combine)
-            decisions = engine.flat_map(combined, f"{self.name}/resolve", self.resolve)
-        else:
-            decisions = engine.group(emitted, f"{self.name}/resolve", self.resolve)
-        keyed = engine.flat_map(docs, f"{self.name}/key", self.doc_key)
-        return engine.cogroup(f"{self.name}/apply", keyed, decisions, self.apply)
+            return engine.flat_map(combined, f"{self.name}/resolve", self.resolve)
+        return engine.group(emitted, f"{self.name}/resolve", self.resolve)
 
 
 @dataclass(frozen=True)
 class ListJoinStage:
     """Documents restricted to the keys of a second input (``--variant webtextlike``): the
     list files are read as a source (``read(path, count) -> (k, n)*``, streamed on the
-    workers), the documents keyed by ``doc_key``, and one co-group per key decides
-    (``apply(k, docs, entries, count)``). The list never sits in the driver's memory."""
+    workers), each document emits ``(doc_key, loc)`` and one co-group per key decides
+    (``join(k, locs, entries, count) -> loc*``, the kept ones). The list never sits in the
+    driver's memory."""
 
     name: str
     paths: tuple[str, ...]
     read: Fn
     doc_key: Fn
-    apply: Fn
+    join: Fn
     shuffle_key: str
 
-    def expand(self, engine: Any, docs: Any) -> Any:
+    def emit(self, loc: Any, doc: Any, count: Count) -> Iterator[tuple[Any, Any]]:
+        yield self.doc_key(doc), loc
+
+    def decide(self, engine: Any, emitted: Any) -> Any:
         listed = engine.source(f"{self.name}/list", list(self.paths), self.read)
-        keyed = engine.flat_map(docs, f"{self.name}/key", self.doc_key)
-        return engine.cogroup(self.name, keyed, listed, self.apply)
+        kept = engine.cogroup(self.name, emitted, listed, self.join)
+        return engine.flat_map(kept, f"{self.name}/kept", _kept)
+
+    @staticmethod
+    def apply(loc: Any, doc: Any, decisions: Iterable[Any], count: Count) -> Iterator[Any]:
+        if any(True for _ in decisions):
+            yield doc
+
+
+def _kept(loc: Any, count: Count) -> Iterator[tuple[Any, bool]]:
+    yield loc, True
 
 
 @dataclass(frozen=True)
@@ -143,12 +166,14 @@ class NearDedupStage:
     max_rounds: int
     shuffle_key: str = "LSH band, then graph node"
 
-    def expand(self, engine: Any, docs: Any) -> Any:
+    @property
+    def emit(self) -> Fn:
+        return functools.partial(steps.band_entries, params=self.params)
+
+    apply = staticmethod(steps.mark_removed)
+
+    def decide(self, engine: Any, bands: Any) -> Any:
         n = self.name
-        docs = engine.shared(docs)
-        bands = engine.flat_map(
-            docs, f"{n}/bands", functools.partial(steps.band_entries, params=self.params)
-        )
         pairs = engine.group(
             bands, f"{n}/pairs", functools.partial(steps.bucket_pairs, params=self.params)
         )
@@ -156,10 +181,9 @@ class NearDedupStage:
         edges = engine.flat_map(distinct_pairs, f"{n}/edges", steps.pair_edge)
         stars = self.components(engine, edges)
         removed = engine.distinct(
-            engine.flat_map(stars, f"{n}/removed", steps.removed_flag), f"{n}/removed/distinct"
+            engine.flat_map(stars, f"{n}/removed", steps.removed_node), f"{n}/removed/distinct"
         )
-        keyed = engine.flat_map(docs, f"{n}/key", steps.key_by_node)
-        return engine.cogroup(f"{n}/apply", keyed, removed, steps.mark_removed)
+        return engine.flat_map(removed, f"{n}/removed/loc", steps.removed_loc)
 
     def components(self, engine: Any, edges: Any) -> Any:
         """Edges → star edges ``(leaf, component minimum)``: canonical distinct edges, then the
@@ -169,6 +193,7 @@ class NearDedupStage:
             engine.flat_map(edges, f"{n}/canonical", steps.canonical_edge), f"{n}/distinct_edges"
         )
         stars = engine.loop(edges, f"{n}/round", _star_round, self.max_rounds)
+        stars = engine.shared(stars)
         check = engine.flat_map(stars, f"{n}/check/emit", steps.large_star_input)
         engine.drain(engine.group(check, f"{n}/check", steps.count_unconverged), f"{n}/check/drain")
         return stars
@@ -186,6 +211,9 @@ def _star_round(engine: Any, edges: Any, label: str) -> Any:
     return engine.distinct(small, f"{label}/distinct")
 
 
+CORPUS_STAGES = (JoinStage, ListJoinStage, NearDedupStage)
+
+
 @dataclass(frozen=True)
 class Plan:
     read: Fn  # (path, count) -> pages, counted under "wet"
@@ -197,6 +225,20 @@ class Plan:
     dedup: str
     near_dedup: bool
     language_id: str = "langdetect"  # "cld3" for --variant multilingual
+
+    def segments(self) -> list[tuple[tuple[MapStage, ...], Any]]:
+        """The doc stages cut at each corpus-wide stage: ``(maps, corpus stage or None)``, one
+        per chunk pass (the last one's maps end in the output key)."""
+        out: list[tuple[tuple[MapStage, ...], Any]] = []
+        maps: list[MapStage] = []
+        for stage in self.doc_stages:
+            if isinstance(stage, CORPUS_STAGES):
+                out.append((tuple(maps), stage))
+                maps = []
+            else:
+                maps.append(stage)
+        out.append((tuple(maps), None))
+        return out
 
     @property
     def stages(self) -> tuple[Any, ...]:
@@ -250,7 +292,7 @@ def build_plan(job: Any) -> Plan:
                 "webtext",
                 job.url_list_files,
                 vs.list_urls,
-                vs.key_by_normalized_url,
+                vs.normalized_url_of,
                 vs.webtext_join,
                 "normalized URL",
             )
@@ -264,7 +306,6 @@ def build_plan(job: Any) -> Plan:
                 "dedup",
                 steps.span_occurrences,
                 steps.span_removals,
-                steps.key_by_url,
                 functools.partial(steps.apply_span_removals, min_sentences=min_sentences),
                 "md5 of a three-sentence span",
             )
@@ -274,8 +315,7 @@ def build_plan(job: Any) -> Plan:
             JoinStage(
                 "dedup",
                 steps.line_occurrences,
-                steps.owner_to_url,
-                steps.key_by_url,
+                steps.owner_to_loc,
                 functools.partial(steps.apply_line_dedup, min_sentences=min_sentences),
                 "md5 of a line",
                 combine=steps.line_owner,

@@ -58,20 +58,33 @@ def length(page: Any, count: Count) -> Iterator[Any]:
         yield page
 
 
-def key_by_normalized_url(page: Any, count: Count) -> Iterator[tuple[str, Any]]:
-    yield page.normalized_url, page
+class UrlEntry(NamedTuple):
+    """What URL dedup needs of a page (c4_rules.md §4.2), without its text: the text stays in
+    the chunk that read it (``c4forge.clean.passes``); ``loc`` is ``(chunk, record)``."""
+
+    normalized_url: str
+    timestamp: str
+    text_md5: str
+    url: str
+    loc: tuple[int, int]
+    text: str = ""  # only with --keep-samples: a dropped copy's sample (drop_samples.MAX_TEXT)
+
+
+def key_by_normalized_url(entry: Any, count: Count) -> Iterator[tuple[str, Any]]:
+    yield entry.normalized_url, entry
 
 
 def url_dedup(key: str, pages: Iterable[Any], count: Count) -> Iterator[Any]:
-    """One normalized URL's pages → the kept copy (§4.2, D3), counted once here."""
+    """One normalized URL's pages (or ``UrlEntry``s) → the kept copy (§4.2, D3), counted once
+    here."""
     from c4forge.filters.urls import choose_url_copy_counted
 
     yield choose_url_copy_counted(list(pages), count)
 
 
 def clean(page: Any, count: Count, *, keep_sentences: bool) -> Iterator[Doc]:
-    """Line and page heuristics (§6). With span dedup only the sentences travel on (the text
-    would only double what the dedup shuffle carries)."""
+    """Line and page heuristics (§6). With span dedup only the sentences are kept (span dedup
+    rebuilds the text from them)."""
     from c4forge.filters.clean import clean_page
 
     cleaned = clean_page(page.text, with_url(count, page.url))
@@ -83,97 +96,110 @@ def clean(page: Any, count: Count, *, keep_sentences: bool) -> Iterator[Doc]:
         yield Doc(page.url, page.timestamp, page.normalized_url, cleaned.text)
 
 
-def key_by_url(doc: Doc, count: Count) -> Iterator[tuple[str, Doc]]:
-    yield doc.url, doc
+# --- exact dedup (§8), keys only -----------------------------------------------------------
+# A document is addressed by its location ``loc = (chunk, record)`` (unique, small); the owner
+# order is md5(url) first, as in ``filters.dedup`` (the location stands in for the url as the
+# tie-break of equal md5s, which distinct URLs never have).
 
 
-# --- exact dedup (§8) --------------------------------------------------------------------------
+def _url_md5(url: str) -> bytes:
+    import hashlib
+
+    return hashlib.md5(url.encode("utf-8")).digest()  # byte order = hex order
 
 
-def span_occurrences(doc: Doc, count: Count) -> Iterator[tuple[str, tuple]]:
+def span_occurrences(loc: tuple, doc: Doc, count: Count) -> Iterator[tuple[bytes, tuple]]:
+    """``(window md5, (md5(url), loc, line, j, length))`` per window: ~50 bytes, no text."""
+    import hashlib
+
     from c4forge.filters import dedup as dd
 
-    for key, occ in dd.span_occurrences(doc.url, doc.sentences):
-        yield key, tuple(occ)
+    url_md5 = _url_md5(doc.url)
+    for line_index, line_sents in enumerate(doc.sentences):
+        for j, window in dd.span_windows(line_sents):
+            key = hashlib.md5("\n".join(window).encode("utf-8")).digest()
+            yield key, (url_md5, loc, line_index, j, len(window))
 
 
-def span_removals(key: str, occurrences: Iterable[tuple], count: Count) -> Iterator[tuple]:
-    """One window's occurrences → (url, removal) for every copy but the owner's. Streams the
+def span_removals(key: Any, occurrences: Iterable[tuple], count: Count) -> Iterator[tuple]:
+    """One window's occurrences → (loc, removal) for every copy but the owner's. Streams the
     grouped values (never copied into a list)."""
     from c4forge.filters import dedup as dd
 
     repeated = False
-    for url, removal in dd.iter_span_removals(occurrences):
+    for loc, removal in dd.iter_span_removals(occurrences):
         repeated = True
-        yield url, tuple(removal)
+        yield loc, tuple(removal)
     if repeated:
         count(dd.STAGE, "repeated_windows")
 
 
 def apply_span_removals(
-    url: str,
-    docs: Iterable[Doc],
-    removals: Iterable[tuple],
-    count: Count,
-    *,
-    min_sentences: int = 3,
+    loc: tuple, doc: Doc, removals: Iterable[tuple], count: Count, *, min_sentences: int = 3
 ) -> Iterator[Doc]:
     from c4forge.filters import dedup as dd
 
     found = [dd.SpanRemoval(*r) for r in removals]
-    for doc in docs:  # one doc per url after URL dedup; removals may exist without a doc
-        counted = with_url(count, doc.url)
-        text = dd.apply_span_removals(doc.sentences, found, counted, min_sentences)
-        if text is not None:
-            yield doc._replace(text=text, sentences=None)
+    counted = with_url(count, doc.url)
+    text = dd.apply_span_removals(doc.sentences, found, counted, min_sentences)
+    if text is not None:
+        yield doc._replace(text=text, sentences=None)
 
 
-def line_occurrences(doc: Doc, count: Count) -> Iterator[tuple[str, tuple]]:
+def line_occurrences(loc: tuple, doc: Doc, count: Count) -> Iterator[tuple[str, tuple]]:
+    """``(line md5, (md5(url), loc))`` once per distinct line of the page."""
     from c4forge.filters import dedup as dd
 
-    for key, cand in dd.line_occurrences(doc.url, doc.text):
-        yield key, tuple(cand)
+    owner = (_url_md5(doc.url), loc)
+    for key, _ in dd.line_occurrences(doc.url, doc.text):
+        yield key, owner
 
 
 def line_owner(candidates: Iterable[tuple]) -> tuple:
-    """TFDS: the smallest (md5(url), url) owns a line (a combine over partial results)."""
+    """TFDS: the smallest md5(url) owns a line (a combine over partial results)."""
     return min(candidates)
 
 
-def owner_to_url(item: tuple[str, tuple], count: Count) -> Iterator[tuple[str, str]]:
+def owner_to_loc(item: tuple[str, tuple], count: Count) -> Iterator[tuple[tuple, str]]:
     key, owner = item
     yield owner[1], key
 
 
 def apply_line_dedup(
-    url: str,
-    docs: Iterable[Doc],
-    owned: Iterable[str],
-    count: Count,
-    *,
-    min_sentences: int = 3,
+    loc: tuple, doc: Doc, owned: Iterable[str], count: Count, *, min_sentences: int = 3
 ) -> Iterator[Doc]:
     """``min_sentences=0``: no Punkt recheck (variants without the line rules, as TFDS)."""
     from c4forge.filters import dedup as dd
     from c4forge.filters.sentences import split_sentences
 
-    keys = list(owned)
-    for doc in docs:
-        counted = with_url(count, doc.url)
-        text = dd.apply_line_dedup(doc.text, keys, counted, split_sentences, min_sentences)
-        if text is not None:
-            yield doc._replace(text=text)
+    counted = with_url(count, doc.url)
+    text = dd.apply_line_dedup(doc.text, list(owned), counted, split_sentences, min_sentences)
+    if text is not None:
+        yield doc._replace(text=text)
 
 
 # --- MinHash near-dedup (issue 5) --------------------------------------------------------------
+# A graph node is ``md5hex(url):chunk:record``: md5 first (fixed width), so string order and the
+# component minimum (the survivor) are md5(url)'s; the suffix routes a decision to its chunk.
 
 
-def band_entries(doc: Doc, count: Count, *, params: Any) -> Iterator[tuple]:
+def node_of(loc: tuple, doc: Doc) -> str:
+    from c4forge.filters import minhash as mh
+
+    return f"{mh.node_id(doc.url)}:{loc[0]}:{loc[1]}"
+
+
+def loc_of_node(node: str) -> tuple[int, int]:
+    _, chunk, record = node.rsplit(":", 2)
+    return int(chunk), int(record)
+
+
+def band_entries(loc: tuple, doc: Doc, count: Count, *, params: Any) -> Iterator[tuple]:
     from c4forge.filters import minhash as mh
 
     sig = mh.signature(doc.text, params)
     if sig is not None:
-        yield from mh.band_entries(mh.node_id(doc.url), sig, params)
+        yield from mh.band_entries(node_of(loc, doc), sig, params)
 
 
 def bucket_pairs(key: Any, members: Iterable[tuple], count: Count, *, params: Any) -> Iterator:
@@ -234,31 +260,25 @@ def count_unconverged(node: str, nbrs: Iterable[str], count: Count) -> Iterator[
     return iter(())
 
 
-def removed_flag(edge: tuple[str, str], count: Count) -> Iterator[tuple[str, bool]]:
+def removed_loc(node: str, count: Count) -> Iterator[tuple[tuple[int, int], bool]]:
+    yield loc_of_node(node), True
+
+
+def removed_node(edge: tuple[str, str], count: Count) -> Iterator[str]:
     from c4forge.filters import minhash as mh
 
-    yield mh.removed_node(edge), True
+    yield mh.removed_node(edge)
 
 
-def key_by_node(doc: Doc, count: Count) -> Iterator[tuple[str, Doc]]:
+def mark_removed(loc: tuple, doc: Doc, removed: Iterable[bool], count: Count) -> Iterator[Doc]:
     from c4forge.filters import minhash as mh
 
-    yield mh.node_id(doc.url), doc
-
-
-def mark_removed(
-    node: str, docs: Iterable[Doc], removed: Iterable[bool], count: Count
-) -> Iterator[Doc]:
-    from c4forge.filters import minhash as mh
-
-    gone = any(True for _ in removed)
-    for doc in docs:  # one page per node (URLs are unique after URL dedup)
-        if gone:
-            count(mh.STAGE, "removed")
-            sample(count, mh.STAGE, "removed", doc.text, doc.url)
-        else:
-            count(mh.STAGE, "passed")
-            yield doc
+    if any(True for _ in removed):
+        count(mh.STAGE, "removed")
+        sample(count, mh.STAGE, "removed", doc.text, doc.url)
+    else:
+        count(mh.STAGE, "passed")
+        yield doc
 
 
 # --- langid, bad words, split ------------------------------------------------------------------

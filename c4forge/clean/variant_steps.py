@@ -43,14 +43,15 @@ def list_urls(path: str, count: Count) -> Iterator[tuple[str, int]]:
         yield url, 1
 
 
-def key_by_normalized_url(doc: Doc, count: Count) -> Iterator[tuple[str, Doc]]:
-    yield doc.normalized_url, doc
+def normalized_url_of(doc: Doc) -> str:
+    return doc.normalized_url
 
 
-def webtext_join(key: str, docs: Iterable[Doc], listed: Iterable[int], count: Count) -> Iterator[Doc]:
+def webtext_join(key: str, locs: Iterable[Any], listed: Iterable[int], count: Count) -> Iterator[Any]:
+    """One normalized URL: the location of its document (at most one) if the list names it."""
     from c4forge.filters.url_list import webtext_join as join
 
-    kept = join(list(docs), sum(listed), count)
+    kept = join(list(locs), sum(listed), count)
     if kept is not None:
         yield kept
 

@@ -28,8 +28,8 @@ Primitives (``label`` names the step: Beam needs unique labels, the others use i
   returns the per-shard stats;
 * ``counters()``: ``{stage: {reason: n}}`` of the finished run.
 
-Job level: ``resolve_inputs``, ``front`` (plain: read → page stages → URL dedup → clean through
-the primitives; engines with a resumable front override it), ``progress`` (a progress bar).
+Job level: ``resolve_inputs``, ``chunk_files``, ``progress`` (a progress bar); ``run`` runs the
+plan keys-only through the primitives (``c4forge.clean.passes``), the same for every engine.
 """
 
 from __future__ import annotations
@@ -52,9 +52,6 @@ class Engine(ABC):
     tag: str = "engine"  # how the start-up log line names ``description``
     description: str = ""
     counter_source: str = "exact"
-    # Name suffix of a chunk's front records under OUTPUT/_work ("" = a folder, Spark's pickle
-    # files); whether the front keeps such records is ``records_front(job)``.
-    work_suffix: str = ""
     keep_samples: int = 0  # --keep-samples of the job being run (``run`` sets it)
 
     # -- primitives -----------------------------------------------------------------------------
@@ -105,19 +102,16 @@ class Engine(ABC):
 
         return resolve_inputs(list(job.inputs), job.input_format)
 
-    def records_front(self, job: Any) -> bool:
-        """True when this run keeps per-chunk front records under ``_work`` (resumable)."""
-        return False
+    def check_inputs(self, input_bytes: int, job: Any) -> None:
+        """Refuse, before any work, inputs this engine cannot hold (Beam's DirectRunner)."""
+        return None
 
     def chunk_files(self, job: Any) -> int:
-        return 1
+        """Input files per chunk (the unit of the passes and of ``--resume``): one, or
+        ``C4FORGE_CHUNK_FILES``."""
+        from c4forge.clean.progress import chunk_files_setting
 
-    def front(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> Any:
-        """read → page stages → URL dedup → clean, through the primitives."""
-        pages = self.source("wet", [f.path for f in files], plan.read)
-        for stage in (*plan.page_stages, plan.url_dedup, plan.clean):
-            pages = stage.expand(self, pages)
-        return pages
+        return chunk_files_setting()
 
     @contextlib.contextmanager
     def progress(self, files: int, quiet: bool) -> Iterator[None]:
@@ -128,14 +122,13 @@ class Engine(ABC):
         the combine (``drop_samples.merge``) of what every worker kept."""
         return {}
 
-    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> list[dict]:
-        """The whole plan: front, doc stages, output; returns the per-shard stats."""
+    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any]) -> list[dict]:
+        """The whole plan, keys-only (``c4forge.clean.passes``); returns the per-shard stats."""
+        from c4forge.clean import passes
+
         self.keep_samples = getattr(job, "keep_samples", 0)
         with self.progress(len(files), job.quiet):
-            docs = self.front(plan, files, job, chunks)
-            for stage in plan.doc_stages:
-                docs = stage.expand(self, docs)
-            return self.write_shards(docs, job)
+            return passes.run(self, plan, job, chunks)
 
     def close(self) -> None:
         """Release what the engine started (a Spark context it created)."""

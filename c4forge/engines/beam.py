@@ -6,12 +6,10 @@ generic DoFns whose ``count`` is bound to Beam counters (namespace = stage, name
 every drop is a counter on every runner. DoFns live in a module (not ``__main__``), so remote
 workers unpickle them from the installed package and ``save_main_session`` is not needed.
 
-``--resume`` (issue 5): the front (read → page stages → clean) runs per input file inside the
-one pipeline (``FrontFn``): its records are written under ``OUTPUT/_work/`` before the input's
-done-record, and an input whose record exists is re-emitted from it without being read. One
-pipeline rather than one per chunk because on Dataflow a job is one pipeline (a job per chunk
-would pay a worker start-up each time), and a runner's bundle retries then reuse finished inputs
-too. Only a run started with ``--resume`` records progress (a plain run skips that I/O).
+The plan runs keys-only (``c4forge.clean.passes``) in ONE pipeline, so it means the same on
+Dataflow as on the DirectRunner: the per-chunk passes are ordinary steps whose records live under
+``OUTPUT/_work/``; with ``--resume`` a chunk whose front record exists is re-emitted from it
+without being read, and a runner's bundle retries reuse finished chunks too.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -28,13 +25,28 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from c4forge.clean import output as co
-from c4forge.clean import progress as pg
 from c4forge.engines.base import Engine, Fn
-from c4forge.errors import VerificationError
+from c4forge.errors import ConfigError, VerificationError
 from c4forge.filters import drop_samples as ds
 from c4forge.io import storage
 
 MANIFEST_NAME = "_c4forge_shards.json"
+# The DirectRunner holds every collection in memory: measured peak PSS of the process tree per
+# compressed input byte with the keys-only plan (benchmarks/scale.py), plus a fixed base.
+DIRECT_MEMORY_PER_INPUT_BYTE = 11.0  # 2.36 GB PSS for 165 MB of WET.gz, 2 workers
+DIRECT_MEMORY_BASE = 600 << 20
+
+
+def available_memory() -> int | None:
+    """MemAvailable of this machine in bytes (None where /proc/meminfo is absent)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 SAMPLES_MANIFEST = "_c4forge_samples.json"
 
 
@@ -164,63 +176,10 @@ class _SourceFn(_MapFn):
         super().__init__(fn)
         self.progress_dir = progress_dir
 
-    def process(self, path: str) -> Iterator[Any]:
-        yield from self._out(self.fn(path, self.count))
-        mark_file_read(self.progress_dir, path)
-
-
-class FrontFn(CountingDoFn):
-    """One input (a one-file ``progress.Chunk``) → its ``FrontRecord``s keyed by normalized URL.
-
-    Not done yet: read → page stages → clean, the records streamed to the chunk's data file,
-    then the chunk's record (front counters) written, then those counters added to Beam's.
-    Done by an earlier run (or an earlier attempt of this bundle): the persisted records and
-    counters; the input itself is not read. Either way the counters and elements are the same.
-    """
-
-    def __init__(self, output: str, plan: Any, progress_dir: str | None = None) -> None:
-        self.output = output
-        self.plan = plan
-        self.progress_dir = progress_dir
-
-    def process(self, chunk: Any) -> Iterator[Any]:
-        yield from self._out(self._front(chunk))
-
-    def _front(self, chunk: Any) -> Iterator[tuple[str, Any]]:
-        from c4forge.filters.counting import CounterBag
-
-        work = pg.WorkDir(self.output, pg.BEAM_DATA_SUFFIX)
-        data = work.data_path(chunk)
-        record = work.done(chunk)
-        if record is not None and work.exists(data):
-            for rec in pg.read_records(data):
-                yield rec.page.normalized_url, rec
-            self.count(pg.RESUME_NAMESPACE, "skipped")
-        else:
-            work.reset(chunk)
-            bag = CounterBag(self.keep)
-            pages = (page for f in chunk.files for page in self.plan.read(f.path, bag))
-            records = pg.front_records(pages, self.plan, bag)
-            for rec in pg.write_records(data, records):
-                yield rec.page.normalized_url, rec
-            extra = {"samples": bag.samples} if self.keep else {}
-            work.mark_done(chunk, bag.counts, **extra)
-            record = {"counters": bag.counts, **extra}
-            self.count(pg.RESUME_NAMESPACE, "processed")
-        for stage, reasons in record["counters"].items():
-            for reason, n in reasons.items():
-                self.count(stage, reason, n)
-        for key, recs in record.get("samples", {}).items():
-            for rec in recs:
-                self.count.add_record(key, tuple(rec))
-        for f in chunk.files:
+    def process(self, item: Any) -> Iterator[Any]:
+        yield from self._out(self.fn(item, self.count))
+        for f in getattr(item, "files", ()):  # a chunk of the job's inputs
             mark_file_read(self.progress_dir, f.path)
-
-
-def _choose_front_copy(key: str, records: Iterable[Any], count: Any) -> Iterator[Any]:
-    rec = pg.choose_front_copy(records, count)
-    if rec is not None:
-        yield pg.doc_of(rec)
 
 
 # --- output ------------------------------------------------------------------------------------
@@ -248,22 +207,6 @@ class CountSplitsFn(beam.CombineFn):
         return acc
 
 
-def shard_counts(split_docs: dict[str, int], options: dict[str, Any]) -> dict[str, int]:
-    return co.shard_counts(split_docs, options)
-
-
-def _assign_shard(element: tuple[str, co.OutDoc], counts: dict, options: dict):
-    split, doc = element
-    n = shard_counts(counts, options)[split]
-    return (split, co.shard_of(doc.url_md5, n)), doc
-
-
-def _all_shard_keys(counts: dict, options: dict) -> Iterator[tuple[tuple[str, int], None]]:
-    for split, n in shard_counts(counts, options).items():
-        for i in range(n):
-            yield (split, i), None
-
-
 class WriteShardFn(beam.DoFn):
     """One (split, shard) group → one file, written whole by this worker (atomic rename)."""
 
@@ -271,11 +214,9 @@ class WriteShardFn(beam.DoFn):
         self.directory = directory
         self.fmt = fmt
 
-    def process(self, element, counts: dict, options: dict) -> Iterator[dict]:
-        (split, index), values = element
-        n = shard_counts(counts, options)[split]
-        docs = [v for v in values if v is not None]
-        yield co.write_shard(self.directory, split, index, n, docs, self.fmt)
+    def process(self, element, shards: dict) -> Iterator[dict]:
+        shard, values = element
+        yield co.write_shard_group(self.directory, self.fmt, shards, shard, values)
 
 
 class WriteShards(beam.PTransform):
@@ -293,15 +234,15 @@ class WriteShards(beam.PTransform):
 
     def expand(self, split_docs):
         counts = split_docs | "CountPerSplit" >> beam.CombineGlobally(CountSplitsFn())
-        counts_si = beam.pvalue.AsSingleton(counts)
-        keyed = split_docs | "AssignShard" >> beam.Map(_assign_shard, counts_si, self.shard_options)
-        markers = counts | "ShardMarkers" >> beam.FlatMap(_all_shard_keys, self.shard_options)
+        shards = counts | "ShardCounts" >> beam.Map(co.shard_counts, self.shard_options)
+        shards_si = beam.pvalue.AsSingleton(shards)
+        keyed = split_docs | "AssignShard" >> beam.Map(co.assign_shard, shards_si)
+        markers = shards | "ShardMarkers" >> beam.FlatMap(co.shard_markers)
         return (
             (keyed, markers)
             | "WithMarkers" >> beam.Flatten()
             | "GroupByShard" >> beam.GroupByKey()
-            | "WriteShard"
-            >> beam.ParDo(WriteShardFn(self.directory, self.fmt), counts_si, self.shard_options)
+            | "WriteShard" >> beam.ParDo(WriteShardFn(self.directory, self.fmt), shards_si)
         )
 
 
@@ -338,7 +279,6 @@ def write_manifest(shards: list[dict], path: str) -> None:
 class BeamEngine(Engine):
     name = "beam"
     tag = "runner"
-    work_suffix = pg.BEAM_DATA_SUFFIX
 
     def __init__(self, job: Any = None) -> None:
         """``job`` gives the runner, workers and pass-through options (none: one in-process
@@ -354,7 +294,6 @@ class BeamEngine(Engine):
         self.progress_dir: str | None = None
         self._labels: Counter[str] = Counter()
         self._counters: dict[str, dict[str, int]] = {}
-        self.resume_counts: dict[str, int] = {}
         self.keep_samples = 0
         self._sample_colls: list[Any] = []
         self._samples: dict[str, list] = {}
@@ -370,6 +309,21 @@ class BeamEngine(Engine):
         self._labels[label] += 1
         n = self._labels[label]
         return label if n == 1 else f"{label}#{n}"
+
+    def check_inputs(self, input_bytes: int, job: Any) -> None:
+        """The DirectRunner keeps every collection in memory: refuse, before any work, inputs
+        whose run would not fit in this machine's available memory."""
+        if not self.choice.local:
+            return
+        need = DIRECT_MEMORY_BASE + int(DIRECT_MEMORY_PER_INPUT_BYTE * input_bytes)
+        have = available_memory()
+        if have is not None and need > have:
+            raise ConfigError(
+                f"--engine beam with the DirectRunner holds every collection in memory: about "
+                f"{need / 2**30:.1f} GiB for {input_bytes / 1e6:,.0f} MB of input, "
+                f"{have / 2**30:.1f} GiB available; use --engine local (shuffles spill to disk) "
+                "or a cluster runner (--runner DataflowRunner, FlinkRunner, SparkRunner)"
+            )
 
     # -- primitives -----------------------------------------------------------------------------
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
@@ -420,20 +374,6 @@ class BeamEngine(Engine):
         return None  # a Beam step without consumers still runs (and counts)
 
     # -- job level ------------------------------------------------------------------------------
-    def records_front(self, job: Any) -> bool:
-        return bool(job.resume)
-
-    def front(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> Any:
-        if chunks is None:
-            return super().front(plan, files, job, chunks)
-        records = (
-            self.pipeline
-            | "front/inputs" >> beam.Create(chunks)
-            | "front/spread" >> beam.Reshuffle()
-            | "front" >> self._par_do(FrontFn(job.output, plan, self.progress_dir))
-        )
-        return self.group(records, plan.url_dedup.name, _choose_front_copy)
-
     @contextlib.contextmanager
     def progress(self, files: int, quiet: bool) -> Iterator[None]:
         from c4forge.engines.progress_bar import FileProgress
@@ -460,12 +400,6 @@ class BeamEngine(Engine):
             | "WriteManifest" >> beam.Map(write_manifest, manifest)
         )
         self.execute()
-        if job.resume and not job.quiet:
-            print(
-                f"  --resume: {self.resume_counts.get('skipped', 0)} input(s) done by an "
-                f"earlier run, skipped; {self.resume_counts.get('processed', 0)} processed now",
-                file=sys.stderr,
-            )
         stats = json.loads(storage.read_bytes(manifest))
         co.remove_files(job.output, [MANIFEST_NAME])
         if self._sample_colls:
@@ -491,9 +425,7 @@ class BeamEngine(Engine):
         state = str(getattr(result, "state", "DONE"))
         if "DONE" not in state:
             raise VerificationError(f"the pipeline ended in state {state}")
-        counters, self.counter_source = counters_from_metrics(result)
-        self.resume_counts = counters.pop(pg.RESUME_NAMESPACE, {})
-        self._counters = counters
+        self._counters, self.counter_source = counters_from_metrics(result)
 
     def counters(self) -> dict[str, dict[str, int]]:
         return self._counters

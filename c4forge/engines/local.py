@@ -1,41 +1,388 @@
-"""The in-process engine: the plan over Python lists, one process, no shuffle service.
+"""The in-process engine (``--engine local``): the plan's primitives over collections spilled
+to disk, a pool of worker processes for the per-partition work.
 
-Why: tests and benchmarks compare Beam and Spark with *this* run of the same plan (not with a
-hand-written copy of the stage order), and a small corpus can be cleaned without starting
-either. Memory grows with the corpus: it is for samples, not for Common Crawl.
+Why: Beam's DirectRunner keeps every collection that crosses a stage boundary in memory, so a
+local run's memory grows with the corpus (issue 19). Here, as in datatrove's local executor, a
+collection is a list of partition files (pickle batches); a shuffle (``group``, ``combine``,
+``cogroup``, ``distinct``) scatters each input partition into ``buckets`` files by a stable
+hash of the key, then reduces one bucket at a time. A worker holds one partition or one bucket,
+never the corpus; the bucket count follows the bytes being shuffled (``BUCKET_BYTES`` each).
+The plan runs keys-only (``clean.passes``), so what is shuffled is keys and small ids.
 
-Every primitive runs eagerly over its whole input, so ``seconds`` (CPU time per stage, keyed
-by the first part of the step label: ``wet``, ``clean``, ``dedup`` …) is the stage profile
-``benchmarks/clean.py`` prints.
+Workers: ``--workers`` processes (default: every core); each task returns its counters and CPU
+seconds, merged here. ``seconds`` (CPU time per stage, keyed by the first part of the step
+label: ``wet``, ``pass0``, ``dedup`` …) is the stage profile ``benchmarks/clean.py`` prints.
+Spill files live in a temporary folder (``TMPDIR``), removed by ``close`` (or when the engine is
+garbage-collected).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import pickle
+import shutil
+import tempfile
 import time
+import weakref
+import zlib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from c4forge.engines.base import Engine, Fn
 from c4forge.filters.counting import CounterBag
 
+BATCH = 2048  # items per pickle record
+BUCKET_BYTES = 24 << 20  # pickled bytes per shuffle bucket (a worker holds ~5× in memory)
+MIN_BUCKETS = 16
+MAX_BUCKETS = 4096
 
-def _grouped(pairs: list[tuple[Any, Any]]) -> dict[Any, list[Any]]:
+
+class Coll:
+    """A spilled collection: its partition files. Iterating reads them all (tests, ``loop``)."""
+
+    def __init__(self, files: list[str], owner: Any = None) -> None:
+        self.files = files
+        self.owner = owner  # the engine whose folder holds the files: kept alive with them
+
+    def __iter__(self) -> Iterator[Any]:
+        for path in self.files:
+            yield from read_items(path)
+
+    def nbytes(self) -> int:
+        return sum(os.path.getsize(p) for p in self.files)
+
+
+def write_items(path: str, items: Iterable[Any]) -> int:
+    """Items → ``path`` as pickle batches; returns the count."""
+    n = 0
+    batch: list[Any] = []
+    with open(path, "wb") as f:
+        for item in items:
+            batch.append(item)
+            if len(batch) >= BATCH:
+                pickle.dump(batch, f, protocol=pickle.HIGHEST_PROTOCOL)
+                n += len(batch)
+                batch = []
+        if batch:
+            pickle.dump(batch, f, protocol=pickle.HIGHEST_PROTOCOL)
+            n += len(batch)
+    return n
+
+
+def read_items(path: str) -> Iterator[Any]:
+    with open(path, "rb") as f:
+        while True:
+            try:
+                batch = pickle.load(f)
+            except EOFError:
+                return
+            yield from batch
+
+
+def bucket_of(key: Any, buckets: int) -> int:
+    """A stable hash (Python's ``hash`` of a str differs per process); an int key (a chunk
+    index) goes round-robin, so the chunk passes spread evenly over the workers."""
+    if isinstance(key, int):
+        return key % buckets
+    raw = key if isinstance(key, bytes) else repr(key).encode("utf-8")
+    return zlib.crc32(raw) % buckets
+
+
+# --- tasks (module level: run in the worker processes) -------------------------------------------
+
+
+
+
+def _timed_task(work: Callable[[CounterBag], None], keep: int = 0) -> tuple[dict, float, dict]:
+    bag = CounterBag(keep)
+    start = time.process_time()
+    work(bag)
+    return bag.counts, time.process_time() - start, bag.samples
+
+
+def _map_task(fn: Fn, inputs: list[str], out: str, keep: int = 0) -> tuple:
+    def work(bag: CounterBag) -> None:
+        write_items(out, (o for path in inputs for item in read_items(path) for o in fn(item, bag)))
+
+    return _timed_task(work, keep)
+
+
+def _source_task(fn: Fn, items: list[Any], out: str, keep: int = 0) -> tuple:
+    def work(bag: CounterBag) -> None:
+        write_items(out, (o for item in items for o in fn(item, bag)))
+
+    return _timed_task(work, keep)
+
+
+def _scatter_task(
+    inputs: list[str], outs: list[str], whole: bool, combine: Fn | None, keep: int = 0
+) -> tuple:
+    """One partition → one file per bucket (by the key, or by the whole item for
+    ``distinct``); ``combine``: values pre-combined per key first, as Beam's combiner lifting."""
+
+    def work(bag: CounterBag) -> None:
+        n = len(outs)
+        batches: list[list[Any]] = [[] for _ in range(n)]
+        files = [open(p, "wb") for p in outs]  # noqa: SIM115 - closed below
+        try:
+
+            def put(b: int, item: Any) -> None:
+                batches[b].append(item)
+                if len(batches[b]) >= BATCH:
+                    pickle.dump(batches[b], files[b], protocol=pickle.HIGHEST_PROTOCOL)
+                    batches[b] = []
+
+            items = (item for path in inputs for item in read_items(path))
+            if combine is not None:
+                acc: dict[Any, list[Any]] = {}
+                for k, v in items:
+                    vs = acc.setdefault(k, [])
+                    vs.append(v)
+                    if len(vs) >= 64:
+                        acc[k] = [combine(vs)]
+                for k, vs in acc.items():
+                    put(bucket_of(k, n), (k, combine(vs)))
+            else:
+                for item in items:
+                    put(bucket_of(item if whole else item[0], n), item)
+            for b, batch in enumerate(batches):
+                if batch:
+                    pickle.dump(batch, files[b], protocol=pickle.HIGHEST_PROTOCOL)
+        finally:
+            for f in files:
+                f.close()
+
+    return _timed_task(work, keep)
+
+
+def _grouped(paths: Iterable[str]) -> dict[Any, list[Any]]:
     out: dict[Any, list[Any]] = {}
-    for k, v in pairs:
-        out.setdefault(k, []).append(v)
+    for path in paths:
+        for k, v in read_items(path):
+            out.setdefault(k, []).append(v)
     return out
+
+
+def _reduce_task(kind: str, fn: Fn | None, sides: list[list[str]], out: str, keep: int = 0) -> tuple:
+    """One bucket (every partition's file of it, per side) → its output partition."""
+
+    def work(bag: CounterBag) -> None:
+        if kind == "group":
+            groups = _grouped(sides[0])
+            write_items(out, (o for k, vs in groups.items() for o in fn(k, vs, bag)))
+        elif kind == "combine":
+            groups = _grouped(sides[0])
+            write_items(out, ((k, fn(vs)) for k, vs in groups.items()))
+        elif kind == "cogroup":
+            lefts, rights = _grouped(sides[0]), _grouped(sides[1])
+            keys = list(dict.fromkeys([*lefts, *rights]))
+            write_items(
+                out,
+                (o for k in keys for o in fn(k, lefts.get(k, []), rights.get(k, []), bag)),
+            )
+        elif kind == "shards":
+            write_items(out, _write_shards_sorted(sides[0], fn, out + ".runs"))
+        else:  # distinct
+            seen = dict.fromkeys(item for path in sides[0] for item in read_items(path))
+            write_items(out, seen)
+
+    return _timed_task(work, keep)
+
+
+RUN_DOCS = 20_000  # documents per sorted run of a shard (the worker's memory for output)
+
+
+def _write_shards_sorted(paths: list[str], writer: Any, runs_dir: str) -> list[dict]:
+    """A bucket of ``((key, shard), OutDoc or marker)`` → its shard files, by an external
+    merge sort: runs of ``RUN_DOCS`` sorted documents spill to disk, each shard is written from
+    a merge of its runs, so a worker never holds a shard (356,000 documents at ``auto``)."""
+    import heapq
+
+    from c4forge.clean.output import doc_order, write_shard_group
+
+    os.makedirs(runs_dir, exist_ok=True)
+    current: dict[Any, list[Any]] = {}
+    runs: dict[Any, list[str]] = {}
+    n = 0
+    for path in paths:
+        for key, doc in read_items(path):
+            docs = current.setdefault(key, [])
+            if doc is not None:
+                docs.append(doc)
+            if len(docs) >= RUN_DOCS:
+                n += 1
+                run = os.path.join(runs_dir, str(n))
+                write_items(run, sorted(docs, key=doc_order))
+                runs.setdefault(key, []).append(run)
+                docs.clear()
+    stats = []
+    for key in sorted(current):
+        parts = [read_items(r) for r in runs.get(key, [])]
+        parts.append(iter(sorted(current.pop(key), key=doc_order)))
+        merged = heapq.merge(*parts, key=doc_order)
+        stats.append(
+            write_shard_group(writer.directory, writer.fmt, writer.shards, key, merged, True)
+        )
+    shutil.rmtree(runs_dir, ignore_errors=True)
+    return stats
+
+
+# --- the engine ----------------------------------------------------------------------------------
 
 
 class LocalEngine(Engine):
     name = "local"
-    description = "in-process (local engine)"
     counter_source = "exact"
 
-    def __init__(self) -> None:
+    def __init__(self, job: Any = None, workers: int | None = None) -> None:
+        self.workers = workers or (job.workers if job is not None else None) or os.cpu_count() or 1
+        self.description = f"local ({self.workers} worker processes, shuffles spilled to disk)"
         self.bag = CounterBag()
         self.seconds: dict[str, float] = defaultdict(float)
+        self.shuffle_bytes: dict[str, int] = defaultdict(int)  # pickled bytes scattered, per stage
+        self.out_bytes: dict[str, int] = defaultdict(int)  # pickled bytes written, per stage
+        self.dir = tempfile.mkdtemp(prefix="c4forge-local-")
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
+        self._n = 0
+        self._pool: Any = None
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _path(self, label: str) -> str:
+        self._n += 1
+        safe = "".join(c if c.isalnum() else "_" for c in label)[:40]
+        return os.path.join(self.dir, f"{self._n:06d}-{safe}")
+
+    def _run(self, label: str, tasks: list[tuple[Callable[..., Any], tuple]]) -> None:
+        """Run tasks (in the pool when there are several workers), merge counters and CPU."""
+        if self.workers > 1 and len(tasks) > 1:
+            if self._pool is None:
+                import multiprocessing
+
+                ctx = multiprocessing.get_context("fork")
+                self._pool = ctx.Pool(self.workers)
+            results = [self._pool.apply_async(f, (*args, self.bag.keep)) for f, args in tasks]
+            outs = [r.get() for r in results]
+        else:
+            outs = [f(*args, self.bag.keep) for f, args in tasks]
+        for counts, cpu, samples in outs:
+            self.bag.merge(counts)
+            self.bag.merge_samples(samples)
+            self.seconds[label.split("/", 1)[0]] += cpu
+
+    def _out(self, label: str, files: list[str]) -> Coll:
+        self.out_bytes[label.split("/", 1)[0]] += sum(os.path.getsize(p) for p in files)
+        return Coll(files, self)
+
+    def _coll(self, coll: Any, label: str) -> Coll:
+        if isinstance(coll, Coll):
+            return coll
+        path = self._path(label + "-in")
+        write_items(path, coll)
+        return Coll([path], self)
+
+    def _groups(self, coll: Coll) -> list[list[str]]:
+        """Input partitions per map task: about two per worker, never more than the files."""
+        n = max(1, min(len(coll.files), self.workers * 4))
+        return [coll.files[i::n] for i in range(n)]
+
+    def _shuffle(
+        self, label: str, colls: list[Coll], whole: bool = False, combine: Fn | None = None
+    ) -> tuple[int, list[list[list[str]]]]:
+        """Scatter each collection into buckets; returns (buckets, [side][bucket] → files)."""
+        total = sum(c.nbytes() for c in colls)
+        buckets = max(MIN_BUCKETS, min(MAX_BUCKETS, -(-total // BUCKET_BYTES)))
+        sides: list[list[list[str]]] = []
+        tasks = []
+        for c in colls:
+            per_bucket: list[list[str]] = [[] for _ in range(buckets)]
+            for group in self._groups(c):
+                base = self._path(label + "-scatter")
+                outs = [f"{base}.{b}" for b in range(buckets)]
+                for b, p in enumerate(outs):
+                    per_bucket[b].append(p)
+                tasks.append((_scatter_task, (group, outs, whole, combine)))
+            sides.append(per_bucket)
+        self._run(label, tasks)
+        stage = label.split("/", 1)[0]
+        self.shuffle_bytes[stage] += sum(
+            os.path.getsize(p) for side in sides for files in side for p in files
+        )
+        return buckets, sides
+
+    def _reduce(self, label: str, kind: str, fn: Fn | None, colls: list[Coll], **kw: Any) -> Coll:
+        buckets, sides = self._shuffle(label, colls, **kw)
+        outs, tasks = [], []
+        for b in range(buckets):
+            out = self._path(label)
+            outs.append(out)
+            tasks.append((_reduce_task, (kind, fn, [side[b] for side in sides], out)))
+        self._run(label, tasks)
+        for side in sides:  # bucket files are read once
+            for files in side:
+                for p in files:
+                    os.remove(p)
+        return self._out(label, outs)
+
+    # -- primitives -----------------------------------------------------------------------------
+    def source(self, label: str, items: list[Any], fn: Fn) -> Coll:
+        outs, tasks = [], []
+        for item in items:
+            out = self._path(label)
+            outs.append(out)
+            tasks.append((_source_task, (fn, [item], out)))
+        self._run(label, tasks)
+        return self._out(label, outs)
+
+    def flat_map(self, coll: Any, label: str, fn: Fn) -> Coll:
+        c = self._coll(coll, label)
+        outs, tasks = [], []
+        for group in self._groups(c):
+            out = self._path(label)
+            outs.append(out)
+            tasks.append((_map_task, (fn, group, out)))
+        self._run(label, tasks)
+        return self._out(label, outs)
+
+    def group(self, coll: Any, label: str, fn: Fn) -> Coll:
+        return self._reduce(label, "group", fn, [self._coll(coll, label)])
+
+    def combine(self, coll: Any, label: str, fn: Fn) -> Coll:
+        return self._reduce(label, "combine", fn, [self._coll(coll, label)], combine=fn)
+
+    def cogroup(self, label: str, left: Any, right: Any, fn: Fn) -> Coll:
+        colls = [self._coll(left, label + "-l"), self._coll(right, label + "-r")]
+        return self._reduce(label, "cogroup", fn, colls)
+
+    def distinct(self, coll: Any, label: str) -> Coll:
+        return self._reduce(label, "distinct", None, [self._coll(coll, label)], whole=True)
+
+    def loop(self, coll: Any, label: str, body: Fn, rounds: int) -> Coll:
+        current = self._coll(coll, label)
+        for r in range(rounds):
+            nxt = body(self, current, f"{label}{r}")
+            if set(nxt) == set(current):
+                return nxt
+            current = nxt
+        return current
+
+    def drain(self, coll: Any, label: str) -> None:
+        return None  # collections are computed eagerly: the counters are already in the bag
+
+    def write_shards(self, coll: Any, job: Any) -> list[dict]:
+        from c4forge.clean import output as co
+
+        c = self._coll(coll, "output")
+        # documents per split (auto shard counts need them), counted by the workers
+        self.flat_map(c, "output/count", _count_split)
+        splits = self.bag.counts.pop(_SPLITS, {})
+        shards = co.shard_counts(dict(splits), job.output_options)
+        keyed = self.flat_map(c, "output/assign", _ShardKey(shards))
+        markers = self._coll(co.shard_markers(shards), "output/markers")
+        both = Coll([*keyed.files, *markers.files], self)
+        writer = _ShardWriter(job.output, job.format, shards)
+        return list(self._reduce("output/write", "shards", writer, [both]))
 
     @contextlib.contextmanager
     def _timed(self, label: str) -> Iterator[None]:
@@ -45,74 +392,78 @@ class LocalEngine(Engine):
         finally:
             self.seconds[label.split("/", 1)[0]] += time.process_time() - start
 
-    def source(self, label: str, items: list[Any], fn: Fn) -> list[Any]:
-        with self._timed(label):
-            return [out for item in items for out in fn(item, self.bag)]
-
-    def flat_map(self, coll: list[Any], label: str, fn: Fn) -> list[Any]:
-        with self._timed(label):
-            return [out for item in coll for out in fn(item, self.bag)]
-
-    def group(self, coll: list[Any], label: str, fn: Fn) -> list[Any]:
-        with self._timed(label):
-            return [out for k, vs in _grouped(coll).items() for out in fn(k, vs, self.bag)]
-
-    def combine(self, coll: list[Any], label: str, fn: Fn) -> list[Any]:
-        with self._timed(label):
-            return [(k, fn(vs)) for k, vs in _grouped(coll).items()]
-
-    def cogroup(self, label: str, left: list[Any], right: list[Any], fn: Fn) -> list[Any]:
-        with self._timed(label):
-            lefts, rights = _grouped(left), _grouped(right)
-            keys = list(dict.fromkeys([*lefts, *rights]))
-            bag = self.bag
-            return [out for k in keys for out in fn(k, lefts.get(k, []), rights.get(k, []), bag)]
-
-    def distinct(self, coll: list[Any], label: str) -> list[Any]:
-        with self._timed(label):
-            return list(dict.fromkeys(coll))
-
-    def loop(self, coll: list[Any], label: str, body: Fn, rounds: int) -> list[Any]:
-        current = coll
-        for r in range(rounds):
-            nxt = body(self, current, f"{label}{r}")
-            if set(nxt) == set(current):
-                return nxt
-            current = nxt
-        return current
-
-    def drain(self, coll: list[Any], label: str) -> None:
-        return None  # lists are computed eagerly: the counters are already in the bag
-
-    def write_shards(self, coll: list[tuple[str, Any]], job: Any) -> list[dict]:
-        from c4forge.clean import output as co
-
-        with self._timed("output"):
-            by_split = _grouped(coll)
-            counts = co.shard_counts({k: len(v) for k, v in by_split.items()}, job.output_options)
-            stats = []
-            for split, n in counts.items():
-                docs = by_split.get(split, [])
-                shards = _grouped([(co.shard_of(d.url_md5, n), d) for d in docs])
-                for i in range(n):
-                    stats.append(
-                        co.write_shard(job.output, split, i, n, shards.get(i, []), job.format)
-                    )
-            return stats
-
     def counters(self) -> dict[str, dict[str, int]]:
         return self.bag.counts
 
-    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> list[dict]:
+    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any]) -> list[dict]:
         self.bag.keep = getattr(job, "keep_samples", 0)
         return super().run(plan, files, job, chunks)
 
     def samples(self) -> dict[str, list]:
-        """The bag's samples (already the smallest per reason), through the combine."""
-        import functools
+        """The merged samples of every task (already the smallest per reason)."""
+        return {k: [tuple(r) for r in v] for k, v in sorted(self.bag.samples.items())}
 
-        from c4forge.filters.drop_samples import merge_values
+    def close(self) -> None:
+        profile = os.environ.get("C4FORGE_ENGINE_PROFILE")
+        if profile:  # benchmarks/scale.py: CPU and shuffle bytes per stage
+            import json
 
-        pairs = [(k, tuple(v)) for k, v in self.bag.samples.items()]
-        fn = functools.partial(merge_values, n=max(self.bag.keep, 1))
-        return {k: list(v) for k, v in self.combine(pairs, "samples", fn)}
+            with open(profile, "w") as f:
+                json.dump(
+                    {
+                        "seconds": self.seconds,
+                        "shuffle_bytes": self.shuffle_bytes,
+                        "out_bytes": self.out_bytes,
+                    },
+                    f,
+                )
+        if self._pool is not None:
+            self._pool.close()
+            self._pool.join()
+            self._pool = None
+        self._cleanup()
+
+    def documents(self, plan: Any, job: Any, files: list[Any]) -> list[tuple[str, Any]]:
+        """The plan's ``(output key, OutDoc)`` pairs without writing shards (tests, benchmarks):
+        the chunk files go to ``job.output/_work`` and are removed afterwards."""
+        from c4forge.clean import passes
+        from c4forge.clean import progress as pg
+
+        chunks = pg.plan_chunks(files, self.chunk_files(job))
+        work = pg.WorkDir(job.output)
+        work.start({"engine": self.name}, resume=False)
+        try:
+            return list(passes.documents(self, plan, job, chunks))
+        finally:
+            work.finish()
+            self.bag.counts.pop(pg.RESUME_NAMESPACE, None)  # the driver's business, not a stage
+
+
+_SPLITS = "c4forge.local.splits"  # a scratch counter namespace, removed when read
+
+
+def _count_split(item: tuple[str, Any], count: Any) -> Iterator[Any]:
+    count(_SPLITS, item[0])
+    return iter(())
+
+
+class _ShardKey:
+    """``(split, OutDoc)`` → ``((split, shard), OutDoc)`` (``output.assign_shard``)."""
+
+    def __init__(self, shards: dict[str, int]) -> None:
+        self.shards = shards
+
+    def __call__(self, item: tuple[str, Any], count: Any) -> Iterator[tuple]:
+        from c4forge.clean.output import assign_shard
+
+        yield assign_shard(item, self.shards)
+
+
+class _ShardWriter:
+    def __init__(self, directory: str, fmt: str, shards: dict[str, int]) -> None:
+        self.directory, self.fmt, self.shards = directory, fmt, shards
+
+    def __call__(self, key: tuple[str, int], values: list[Any], count: Any) -> Iterator[dict]:
+        from c4forge.clean.output import write_shard_group
+
+        yield write_shard_group(self.directory, self.fmt, self.shards, key, values)

@@ -9,21 +9,17 @@ partition counts into a local ``CounterBag`` and adds it once when the partition
 RDD read by more than one action is computed once first (``shared`` → ``materialize``) so a
 recomputation cannot count twice.
 
-The front (read → page stages → clean) always runs per chunk of input files, one Spark job per
-chunk, its records saved under ``OUTPUT/_work/chunk-NNNNN`` (``progress.py``), so a killed run
-can be resumed even if it was started without ``--resume``. Then URL dedup (a groupByKey on the
-normalized URL; ``progress.choose_front_copy`` adds the kept copy's clean counters) and the doc
-stages run over all chunks.
+The plan runs keys-only (``c4forge.clean.passes``), as on every engine: each chunk's records
+under ``OUTPUT/_work/``, so a killed run can be resumed (``--resume``) chunk by chunk.
 
-Paths: local paths are opened by the executors; any other scheme (``hdfs://``, ``s3a://``,
-``gs://`` through the cluster's connectors, ``file:`` URIs …) is listed with the cluster's
-Hadoop FileSystem and read with ``sc.binaryFiles``. The output may be local or any Beam
-filesystem.
+Paths: Hadoop URIs (``hdfs://``, ``s3a://``, ``file:`` …) are listed with the cluster's Hadoop
+FileSystem; every input is read by the executors through the plan's ``read`` (the storage
+layer opens local, ``file:``, ``gs://``, ``s3://``, ``hdfs://`` and fsspec paths). The output
+may be local or any Beam filesystem.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import socket
@@ -32,7 +28,6 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from c4forge.clean import output as co
-from c4forge.clean import progress as pg
 from c4forge.engines.base import Engine, Fn
 from c4forge.errors import ConfigError, InputError
 from c4forge.filters.counting import CounterBag
@@ -300,58 +295,14 @@ def _identity(path: str) -> str:
     return os.path.abspath(storage.normalize(path)) if path.startswith("file:") else path
 
 
-def _format_of_bytes(data: bytes, input_format: str) -> str:
-    if input_format != "auto":
-        return input_format
-    from c4forge.filters import wet
-
-    return "warc" if wet.is_crawl_warc(wet.sniff_record_types(io.BytesIO(data))) else "wet"
-
-
 # --------------------------------------------------------------------------------------------
-# The front, per chunk (module level: pickled by reference, run on executors)
-
-
-def _front_pages(pages: Iterable[Any], plan: Any, bag: CounterBag) -> Iterator[tuple]:
-    """page stages → clean (``progress.front_records``), keyed by normalized URL."""
-    for rec in pg.front_records(pages, plan, bag):
-        yield rec.page.normalized_url, rec
-
-
-def front_local(plan: Any):
-    def run(paths: Iterator[str], bag: CounterBag) -> Iterator[tuple]:
-        for path in paths:
-            yield from _front_pages(plan.read(path, bag), plan, bag)
-
-    return run
-
-
-def front_bytes(fmt: str, max_bytes: int, plan: Any):
-    def run(items: Iterator[tuple[str, bytes]], bag: CounterBag) -> Iterator[tuple]:
-        from c4forge.filters.warc_html import read_pages
-
-        for path, data in items:
-            kind = _format_of_bytes(data, fmt)
-            name = path.rsplit("/", 1)[-1]
-            pages = read_pages(
-                io.BytesIO(data), name, bag, input_format=kind, max_record_bytes=max_bytes
-            )
-            yield from _front_pages(pages, plan, bag)
-
-    return run
-
-
-def _choose_front_copy(key: str, records: Iterable[Any], count: Any) -> Iterator[Any]:
-    rec = pg.choose_front_copy(records, count)
-    if rec is not None:
-        yield pg.doc_of(rec)
+# Per-partition wrappers (module level: pickled by reference, run on executors)
 
 
 def _write_shards(directory: str, fmt: str, counts: dict[str, int]):
     def run(groups: Iterator[tuple[tuple[str, int], Iterable[Any]]]) -> Iterator[dict]:
-        for (split, index), values in groups:
-            docs = [v for v in values if v is not None]
-            yield co.write_shard(directory, split, index, counts[split], docs, fmt)
+        for shard, values in groups:
+            yield co.write_shard_group(directory, fmt, counts, shard, values)
 
     return run
 
@@ -414,7 +365,6 @@ class SparkEngine(Engine):
             spark_context = make_context(master, job.workers, list(job.passthrough))
         self.sc = spark_context
         self.acc = self.sc.accumulator({}, CountersParam())
-        self.front_counts = CounterBag()
         self.sacc: Any = None  # --keep-samples accumulator (``run``)
         self.parts = 2
         java = getattr(self.sc, "c4forge_java", None)
@@ -425,18 +375,17 @@ class SparkEngine(Engine):
     def _counted(self, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]]):
         return counted(self.acc, fn, self.sacc, self.keep_samples)
 
-    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> list[dict]:
+    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any]) -> list[dict]:
         keep = getattr(job, "keep_samples", 0)
-        self.front_counts = CounterBag(keep)
+        self.keep_samples = keep  # set before the primitives are wired (``_counted`` reads it)
         self.sacc = self.sc.accumulator({}, SamplesParam(keep)) if keep else None
+        self.parts = max(2, self.sc.defaultParallelism, len(chunks))  # ≥ one partition per chunk
         return super().run(plan, files, job, chunks)
 
     def samples(self) -> dict[str, list]:
         if self.sacc is None:
             return {}
-        merged = SamplesParam(self.keep_samples).addInPlace(
-            dict(self.front_counts.samples), self.sacc.value
-        )
+        merged = SamplesParam(self.keep_samples).addInPlace({}, self.sacc.value)
         return {k: [tuple(r) for r in v] for k, v in sorted(merged.items())}
 
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
@@ -487,64 +436,11 @@ class SparkEngine(Engine):
     def resolve_inputs(self, job: Any) -> list[InputFile]:
         return resolve_all(self.sc, list(job.inputs), job.input_format)
 
-    def records_front(self, job: Any) -> bool:
-        return True
-
-    def chunk_files(self, job: Any) -> int:
-        return pg.chunk_files_setting()
-
-    def front(self, plan: Any, files: list[Any], job: Any, chunks: list[Any] | None) -> Any:
-        assert chunks is not None
-        self.parts = max(2, self.sc.defaultParallelism, len(files))  # ≥ one partition per input
-        work = pg.WorkDir(job.output)
-        for chunk in _progress(chunks, job):
-            record = work.done(chunk)
-            if record is not None:
-                _log(job, f"  {chunk.name}: done by an earlier run, skipped")
-            else:
-                record = self._run_front(chunk, work, plan, job)
-            self.front_counts.merge(record["counters"])
-            self.front_counts.merge_samples(record.get("samples", {}))
-        data = ",".join(work.data_path(c) for c in chunks)
-        return self.group(self.sc.pickleFile(data), plan.url_dedup.name, _choose_front_copy)
-
-    def _run_front(self, chunk: pg.Chunk, work: pg.WorkDir, plan: Any, job: Any) -> dict:
-        """Read + page stages + clean of one chunk; persist its records; return its counters."""
-        acc = self.sc.accumulator({}, CountersParam())
-        keep = self.keep_samples
-        sacc = self.sc.accumulator({}, SamplesParam(keep)) if keep else None
-        local = [f.path for f in chunk.files if not is_hadoop_path(f.path)]
-        remote = [f.path for f in chunk.files if is_hadoop_path(f.path)]
-        rdds = []
-        if local:
-            rdds.append(
-                self.sc.parallelize(local, len(local)).mapPartitions(
-                    counted(acc, front_local(plan), sacc, keep)
-                )
-            )
-        if remote:
-            rdds.append(
-                self.sc.binaryFiles(",".join(remote), len(remote)).mapPartitions(
-                    counted(
-                        acc, front_bytes(job.input_format, job.max_record_bytes, plan), sacc, keep
-                    )
-                )
-            )
-        rdd = rdds[0] if len(rdds) == 1 else self.sc.union(rdds)
-        work.reset(chunk)
-        rdd.saveAsPickleFile(work.data_path(chunk))
-        counters = acc.value
-        extra = {"samples": sacc.value} if sacc is not None else {}
-        work.mark_done(chunk, counters, **extra)
-        return {"counters": counters, **extra}
-
     def write_shards(self, coll: Any, job: Any) -> list[dict]:
         split_docs = materialize(coll)
         counts = co.shard_counts(dict(split_docs.countByKey()), job.output_options)
-        keyed = split_docs.map(
-            lambda kv: ((kv[0], co.shard_of(kv[1].url_md5, counts[kv[0]])), kv[1])
-        )
-        markers = self.sc.parallelize([((s, i), None) for s, n in counts.items() for i in range(n)])
+        keyed = split_docs.map(lambda kv: co.assign_shard(kv, counts))
+        markers = self.sc.parallelize(co.shard_markers(counts))
         n_shards = sum(counts.values())
         stats = (
             keyed.union(markers)
@@ -556,24 +452,8 @@ class SparkEngine(Engine):
         return stats
 
     def counters(self) -> dict[str, dict[str, int]]:
-        bag = CounterBag()
-        bag.merge(self.front_counts.counts)
-        bag.merge(self.acc.value)
-        return bag.counts
+        return self.acc.value
 
     def close(self) -> None:
         if self.own:
             self.sc.stop()
-
-
-def _log(job: Any, msg: str) -> None:
-    if not job.quiet:
-        print(msg, file=sys.stderr, flush=True)
-
-
-def _progress(chunks: list[pg.Chunk], job: Any):
-    if job.quiet or len(chunks) < 2:
-        return chunks
-    from c4forge.progress import progress
-
-    return progress(chunks, desc="input chunks", unit="chunk")

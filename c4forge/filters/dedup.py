@@ -1,6 +1,7 @@
 """Corpus-wide exact dedup (c4_rules.md §8) as pure functions, one per step of the shuffle.
 
-Each mode is three steps, so any engine (Beam, Spark, a test loop) can run it at any scale:
+Each mode is three steps, so any engine runs it at any scale (the plan's ``dedup`` stage wires
+them; tests run that stage through the local engine):
 ``*_occurrences`` (per page: emit keys) → ``*_owner``/``span_removals`` (per key: decide) →
 ``apply_*`` (per page, joined by url with the decisions). No step holds a global set: the only
 state is one key's occurrences or one page's decisions. Every owner choice is a minimum over
@@ -248,43 +249,3 @@ def apply_line_dedup(
         return None
     count(STAGE, "passed")
     return new_text
-
-
-# --------------------------------------------------------------------------------------------
-# In-memory drivers: the same three steps over a list of pages. For tests and small corpora;
-# the Beam job runs the steps as a shuffle instead.
-
-
-def dedup_spans_local(
-    pages: Sequence[tuple[str, Sequence[Sequence[str]]]], count: Count
-) -> dict[str, str | None]:
-    """``{url: new text or None}`` for ``(url, sentences)`` pages, by the three span steps."""
-    by_key: dict[str, list[SpanOccurrence]] = {}
-    for url, sentences in pages:
-        for key, occ in span_occurrences(url, sentences):
-            by_key.setdefault(key, []).append(occ)
-    removals: dict[str, list[SpanRemoval]] = {}
-    for key in sorted(by_key):
-        for url, rem in count_span_key(by_key[key], count):
-            removals.setdefault(url, []).append(rem)
-    return {url: apply_span_removals(s, removals.get(url, []), count) for url, s in pages}
-
-
-def dedup_lines_local(
-    pages: Sequence[tuple[str, str]],
-    count: Count,
-    split_sentences: Callable[[str], list[str]],
-    min_sentences: int = MIN_SENTENCES,
-) -> dict[str, str | None]:
-    """``{url: new text or None}`` for ``(url, text)`` pages, by the three line steps."""
-    candidates: dict[str, list[LineOwner]] = {}
-    for url, text in pages:
-        for key, cand in line_occurrences(url, text):
-            candidates.setdefault(key, []).append(cand)
-    owned: dict[str, list[str]] = {}
-    for key, cands in candidates.items():
-        owned.setdefault(line_owner(cands).url, []).append(key)
-    return {
-        url: apply_line_dedup(text, owned.get(url, []), count, split_sentences, min_sentences)
-        for url, text in pages
-    }

@@ -9,13 +9,14 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from c4forge.filters.drop_samples import sample
 
 if TYPE_CHECKING:
     from c4forge.filters.counting import Count
-    from c4forge.filters.wet import Page
+
+P = TypeVar("P")  # a Page or a UrlEntry
 
 # Reference (tfds text/c4_utils.py `_normalize_url`): unanchored, case-sensitive; the second
 # pattern's `.*` runs to the end of the string (URLs never contain a newline).
@@ -35,23 +36,26 @@ def text_md5(text: str) -> str:
     return hashlib.md5(text.encode("utf-8")).hexdigest()
 
 
-def choose_url_copy(pages: Sequence[Page]) -> tuple[Page, bool]:
+def choose_url_copy(pages: Sequence[P]) -> tuple[P, bool]:
     """§4.2 / D3: the newest ``timestamp`` (string order = ISO-8601 order); ties by the
     smallest md5 of the text, then the smallest raw url. The flag says whether the md5 decided,
-    i.e. the newest copies did not all have the same text (counted as ``tie_text_md5``)."""
+    i.e. the newest copies did not all have the same text (counted as ``tie_text_md5``).
+
+    ``pages`` are anything with ``timestamp``, ``url`` and ``text_md5``: a ``Page``, or the
+    keys-only ``UrlEntry`` of the clean job (the text stays in its chunk)."""
     if not pages:
         raise ValueError("choose_url_copy needs at least one page")
     newest = max(p.timestamp for p in pages)
     tied = [p for p in pages if p.timestamp == newest]
     if len(tied) == 1:
         return tied[0], False
-    keyed = [(text_md5(p.text), p.url, i) for i, p in enumerate(tied)]
+    keyed = [(p.text_md5, p.url, i) for i, p in enumerate(tied)]
     best = min(keyed)
     decided_by_md5 = any(k[0] != best[0] for k in keyed)
     return tied[best[2]], decided_by_md5
 
 
-def choose_url_copy_counted(pages: Sequence[Page], count: Count) -> Page:
+def choose_url_copy_counted(pages: Sequence[P], count: Count) -> P:
     """``choose_url_copy`` plus its counters (``url_dedup``: every copy but one is a
     ``duplicate_url``, the survivor ``passed``, an md5 decision ``tie_text_md5``); the one place
     URL dedup is counted, for every engine and the resumable front."""

@@ -40,6 +40,13 @@ class Page:
     content_type: str = ""
     content_length: str = ""
 
+    @property
+    def text_md5(self) -> str:
+        """md5 hex of the text: URL dedup's tie-break (a keys-only ``UrlEntry`` carries it)."""
+        import hashlib
+
+        return hashlib.md5(self.text.encode("utf-8")).hexdigest()
+
 
 class _RawUriLoader(ArcWarcRecordLoader):
     """warcio's loader, minus its URI rewriting: warcio percent-encodes spaces in

@@ -1,0 +1,155 @@
+"""`c4forge clean INPUT… -o OUT --estimate`: the cost of a run before it starts (issue 19).
+
+Why: a crawl is ~90,000 WET files; a user should know the CPU-hours, shuffle volume and memory
+of a job before paying for it. The plan itself is run, so every stage (and every variant's
+extra stages) is measured, not modelled.
+
+How: after a warm-up on a sliver of one input (model loads are a per-worker start-up cost), a
+deterministic sample, the first ``--estimate-mb`` MB (compressed) of up to
+``SAMPLE_FILES`` input files evenly spaced in sorted order, is copied to a temporary folder (a
+cut gzip stream ends in a counted ``truncated_file``, one page at most is lost). The job runs
+on it with the local engine, one worker, in this process: CPU seconds and output bytes per
+stage, bytes scattered by each shuffle, peak memory. The whole input is projected by its
+compressed size: pages = sample pages × input bytes / sample bytes; CPU and shuffle bytes per
+page stay as measured. Memory per worker does not grow with the corpus on the local engine (a
+worker holds one chunk or one shuffle bucket), so its projection is the sample's peak. Only
+``OUT/estimate.json`` is written.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import tempfile
+import time
+from typing import Any
+
+from c4forge.io import storage
+
+ESTIMATE_NAME = "estimate.json"
+SAMPLE_FILES = 4
+DEFAULT_SAMPLE_MB = 16.0
+DEFAULT_PRICE = 0.04  # USD per vCPU-hour (on-demand cloud order of magnitude; --price-per-vcpu-hour)
+CRAWL_WORKERS = (1, 2, 16, 64, 450)
+
+
+def _sample(
+    files: list[Any], sample_bytes: int, directory: str, prefix: str = "sample"
+) -> tuple[list[str], int]:
+    """The first bytes of up to ``SAMPLE_FILES`` evenly spaced inputs, copied locally."""
+    step = max(1, len(files) // SAMPLE_FILES)
+    picked = files[::step][:SAMPLE_FILES]
+    per_file = max(1, sample_bytes // len(picked))
+    paths, taken = [], 0
+    for i, f in enumerate(picked):
+        with storage.open_read(f.path) as src:
+            data = src.read(per_file)
+        name = f.path.rstrip("/").rsplit("/", 1)[-1]
+        path = f"{directory}/{prefix}-{i:02d}-{name}"
+        with open(path, "wb") as out:
+            out.write(data)
+        paths.append(path)
+        taken += len(data)
+    return paths, taken
+
+
+def _run_sample(job: Any, paths: list[str], output: str) -> Any:
+    from c4forge.clean.driver import run_clean
+    from c4forge.engines.local import LocalEngine
+
+    sample_job = job.replace(
+        inputs=tuple(paths), output=output, engine="local", quiet=True, resume=False,
+        report=False, overwrite=True,
+    )
+    engine = LocalEngine(sample_job, workers=1)
+    try:
+        run_clean(sample_job, engine)
+    finally:
+        engine.close()
+    return engine
+
+
+def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFAULT_PRICE) -> dict:
+    """Run the plan on a sample of ``job``'s inputs; the projection for all of them."""
+    from c4forge.io.inputs import resolve_inputs
+
+    files = resolve_inputs(list(job.inputs), job.input_format)
+    total = sum(f.size for f in files)
+    with tempfile.TemporaryDirectory(prefix="c4forge-estimate-") as tmp:
+        # a warm-up on a sliver first: model loads (Punkt, langdetect, numba) are a per-worker
+        # start-up cost, not a per-page one, so the measured run below is warm
+        warm, _ = _sample(files[:1], 200_000, f"{tmp}", prefix="warm")
+        _run_sample(job, warm, f"{tmp}/warm-out")
+        paths, sampled = _sample(files, int(sample_mb * 1e6), tmp)
+        cpu0 = time.process_time()
+        engine = _run_sample(job, paths, f"{tmp}/out")
+        cpu = time.process_time() - cpu0
+        stats = json.loads(open(f"{tmp}/out/stats.json").read())
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    pages = stats["counters"]["wet"]["pages"]
+    scale = total / max(sampled, 1)
+    per_k = 1000.0 / max(pages, 1)
+    stages = {}
+    for stage in sorted(set(engine.seconds) | set(engine.shuffle_bytes) | set(engine.out_bytes)):
+        stages[stage] = {
+            "cpu_s_per_1000_pages": round(engine.seconds.get(stage, 0.0) * per_k, 3),
+            "bytes_out_per_1000_pages": round(engine.out_bytes.get(stage, 0) * per_k),
+            "shuffle_bytes_per_1000_pages": round(engine.shuffle_bytes.get(stage, 0) * per_k),
+        }
+    total_pages = pages * scale
+    cpu_hours = cpu * scale / 3600
+    shuffle = sum(engine.shuffle_bytes.values()) * scale
+    largest = max((f.size for f in files), default=0)
+    return {
+        "format": "c4forge.clean.estimate",
+        "format_version": 1,
+        "config": job.record(),
+        "sample": {
+            "files": len(paths),
+            "compressed_bytes": sampled,
+            "pages": pages,
+            "documents_out": stats["totals"]["documents_out"],
+            "cpu_s": round(cpu, 2),
+        },
+        "stages": stages,
+        "input": {
+            "files": len(files),
+            "compressed_bytes": total,
+            "largest_file_bytes": largest,
+            "pages": round(total_pages),
+            "cpu_hours": round(cpu_hours, 3),
+            "shuffle_gb": round(shuffle / 1e9, 3),
+            "documents_out": round(stats["totals"]["documents_out"] * scale),
+            "peak_memory_per_worker_gb": round(peak / 2**30, 2),
+            # the local engine's tree: a driver plus W workers, each about one sample run
+            "peak_memory_gb_by_workers": {
+                str(w): round((w + 1) * peak / 2**30, 2) for w in CRAWL_WORKERS[:2]
+            },
+            "wall_hours": {
+                str(w): round(cpu_hours / min(w, max(len(files), 1)), 3) for w in CRAWL_WORKERS
+            },
+            "price_per_vcpu_hour": price,
+            "cost": round(cpu_hours * price, 2),
+        },
+    }
+
+
+def run_estimate(job: Any, sample_mb: float, price: float) -> int:
+    """Write ``OUT/estimate.json`` (nothing else) and print its summary."""
+    result = estimate(job, sample_mb, price)
+    storage.makedirs(job.output)
+    path = storage.join(job.output, ESTIMATE_NAME)
+    with storage.atomic_writer(path) as f:
+        f.write(storage.dumps_pretty(result).encode("utf-8"))
+    i = result["input"]
+    if not job.quiet:
+        print(
+            f"c4forge clean --estimate: {i['files']} file(s), ~{i['pages']:,} pages "
+            f"(sample: {result['sample']['pages']:,} pages): {i['cpu_hours']:,.2f} CPU-hours, "
+            f"{i['shuffle_gb']:,.2f} GB shuffled, ~{i['peak_memory_per_worker_gb']:.2f} GB per "
+            f"worker, {i['wall_hours'].get('2', 0):,.2f} h on 2 workers, "
+            f"${i['cost']:,.2f} at ${i['price_per_vcpu_hour']}/vCPU-hour → {path}",
+            file=sys.stderr,
+        )
+    return 0

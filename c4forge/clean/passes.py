@@ -1,0 +1,276 @@
+"""The clean plan run keys-only (issue 19): page text stays in the chunk that read it.
+
+Why: whole pages crossing every shuffle made memory grow with the corpus on Beam's local
+runner (12.7 GB for 400,000 pages) and made shuffle bytes ≈ 3.7× the text. Here a chunk (one
+input file, ``progress.Chunk``) is read once; its records go to ``OUTPUT/_work/``; only keys and
+small ids cross a shuffle; the decisions come back grouped by chunk, and the next pass over
+the chunk applies them. Documents cross one shuffle: into the output shards. Same plan, same
+order, same rules, so the same output bytes as the plan run with documents in the shuffles.
+
+Passes, each through the engine primitives only (``engines.base``), so Beam, Spark and the
+local engine run this one function::
+
+    front (per chunk): read → page stages → clean; records to chunk-N.pages.gz,
+        (normalized URL, UrlEntry) out                                   [resumable per chunk]
+    URL dedup: group by normalized URL → kept (chunk, record)
+    pass k (per chunk, co-grouped with its decisions): the previous corpus stage's ``apply``
+        (pass 0: the URL-dedup survivors and their clean counters) → the map stages up to the
+        next corpus stage → the documents to chunk-N.docs<k>.gz, that stage's keys out; the
+        corpus stage ``decide``s → (loc, decision) → back to chunk loc[0] for pass k+1
+    last pass: … split → (output key, OutDoc) → ``write_shards``
+
+A document's location ``loc = (chunk, record)`` is its id in every key: a decision goes back
+to ``loc[0]`` without a join on the URL.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from c4forge.clean import progress as pg
+from c4forge.clean.plan import Plan, run_maps
+from c4forge.clean.steps import Doc, UrlEntry
+from c4forge.filters.counting import Count, CounterBag
+from c4forge.io import storage
+
+KEYS_SUFFIX = ".keys.gz"  # a chunk's URL entries (re-emitted by a resumed run)
+GZIP_LEVEL = 1  # scratch data read once: speed over size
+
+
+def docs_suffix(k: int) -> str:
+    return f".docs{k}.gz"
+
+
+def _path(work: pg.WorkDir, chunk: pg.Chunk, suffix: str) -> str:
+    return storage.join(work.root, chunk.name + suffix)
+
+
+# --- JSON-lines scratch files (why JSON: see progress.write_records) ---------------------------
+
+
+class _LineWriter:
+    def __init__(self, gz: Any) -> None:
+        self.gz = gz
+
+    def write(self, obj: Any) -> None:
+        line = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        self.gz.write(line.encode("utf-8") + b"\n")
+
+
+class _lines_to:  # noqa: N801 - a context manager used as a function
+    """``with _lines_to(path) as w: w.write(obj)``: gzip JSON lines, atomic (appears when
+    complete)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> _LineWriter:
+        self._raw_cm = storage.atomic_writer(self.path)
+        raw = self._raw_cm.__enter__()
+        self._gz = gzip.GzipFile(
+            filename="", mode="wb", compresslevel=GZIP_LEVEL, fileobj=raw, mtime=0
+        )
+        return _LineWriter(self._gz)
+
+    def __exit__(self, *exc: Any) -> bool:
+        try:
+            self._gz.close()
+        finally:
+            self._raw_cm.__exit__(*exc)
+        return False
+
+
+def _lines_of(path: str) -> Iterator[Any]:
+    raw = storage.open_read(path)
+    with raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+        for line in gz:
+            yield json.loads(line)
+
+
+# --- front: read → page stages → clean, per chunk ----------------------------------------------
+
+
+def front(chunk: pg.Chunk, count: Count, *, plan: Plan, output: str) -> Iterator[tuple]:
+    """One chunk → its ``(URL-dedup key, UrlEntry)`` pairs. Not done yet: read → page stages
+    → clean, records (cleaned text, clean counters of the page) and URL entries written, then
+    the chunk's done-record with its counters. Done by an earlier run (``--resume``) or an
+    earlier attempt of this bundle: the recorded entries and counters, the input not read."""
+    from c4forge.filters.drop_samples import MAX_TEXT
+
+    keep = getattr(count, "keep", 0)  # --keep-samples
+    work = pg.WorkDir(output, pg.BEAM_DATA_SUFFIX)
+    keys = _path(work, chunk, KEYS_SUFFIX)
+    record = work.done(chunk)
+    if record is not None and work.exists(work.data_path(chunk)) and work.exists(keys):
+        entries = [UrlEntry(*e[:4], (e[4][0], e[4][1]), *e[5:]) for e in _lines_of(keys)]
+        count(pg.RESUME_NAMESPACE, "skipped")
+    else:
+        work.reset(chunk)
+        work.remove(keys)
+        bag = CounterBag(keep)
+        entries = []
+        with _lines_to(work.data_path(chunk)) as out:
+            for f in chunk.files:
+                for page in plan.read(f.path, bag):
+                    for kept in run_maps(plan.page_stages, page, bag):
+                        page_bag = CounterBag(keep)
+                        docs = run_maps([plan.clean], kept, page_bag)
+                        counts = [
+                            (s, r, n)
+                            for s, reasons in sorted(page_bag.counts.items())
+                            for r, n in sorted(reasons.items())
+                        ]
+                        doc = docs[0] if docs else None
+                        line = [None, None, counts] if doc is None else [doc.text, doc.sentences, counts]
+                        if keep and page_bag.samples:
+                            line.append(page_bag.samples)  # the survivor's only, as its counts
+                        out.write(line)
+                        loc = (chunk.index, len(entries))
+                        entry = UrlEntry(
+                            kept.normalized_url, kept.timestamp, kept.text_md5, kept.url, loc
+                        )
+                        if keep:  # a dropped copy's duplicate_url sample needs its text
+                            entry = entry._replace(text=kept.text[:MAX_TEXT])
+                        entries.append(entry)
+        with _lines_to(keys) as out:
+            for e in entries:
+                out.write(list(e))
+        extra = {"samples": bag.samples} if keep else {}
+        work.mark_done(chunk, bag.counts, **extra)
+        record = {"counters": bag.counts, **extra}
+        count(pg.RESUME_NAMESPACE, "processed")
+    for stage, reasons in record["counters"].items():
+        for reason, n in reasons.items():
+            count(stage, reason, n)
+    add_samples(count, record.get("samples", {}))
+    for e in entries:
+        yield from plan.url_dedup.key(e, count)
+
+
+def add_samples(count: Count, samples: dict[str, list]) -> None:
+    """Recorded samples (``{stage/reason: [(hash, text, url)…]}``) into ``count``'s sample."""
+    if not samples:
+        return
+    merge = getattr(count, "merge_samples", None)  # a CounterBag
+    if merge is not None:
+        merge(samples)
+        return
+    add = getattr(count, "add_record", None)  # Beam's counter callback
+    if add is not None:
+        for key, recs in samples.items():
+            for rec in recs:
+                add(key, tuple(rec))
+
+
+def url_survivor(entry: UrlEntry, count: Count) -> Iterator[tuple[int, int]]:
+    """The kept copy of a URL → ``(chunk, record)``: back to its chunk."""
+    yield entry.loc[0], entry.loc[1]
+
+
+def to_chunk(item: tuple[tuple[int, int], Any], count: Count) -> Iterator[tuple[int, tuple]]:
+    """``(loc, decision)`` → ``(chunk, (record, decision))``."""
+    loc, decision = item
+    yield loc[0], (loc[1], decision)
+
+
+def emit_located(item: tuple[tuple[int, int], Doc], count: Count, *, stage: Any) -> Iterator:
+    """A corpus stage's ``emit`` over ``(loc, doc)`` items (a stage run on its own, in tests)."""
+    loc, doc = item
+    yield from stage.emit(loc, doc, count)
+
+
+def key_chunk(chunk: pg.Chunk, count: Count) -> Iterator[tuple[int, pg.Chunk]]:
+    yield chunk.index, chunk
+
+
+# --- the chunk passes --------------------------------------------------------------------------
+
+
+def _survivor_docs(
+    work: pg.WorkDir, chunk: pg.Chunk, survivors: Iterable[int], count: Count
+) -> Iterator[tuple[int, Doc]]:
+    """Pass 0's input: the URL-dedup survivors of the chunk (their clean counters counted now,
+    as the survivor's only), as documents where clean kept them."""
+    keep = set(survivors)
+    keys = _lines_of(_path(work, chunk, KEYS_SUFFIX))
+    for i, (rec, (nurl, ts, _md5, url, *_)) in enumerate(
+        zip(_lines_of(work.data_path(chunk)), keys, strict=True)
+    ):
+        if i not in keep:
+            continue
+        text, sentences, counts = rec[:3]
+        for stage, reason, n in counts:
+            count(stage, reason, n)
+        if len(rec) > 3:
+            add_samples(count, rec[3])
+        if text is not None:
+            yield i, Doc(url, ts, nurl, text, sentences)
+
+
+def _state_docs(path: str) -> Iterator[tuple[int, Doc]]:
+    for i, url, ts, nurl, text, sentences, language in _lines_of(path):
+        yield i, Doc(url, ts, nurl, text, sentences, language)
+
+
+def chunk_pass(
+    index: int,
+    chunks: Iterable[pg.Chunk],
+    decisions: Iterable[Any],
+    count: Count,
+    *,
+    plan: Plan,
+    output: str,
+    k: int,
+) -> Iterator[Any]:
+    """Pass ``k`` over one chunk (see the module docstring); yields the next corpus stage's
+    keys, or on the last pass the output pairs."""
+    (chunk,) = list(chunks)
+    work = pg.WorkDir(output, pg.BEAM_DATA_SUFFIX)
+    segments = plan.segments()
+    maps, corpus = segments[k]
+    if k == 0:
+        docs = _survivor_docs(work, chunk, decisions, count)
+    else:
+        previous = segments[k - 1][1]
+        by_record: dict[int, list[Any]] = {}
+        for record, decision in decisions:
+            by_record.setdefault(record, []).append(decision)
+        docs = (
+            (i, out)
+            for i, doc in _state_docs(_path(work, chunk, docs_suffix(k - 1)))
+            for out in previous.apply((chunk.index, i), doc, by_record.get(i, ()), count)
+        )
+    if corpus is None:
+        for _, doc in docs:
+            yield from run_maps(maps, doc, count)
+        return
+    with _lines_to(_path(work, chunk, docs_suffix(k))) as out:
+        for i, doc in docs:
+            for d in run_maps(maps, doc, count):
+                out.write([i, d.url, d.timestamp, d.normalized_url, d.text, d.sentences, d.language])
+                yield from corpus.emit((chunk.index, i), d, count)
+
+
+def run(engine: Any, plan: Plan, job: Any, chunks: list[pg.Chunk]) -> list[dict]:
+    """The whole plan keys-only on ``engine``; returns the per-shard stats."""
+    return engine.write_shards(documents(engine, plan, job, chunks), job)
+
+
+def documents(engine: Any, plan: Plan, job: Any, chunks: list[pg.Chunk]) -> Any:
+    """The plan's ``(output key, OutDoc)`` collection (chunk files under ``job.output``)."""
+    entries = engine.source("wet", chunks, functools.partial(front, plan=plan, output=job.output))
+    kept = engine.group(entries, plan.url_dedup.name, plan.url_dedup.reduce)
+    decisions = engine.flat_map(kept, f"{plan.url_dedup.name}/route", url_survivor)
+    keyed = engine.source("chunks", chunks, key_chunk)
+    for k, (_maps, corpus) in enumerate(plan.segments()):
+        step = functools.partial(chunk_pass, plan=plan, output=job.output, k=k)
+        out = engine.cogroup(f"pass{k}", keyed, decisions, step)
+        if corpus is None:
+            return out
+        decided = corpus.decide(engine, out)
+        decisions = engine.flat_map(decided, f"{corpus.name}/route", to_chunk)
+    raise AssertionError("unreachable: the last segment has no corpus stage")
