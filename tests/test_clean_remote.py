@@ -221,7 +221,7 @@ def test_resume_after_a_failed_run_on_the_bucket(local_run, capsys):
     err = capsys.readouterr().err
     skipped = len(recorded)
     print(f"resume: {skipped} of 3 inputs recorded before the failure")
-    assert f"{skipped} input(s) done by an earlier run, skipped; {3 - skipped} processed" in err
+    assert f"{skipped} chunk(s) done by an earlier run, skipped; {3 - skipped} processed" in err
     objects = MemFileSystem.under(out)
     assert sorted(objects) == sorted(local_run)  # _work removed once stats.json is written
     assert objects == local_run

@@ -65,7 +65,7 @@ def test_spark_submit_to_a_standalone_cluster_equals_beam(beam_out, tmp_path):
         done = subprocess.run(
             submit + job, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=420
         )
-        assert done.returncode == 0, done.stderr[-4000:] + cluster.logs()
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + cluster.logs()
         apps = cluster.state()["completedapps"]
         executors = sorted((tmp_path / "cluster").glob("worker-*/app-*/*"))
     took = time.monotonic() - started

@@ -8,8 +8,17 @@ from __future__ import annotations
 
 import argparse
 import os
+from importlib import resources
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "configs")
+
+
+def shipped_configs() -> list[str]:
+    """Names of the shipped configs, read through importlib.resources, not the filesystem:
+    the parser is built wherever c4forge is imported from, a zip included (spark-submit
+    --py-files ships the package as one), where ``os.listdir(CONFIGS)`` fails."""
+    folder = resources.files(__package__).joinpath("configs")
+    return sorted(e.name[: -len(".toml")] for e in folder.iterdir() if e.name.endswith(".toml"))
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -22,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "checkpoint and from a random start. Stages shared by arms run once; a killed run "
             "resumes; changing one arm re-runs only what it changed. Writes DIR/results.md, "
             "results.json, loss_curves.png and scores.png. Shipped configs: "
-            + ", ".join(sorted(n[:-5] for n in os.listdir(CONFIGS) if n.endswith(".toml")))
+            + ", ".join(shipped_configs())
         ),
     )
     p.add_argument("config", help="experiment TOML file, or the name of a shipped config")
