@@ -42,7 +42,10 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 ROOT = _HERE.parent
 sys.path.insert(0, str(_HERE))
+# isort: off
+from proctree import cpu_s, pss, tree  # noqa: E402  (first: importing corpus trims sys.path)
 import corpus as corpus_mod  # noqa: E402
+# isort: on
 
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
@@ -52,48 +55,6 @@ CONFIGS = {
     "beam": ["--engine", "beam"],
     "spark": ["--engine", "spark", "--master", "local[{w}]"],
 }
-
-
-def _tree(root: int) -> list[int]:
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            kids.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo += kids.get(p, [])
-    return out
-
-
-def _pss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return 0
-    return 0
-
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu(pid: int) -> float | None:
-    """utime + stime of one process (its threads included), or None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def run(corpus: Path, config: str, workers: int, tmp: Path) -> dict:
@@ -116,12 +77,12 @@ def run(corpus: Path, config: str, workers: int, tmp: Path) -> dict:
 
     def sample() -> None:
         while not stop.is_set():
-            pids = _tree(proc.pid)
+            pids = tree(proc.pid)
             for p in pids:
-                c = _cpu(p)
+                c = cpu_s(p)
                 if c is not None:
                     seen[p] = max(c, seen.get(p, 0.0))
-            total = sum(_pss(p) for p in pids)
+            total = sum(pss(p) for p in pids)
             if total > peak["pss"]:
                 peak["pss"], peak["procs"] = total, len(pids)
             stop.wait(0.5)
