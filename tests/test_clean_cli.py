@@ -369,3 +369,19 @@ def test_a_clean_run_prints_only_our_lines(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "apitools" not in proc.stderr and "WARNING:root" not in proc.stderr, proc.stderr
     assert "c4forge clean: done" in proc.stdout + proc.stderr
+
+
+def test_direct_runner_refuses_an_input_larger_than_memory(tmp_path, capsys, monkeypatch):
+    """Issue 19: the DirectRunner holds every collection in memory, so `--engine beam` checks the
+    input size against the machine's available memory before any work. The machine's
+    MemAvailable is what is replaced here (a small machine), not the check."""
+    from c4forge.engines import beam as beam_engine
+
+    monkeypatch.setattr(beam_engine, "available_memory", lambda: 256 << 20)
+    out = tmp_path / "out"
+    assert clean(GENUINE_WET_DIR, "--output", str(out), "--engine", "beam") == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    # the job's header line, then the one-line error (no traceback)
+    assert len(lines) == 2 and lines[0].startswith("c4forge clean:")
+    assert "holds every collection in memory" in lines[1] and "--engine local" in lines[1]
+    assert not out.exists() or not any(out.iterdir())
