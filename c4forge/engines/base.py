@@ -42,6 +42,40 @@ from typing import Any
 
 Fn = Callable[..., Any]
 
+# The stage profile of a run (``benchmarks/scale.py``): when this variable names a file, the
+# engine writes ``{"seconds": {stage: s}, "shuffle_bytes": {stage: bytes}, "out_bytes": {…}}``
+# there on ``close``; a stage is the first part of a step label (``dedup`` of ``dedup/resolve``).
+PROFILE_ENV = "C4FORGE_ENGINE_PROFILE"
+
+
+def profile_path() -> str | None:
+    """Where to write the stage profile; None (the normal case) when it is not asked for."""
+    import os
+
+    return os.environ.get(PROFILE_ENV) or None
+
+
+def stage_of(label: str) -> str:
+    """The stage of a step label: its first part (``dedup`` of ``dedup/resolve``)."""
+    return label.split("/", 1)[0]
+
+
+def write_profile(
+    path: str,
+    shuffle_bytes: dict[str, int],
+    seconds: dict[str, float] | None = None,
+    out_bytes: dict[str, int] | None = None,
+) -> None:
+    """The stage profile JSON (``PROFILE_ENV``), atomically."""
+    import json
+    import os
+
+    data = {"seconds": seconds or {}, "shuffle_bytes": shuffle_bytes, "out_bytes": out_bytes or {}}
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, sort_keys=True)
+    os.replace(tmp, path)
+
 
 def _with_value(item: Any, count: Any, *, fn: Fn, value: Any) -> Any:
     return fn(item, count, value)

@@ -25,7 +25,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from c4forge.clean import output as co
-from c4forge.engines.base import Engine, Fn
+from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
 from c4forge.errors import ConfigError, VerificationError
 from c4forge.filters import drop_samples as ds
 from c4forge.io import storage
@@ -182,6 +182,74 @@ class _SourceFn(_MapFn):
             mark_file_read(self.progress_dir, f.path)
 
 
+# --- shuffle bytes (the stage profile, ``C4FORGE_ENGINE_PROFILE``) -----------------------------
+
+SHUFFLE_NS = "c4forge.shuffle_bytes"  # a Beam distribution per stage: encoded bytes in a shuffle
+
+
+class ShuffleBytesFn(beam.DoFn):
+    """Passes elements through unchanged, adding the size each has in ``coder`` (the coder
+    Beam uses for the collection entering the shuffle) to the stage's distribution.
+
+    Why: Beam's runners do not report shuffle bytes (the DirectRunner has no shuffle files),
+    so the profile measures what would cross each GroupByKey / CoGroupByKey / Combine: the
+    encoded elements entering it. For a combine this is an upper bound (combiner lifting sends
+    partial results per bundle). Sums are kept per bundle, one metric update per bundle."""
+
+    def __init__(self, stage: str, coder: Any) -> None:
+        self.stage = stage
+        self.coder = coder
+
+    def setup(self) -> None:
+        self.dist = Metrics.distribution(SHUFFLE_NS, self.stage)
+
+    def start_bundle(self) -> None:
+        self.total = 0
+
+    def process(self, element: Any) -> Iterator[Any]:
+        self.total += len(self.coder.encode(element))
+        yield element
+
+    def finish_bundle(self) -> None:
+        if self.total:
+            self.dist.update(self.total)
+            self.total = 0
+
+
+def shuffle_coder(coll: Any, keyed: bool) -> Any:
+    """The coder of ``coll``'s elements as they enter a shuffle: a key-value pair (``keyed``)
+    of an untyped collection gets Beam's tuple coder of two primitive coders, as the
+    runners give a GroupByKey's input."""
+    from apache_beam.typehints import typehints
+
+    hint = coll.element_type
+    if keyed and (hint is None or hint == typehints.Any):
+        hint = typehints.KV[typehints.Any, typehints.Any]
+    return beam.coders.registry.get_coder(hint if hint is not None else typehints.Any)
+
+
+def measured(coll: Any, label: str, keyed: bool = True) -> Any:
+    """``coll`` with ``ShuffleBytesFn`` on the way (profile mode only; see ``BeamEngine``)."""
+    fn = ShuffleBytesFn(stage_of(label), shuffle_coder(coll, keyed))
+    step = beam.ParDo(fn)
+    if coll.element_type is not None:
+        step = step.with_output_types(coll.element_type)
+    return coll | f"{label}/shuffle_bytes" >> step
+
+
+def shuffle_bytes_from_metrics(result: Any) -> dict[str, int]:
+    """``{stage: bytes}`` of the ``ShuffleBytesFn`` distributions, summed over steps."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    query = result.metrics().query(MetricsFilter().with_namespace(SHUFFLE_NS))
+    out: dict[str, int] = {}
+    for m in query["distributions"]:
+        value = m.committed if m.committed is not None else m.attempted
+        if value is not None and value.sum:
+            out[m.key.metric.name] = out.get(m.key.metric.name, 0) + int(value.sum)
+    return dict(sorted(out.items()))
+
+
 # --- output ------------------------------------------------------------------------------------
 
 
@@ -226,11 +294,14 @@ class WriteShards(beam.PTransform):
     read as a side input; one empty marker per shard makes every shard exist, even if empty.
     """
 
-    def __init__(self, directory: str, fmt: str, shard_options: dict[str, Any]) -> None:
+    def __init__(
+        self, directory: str, fmt: str, shard_options: dict[str, Any], profile: bool = False
+    ) -> None:
         super().__init__()
         self.directory = directory
         self.fmt = fmt
         self.shard_options = shard_options
+        self.profile = profile  # measure the bytes entering GroupByShard (``measured``)
 
     def expand(self, split_docs):
         counts = split_docs | "CountPerSplit" >> beam.CombineGlobally(CountSplitsFn())
@@ -238,9 +309,11 @@ class WriteShards(beam.PTransform):
         shards_si = beam.pvalue.AsSingleton(shards)
         keyed = split_docs | "AssignShard" >> beam.Map(co.assign_shard, shards_si)
         markers = shards | "ShardMarkers" >> beam.FlatMap(co.shard_markers)
+        both = (keyed, markers) | "WithMarkers" >> beam.Flatten()
+        if self.profile:
+            both = measured(both, "output")
         return (
-            (keyed, markers)
-            | "WithMarkers" >> beam.Flatten()
+            both
             | "GroupByShard" >> beam.GroupByKey()
             | "WriteShard" >> beam.ParDo(WriteShardFn(self.directory, self.fmt), shards_si)
         )
@@ -297,6 +370,13 @@ class BeamEngine(Engine):
         self.keep_samples = 0
         self._sample_colls: list[Any] = []
         self._samples: dict[str, list] = {}
+        # C4FORGE_ENGINE_PROFILE: measure shuffle bytes (``measured`` steps, written on
+        # ``close``); otherwise no step is added, so the pipeline graph is the plain one
+        self.profile = profile_path()
+        self.shuffle_bytes: dict[str, int] = {}
+
+    def _measured(self, coll: Any, label: str, keyed: bool = True) -> Any:
+        return measured(coll, label, keyed) if self.profile else coll
 
     def _par_do(self, dofn: CountingDoFn, *side: Any) -> beam.PTransform:
         """``ParDo(dofn)``; with ``--keep-samples`` its samples output is collected too."""
@@ -328,9 +408,9 @@ class BeamEngine(Engine):
     # -- primitives -----------------------------------------------------------------------------
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
         lbl = self._label(label)
+        created = self.pipeline | f"{lbl}/inputs" >> beam.Create(items)
         return (
-            self.pipeline
-            | f"{lbl}/inputs" >> beam.Create(items)
+            self._measured(created, lbl, keyed=False)
             | f"{lbl}/spread" >> beam.Reshuffle()
             # the progress bar counts the job's input files only (not, e.g., a URL list)
             | lbl >> self._par_do(_SourceFn(fn, self.progress_dir if label == "wet" else None))
@@ -349,21 +429,28 @@ class BeamEngine(Engine):
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
-        return coll | f"{lbl}/group" >> beam.GroupByKey() | lbl >> self._par_do(_GroupFn(fn))
+        grouped = self._measured(coll, lbl) | f"{lbl}/group" >> beam.GroupByKey()
+        return grouped | lbl >> self._par_do(_GroupFn(fn))
 
     def combine(self, coll: Any, label: str, fn: Fn) -> Any:
-        return coll | self._label(label) >> beam.CombinePerKey(fn)
+        lbl = self._label(label)
+        return self._measured(coll, lbl) | lbl >> beam.CombinePerKey(fn)
 
     def cogroup(self, label: str, left: Any, right: Any, fn: Fn) -> Any:
         lbl = self._label(label)
+        sides = {
+            "left": self._measured(left, f"{lbl}/left"),
+            "right": self._measured(right, f"{lbl}/right"),
+        }
         return (
-            {"left": left, "right": right}
+            sides
             | f"{lbl}/join" >> beam.CoGroupByKey()
             | lbl >> self._par_do(_CoGroupFn(fn))
         )
 
     def distinct(self, coll: Any, label: str) -> Any:
-        return coll | self._label(label) >> beam.Distinct()
+        lbl = self._label(label)
+        return self._measured(coll, lbl, keyed=False) | lbl >> beam.Distinct()
 
     def loop(self, coll: Any, label: str, body: Fn, rounds: int) -> Any:
         for r in range(rounds):  # unrolled: a round on a converged edge set changes nothing
@@ -393,7 +480,8 @@ class BeamEngine(Engine):
                 | "samples/collect" >> beam.combiners.ToList()
                 | "samples/write" >> beam.Map(write_manifest_raw, samples_path)
             )
-        shards = coll | "output" >> WriteShards(job.output, job.format, job.output_options)
+        write = WriteShards(job.output, job.format, job.output_options, bool(self.profile))
+        shards = coll | "output" >> write
         _ = (
             shards
             | "CollectShardStats" >> beam.combiners.ToList()
@@ -426,6 +514,13 @@ class BeamEngine(Engine):
         if "DONE" not in state:
             raise VerificationError(f"the pipeline ended in state {state}")
         self._counters, self.counter_source = counters_from_metrics(result)
+        if self.profile:
+            self.shuffle_bytes = shuffle_bytes_from_metrics(result)
 
     def counters(self) -> dict[str, dict[str, int]]:
         return self._counters
+
+    def close(self) -> None:
+        """Write the stage profile (``C4FORGE_ENGINE_PROFILE``): shuffle bytes per stage."""
+        if self.profile:
+            write_profile(self.profile, self.shuffle_bytes)

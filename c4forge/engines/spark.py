@@ -20,6 +20,8 @@ may be local or any Beam filesystem.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import socket
@@ -28,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from c4forge.clean import output as co
-from c4forge.engines.base import Engine, Fn
+from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
 from c4forge.errors import ConfigError, InputError
 from c4forge.filters.counting import CounterBag
 from c4forge.io import storage
@@ -199,10 +201,89 @@ def make_context(master: str | None, workers: int | None, extra: list[str], app:
         conf.set(key, val)
     if url.startswith("local"):
         pin_python(conf)
+    event_log = enable_event_log(conf) if profile_path() else None
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")
     sc.c4forge_java = runtime  # which Java this context's JVM runs on, for the job's summary
+    sc.c4forge_event_log = event_log  # the stage profile's event log folder (profile mode)
     return sc
+
+
+# --------------------------------------------------------------------------------------------
+# Shuffle bytes per stage (the stage profile, ``C4FORGE_ENGINE_PROFILE``)
+#
+# What is measured: the bytes Spark really writes to its shuffle files (after its own shuffle
+# compression, lz4 by default), task by task, retries included: "Shuffle Bytes Written" of
+# every task-end event in Spark's event log, which profile mode turns on (uncompressed, in a
+# temporary folder read and removed by ``close``). Why the event log: it is Spark's own record,
+# complete once the context stops, the same on every master; the status store keeps only the
+# last stages and its listener runs behind the jobs. Attribution: each primitive that shuffles
+# runs inside a labelled RDD operation scope (``spark.rdd.scope``, the name Spark's UI shows);
+# the RDDs created meanwhile carry it, among them the ``PairwiseRDD`` a PySpark shuffle writes
+# from, which is the first RDD of that shuffle's map stage. A stage's bytes go to the scope of
+# that RDD; stage = the first part of the label, as on the other engines.
+
+SCOPE_KEY = "spark.rdd.scope"  # SparkContext.RDD_SCOPE_KEY
+SCOPE_PREFIX = "c4forge-"  # ids of our scopes (Spark's own are numbers)
+
+
+def enable_event_log(conf: Any) -> str:
+    """Turn Spark's event log on, into a new temporary folder (returned)."""
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="c4forge-eventlog-")
+    conf.set("spark.eventLog.enabled", "true")
+    conf.set("spark.eventLog.dir", "file://" + directory)
+    conf.set("spark.eventLog.compress", "false")
+    conf.set("spark.eventLog.rolling.enabled", "false")
+    return directory
+
+
+def _scope_label(scope_json: str | None) -> str | None:
+    """The label of the c4forge scope in an RDD's scope chain (its own, or a parent)."""
+    scope = json.loads(scope_json) if scope_json else None
+    while scope:
+        if str(scope.get("id", "")).startswith(SCOPE_PREFIX):
+            return scope.get("name")
+        scope = scope.get("parent")
+    return None
+
+
+def _stage_label(rdd_infos: list[dict]) -> str | None:
+    """The label of the shuffle a map stage writes: its PairwiseRDD's scope, else the first
+    of its RDDs (the stage's own) that has one."""
+    ordered = [r for r in rdd_infos if r.get("Name") == "PairwiseRDD"] + list(rdd_infos)
+    for info in ordered:
+        label = _scope_label(info.get("Scope"))
+        if label:
+            return label
+    return None
+
+
+def shuffle_bytes_from_event_log(directory: str) -> dict[str, int]:
+    """``{stage: bytes}`` written to the shuffle, from the event log(s) in ``directory``
+    (a stage no scope names counts as ``other``)."""
+    labels: dict[int, str] = {}
+    written: dict[int, int] = {}
+    for name in sorted(os.listdir(directory)):
+        with open(os.path.join(directory, name), encoding="utf-8") as f:
+            for line in f:
+                if line.startswith('{"Event":"SparkListenerTaskEnd"'):
+                    event = json.loads(line)
+                    metrics = (event.get("Task Metrics") or {}).get("Shuffle Write Metrics") or {}
+                    n = int(metrics.get("Shuffle Bytes Written", 0))
+                    if n:
+                        written[event["Stage ID"]] = written.get(event["Stage ID"], 0) + n
+                elif line.startswith('{"Event":"SparkListenerStageSubmitted"'):
+                    info = json.loads(line)["Stage Info"]
+                    label = _stage_label(info.get("RDD Info") or [])
+                    if label:
+                        labels[info["Stage ID"]] = label
+    out: dict[str, int] = {}
+    for stage_id, n in written.items():
+        stage = stage_of(labels.get(stage_id, "other"))
+        out[stage] = out.get(stage, 0) + n
+    return dict(sorted(out.items()))
 
 
 def pin_python(conf: Any) -> None:
@@ -367,11 +448,31 @@ class SparkEngine(Engine):
         self.acc = self.sc.accumulator({}, CountersParam())
         self.sacc: Any = None  # --keep-samples accumulator (``run``)
         self.parts = 2
+        # profile mode (C4FORGE_ENGINE_PROFILE, a context of our own): shuffles are labelled
+        # and the event log read on ``close``
+        self.profile = profile_path() if self.own else None
+        self.event_log = getattr(self.sc, "c4forge_event_log", None) if self.profile else None
+        self._scopes = 0
         java = getattr(self.sc, "c4forge_java", None)
         java_text = f", {java.describe()}" if java is not None else ""
         self.description = f"Spark {self.sc.master} ({self.sc.defaultParallelism} cores{java_text})"
 
     # -- primitives -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _scope(self, label: str) -> Iterator[None]:
+        """RDDs created meanwhile carry ``label`` (profile mode only; see the event log)."""
+        if not self.event_log:
+            yield
+            return
+        self._scopes += 1
+        old = self.sc.getLocalProperty(SCOPE_KEY)
+        scope = {"id": f"{SCOPE_PREFIX}{self._scopes}", "name": label}
+        self.sc.setLocalProperty(SCOPE_KEY, json.dumps(scope))
+        try:
+            yield
+        finally:
+            self.sc.setLocalProperty(SCOPE_KEY, old)
+
     def _counted(self, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]]):
         return counted(self.acc, fn, self.sacc, self.keep_samples)
 
@@ -402,17 +503,22 @@ class SparkEngine(Engine):
         return coll.mapPartitions(self._counted(_map_all_with(fn, side)))
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
-        return coll.groupByKey(self.parts).mapPartitions(self._counted(_group_all(fn)))
+        with self._scope(label):
+            grouped = coll.groupByKey(self.parts)
+        return grouped.mapPartitions(self._counted(_group_all(fn)))
 
     def combine(self, coll: Any, label: str, fn: Fn) -> Any:
-        return coll.reduceByKey(_pairwise(fn), self.parts)
+        with self._scope(label):
+            return coll.reduceByKey(_pairwise(fn), self.parts)
 
     def cogroup(self, label: str, left: Any, right: Any, fn: Fn) -> Any:
-        joined = left.cogroup(right, self.parts)
+        with self._scope(label):
+            joined = left.cogroup(right, self.parts)
         return joined.mapPartitions(self._counted(_cogroup_all(fn)))
 
     def distinct(self, coll: Any, label: str) -> Any:
-        return coll.distinct(self.parts)
+        with self._scope(label):
+            return coll.distinct(self.parts)
 
     def shared(self, coll: Any) -> Any:
         return materialize(coll)
@@ -421,7 +527,8 @@ class SparkEngine(Engine):
         current = materialize(coll)
         for r in range(rounds):
             nxt = materialize(body(self, current, f"{label}{r}"))
-            diff = nxt.subtract(current, self.parts).union(current.subtract(nxt, self.parts))
+            with self._scope(f"{label}{r}/changed"):
+                diff = nxt.subtract(current, self.parts).union(current.subtract(nxt, self.parts))
             changed = not diff.isEmpty()
             current.unpersist()
             current = nxt
@@ -442,12 +549,9 @@ class SparkEngine(Engine):
         keyed = split_docs.map(lambda kv: co.assign_shard(kv, counts))
         markers = self.sc.parallelize(co.shard_markers(counts))
         n_shards = sum(counts.values())
-        stats = (
-            keyed.union(markers)
-            .groupByKey(min(n_shards, max(self.parts, 1)))
-            .mapPartitions(_write_shards(job.output, job.format, counts))
-            .collect()
-        )
+        with self._scope("output/write"):
+            grouped = keyed.union(markers).groupByKey(min(n_shards, max(self.parts, 1)))
+        stats = grouped.mapPartitions(_write_shards(job.output, job.format, counts)).collect()
         split_docs.unpersist()
         return stats
 
@@ -456,4 +560,12 @@ class SparkEngine(Engine):
 
     def close(self) -> None:
         if self.own:
-            self.sc.stop()
+            self.sc.stop()  # also completes the event log
+        if self.event_log:
+            import shutil
+
+            try:
+                write_profile(self.profile, shuffle_bytes_from_event_log(self.event_log))
+            finally:
+                shutil.rmtree(self.event_log, ignore_errors=True)
+                self.event_log = None
