@@ -4,7 +4,8 @@ Why: whole pages crossing every shuffle made memory grow with the corpus on Beam
 runner (12.7 GB for 400,000 pages) and made shuffle bytes ≈ 3.7× the text. Here a chunk (one
 input file, ``progress.Chunk``) is read once; its records go to ``OUTPUT/_work/``; only keys and
 small ids cross a shuffle; the decisions come back grouped by chunk, and the next pass over
-the chunk applies them. Documents cross one shuffle: into the output shards. Same plan, same
+the chunk applies them. Documents cross one shuffle: into the output shards, packed
+(``output.pack_doc``: the sort key plain, text and timestamp zlib-compressed). Same plan, same
 order, same rules, so the same output bytes as the plan run with documents in the shuffles.
 
 Passes, each through the engine primitives only (``engines.base``), so Beam, Spark and the
