@@ -68,3 +68,13 @@ def test_beam_and_spark_profiles_with_the_same_outputs(tmp_path: Path, monkeypat
     spark = _check_profile(tmp_path / "spark.json")
     # the documents cross packed on both (Spark's lz4 cannot shrink zlib output much)
     assert 0.5 < spark["output"] / beam["output"] < 1.5
+
+    # a later context of the process (PySpark reuses the JVM) does not inherit the event log
+    from c4forge.engines.spark import make_context
+
+    monkeypatch.delenv(PROFILE_ENV)
+    sc = make_context("local[1]", None, [])
+    try:
+        assert sc.getConf().get("spark.eventLog.enabled", "false") == "false"
+    finally:
+        sc.stop()

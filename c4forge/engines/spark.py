@@ -203,6 +203,8 @@ def make_context(master: str | None, workers: int | None, extra: list[str], app:
         pin_python(conf)
     event_log = enable_event_log(conf) if profile_path() else None
     sc = SparkContext(conf=conf)
+    if event_log:
+        forget_launch_settings(sc, EVENT_LOG_KEYS)
     sc.setLogLevel("ERROR")
     sc.c4forge_java = runtime  # which Java this context's JVM runs on, for the job's summary
     sc.c4forge_event_log = event_log  # the stage profile's event log folder (profile mode)
@@ -227,16 +229,35 @@ SCOPE_KEY = "spark.rdd.scope"  # SparkContext.RDD_SCOPE_KEY
 SCOPE_PREFIX = "c4forge-"  # ids of our scopes (Spark's own are numbers)
 
 
+EVENT_LOG_KEYS = (
+    "spark.eventLog.enabled",
+    "spark.eventLog.dir",
+    "spark.eventLog.compress",
+    "spark.eventLog.rolling.enabled",
+)
+
+
 def enable_event_log(conf: Any) -> str:
     """Turn Spark's event log on, into a new temporary folder (returned)."""
     import tempfile
 
     directory = tempfile.mkdtemp(prefix="c4forge-eventlog-")
-    conf.set("spark.eventLog.enabled", "true")
-    conf.set("spark.eventLog.dir", "file://" + directory)
-    conf.set("spark.eventLog.compress", "false")
-    conf.set("spark.eventLog.rolling.enabled", "false")
+    values = ("true", "file://" + directory, "false", "false")
+    for key, value in zip(EVENT_LOG_KEYS, values, strict=True):
+        conf.set(key, value)
     return directory
+
+
+def forget_launch_settings(sc: Any, keys: Iterable[str]) -> None:
+    """Remove ``keys`` from the driver JVM's system properties once ``sc`` holds them.
+
+    Why: PySpark launches its JVM with the first context's settings as system properties,
+    and every later ``SparkConf()`` of the process loads them: a later context (a test's, a
+    second job's) would log events into a folder ``close`` has removed, and fail to start."""
+    system = sc._jvm.java.lang.System
+    for key in keys:
+        if system.getProperty(key) == sc.getConf().get(key):
+            system.clearProperty(key)
 
 
 def _scope_label(scope_json: str | None) -> str | None:
