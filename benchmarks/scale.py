@@ -71,7 +71,8 @@ def run(corpus: Path, config: str, workers: int, tmp: Path) -> dict:
     proc = subprocess.Popen(
         cmd, env=env, cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    peak = {"pss": 0, "procs": 0}
+    peak: dict = {"pss": 0, "procs": 0, "at": 0.0, "by_pid": {}}
+    timeline: list[tuple[float, int]] = []  # (wall time, tree PSS) per sample
     seen: dict[int, float] = {}  # last CPU seconds sampled per process of the tree
     stop = threading.Event()
 
@@ -82,9 +83,12 @@ def run(corpus: Path, config: str, workers: int, tmp: Path) -> dict:
                 c = cpu_s(p)
                 if c is not None:
                     seen[p] = max(c, seen.get(p, 0.0))
-            total = sum(pss(p) for p in pids)
+            by_pid = {p: pss(p) for p in pids}
+            total = sum(by_pid.values())
+            now = time.time()
+            timeline.append((now, total))
             if total > peak["pss"]:
-                peak["pss"], peak["procs"] = total, len(pids)
+                peak.update(pss=total, procs=len(pids), at=now, by_pid=by_pid)
             stop.wait(0.5)
 
     t = threading.Thread(target=sample, daemon=True)
@@ -131,8 +135,32 @@ def run(corpus: Path, config: str, workers: int, tmp: Path) -> dict:
         keys = sum(v for k, v in shuffled.items() if k != "output")
         result["shuffle_keys_per_text_byte"] = round(keys / text_bytes, 3)
         result["stage_cpu_s"] = {k: round(v, 1) for k, v in sorted(prof["seconds"].items())}
+        result["peak_during"] = _step_at(prof.get("timeline", []), peak["at"])
+        result["stage_peak_pss_gb"] = _peak_per_step(prof.get("timeline", []), timeline)
+    # where the peak sits: the command's own process (the driver) and each child
+    result["peak_driver_gb"] = round(peak["by_pid"].get(proc.pid, 0) / 2**30, 3)
+    result["peak_children_gb"] = sorted(
+        (round(v / 2**30, 3) for p, v in peak["by_pid"].items() if p != proc.pid), reverse=True
+    )
     shutil.rmtree(out.parent, ignore_errors=True)
     return result
+
+
+def _step_at(steps: list, t: float) -> str:
+    """The engine step (``LocalEngine.timeline``: label, wall start, end) running at ``t``."""
+    running = [label for label, start, end in steps if start <= t <= end]
+    return running[-1] if running else "between steps"
+
+
+def _peak_per_step(steps: list, samples: list[tuple[float, int]]) -> dict[str, float]:
+    """Peak tree PSS (GB) while each stage (first part of the step label) ran."""
+    out: dict[str, float] = {}
+    for label, start, end in steps:
+        inside = [v for t, v in samples if start <= t <= end]
+        if inside:
+            stage = label.split("/", 1)[0]
+            out[stage] = max(out.get(stage, 0.0), round(max(inside) / 2**30, 3))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,33 @@ def test_tiny_runs_and_buckets_give_the_same_bytes(tmp_path: Path, monkeypatch) 
     monkeypatch.setattr(local, "RUN_DOCS", 3)  # every shard merged from many sorted runs
     monkeypatch.setattr(local, "MIN_BUCKETS", 64)
     monkeypatch.setattr(local, "BUCKET_BYTES", 1 << 10)
+    monkeypatch.setattr(local, "SPILL_ITEMS", 7)  # many segments per bucket in a spill file
+    monkeypatch.setattr(local, "RUN_BATCH", 2)
     spilled = _run(tmp_path / "spilled", 2)
     assert spilled == default
     assert any(n.startswith("c4-train") for n in default)
+
+
+def test_bucket_count_is_not_bounded_by_the_open_file_limit(tmp_path: Path) -> None:
+    """A map task writes one spill file whatever the bucket count: 2,000 buckets run under an
+    open-file limit of 128 (a laptop's default is 256 to 1,024; the bucket count grows with the
+    bytes shuffled)."""
+    import subprocess
+    import sys
+
+    script = f"""
+import resource
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+from c4forge.clean.config import CleanJob
+from c4forge.clean.driver import run_clean
+from c4forge.engines import local
+local.MIN_BUCKETS = 2000
+job = CleanJob(({str(DERIVED_WET)!r},), {str(tmp_path / "out")!r}, quiet=True, engine="local",
+               workers=2)
+raise SystemExit(run_clean(job, local.LocalEngine(job)))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    reference = _run(tmp_path / "reference", 1)
+    out = {p.name: p.read_bytes() for p in sorted((tmp_path / "out").iterdir()) if p.is_file()}
+    assert out == reference

@@ -34,9 +34,10 @@ from c4forge.engines.base import Engine, Fn
 from c4forge.filters.counting import CounterBag
 
 BATCH = 2048  # items per pickle record
+SPILL_ITEMS = 16_384  # items a map task holds before writing them to its spill file
 BUCKET_BYTES = 24 << 20  # pickled bytes per shuffle bucket (a worker holds ~5× in memory)
 MIN_BUCKETS = 16
-MAX_BUCKETS = 4096
+MAX_BUCKETS = 1 << 20  # no practical cap: buckets are segments of the spill files, not files
 
 
 class Coll:
@@ -54,14 +55,14 @@ class Coll:
         return sum(os.path.getsize(p) for p in self.files)
 
 
-def write_items(path: str, items: Iterable[Any]) -> int:
-    """Items → ``path`` as pickle batches; returns the count."""
+def write_items(path: str, items: Iterable[Any], batch_size: int = BATCH) -> int:
+    """Items → ``path`` as pickle batches of ``batch_size``; returns the count."""
     n = 0
     batch: list[Any] = []
     with open(path, "wb") as f:
         for item in items:
             batch.append(item)
-            if len(batch) >= BATCH:
+            if len(batch) >= batch_size:
                 pickle.dump(batch, f, protocol=pickle.HIGHEST_PROTOCOL)
                 n += len(batch)
                 batch = []
@@ -117,22 +118,37 @@ def _source_task(fn: Fn, items: list[Any], out: str, keep: int = 0) -> tuple:
 
 
 def _scatter_task(
-    inputs: list[str], outs: list[str], whole: bool, combine: Fn | None, keep: int = 0
+    inputs: list[str], out: str, buckets: int, whole: bool, combine: Fn | None, keep: int = 0
 ) -> tuple:
-    """One partition → one file per bucket (by the key, or by the whole item for
-    ``distinct``); ``combine``: values pre-combined per key first, as Beam's combiner lifting."""
+    """One map task's partitions → one spill file ``out``, its items grouped by bucket (by the
+    key, or by the whole item for ``distinct``), with an index ``out.idx`` of each bucket's
+    segments; ``combine``: values pre-combined per key first, as Beam's combiner lifting.
+
+    Why one file per task (Spark's sort-based shuffle layout, not one file per bucket): the
+    pending items are bounded by ``SPILL_ITEMS`` whatever the bucket count, and a task holds
+    one open file, not ``buckets`` of them (a laptop's open-file limit is 256 to 1,024, while
+    the bucket count grows with the bytes shuffled)."""
 
     def work(bag: CounterBag) -> None:
-        n = len(outs)
-        batches: list[list[Any]] = [[] for _ in range(n)]
-        files = [open(p, "wb") for p in outs]  # noqa: SIM115 - closed below
-        try:
+        pending: dict[int, list[Any]] = {}
+        index: dict[int, list[tuple[int, int]]] = {}
+        size = 0
+        with open(out, "wb") as f:
+
+            def flush() -> None:
+                for b in sorted(pending):
+                    data = pickle.dumps(pending[b], protocol=pickle.HIGHEST_PROTOCOL)
+                    index.setdefault(b, []).append((f.tell(), len(data)))
+                    f.write(data)
+                pending.clear()
 
             def put(b: int, item: Any) -> None:
-                batches[b].append(item)
-                if len(batches[b]) >= BATCH:
-                    pickle.dump(batches[b], files[b], protocol=pickle.HIGHEST_PROTOCOL)
-                    batches[b] = []
+                nonlocal size
+                pending.setdefault(b, []).append(item)
+                size += 1
+                if size >= SPILL_ITEMS:
+                    flush()
+                    size = 0
 
             items = (item for path in inputs for item in read_items(path))
             if combine is not None:
@@ -143,58 +159,72 @@ def _scatter_task(
                     if len(vs) >= 64:
                         acc[k] = [combine(vs)]
                 for k, vs in acc.items():
-                    put(bucket_of(k, n), (k, combine(vs)))
+                    put(bucket_of(k, buckets), (k, combine(vs)))
             else:
                 for item in items:
-                    put(bucket_of(item if whole else item[0], n), item)
-            for b, batch in enumerate(batches):
-                if batch:
-                    pickle.dump(batch, files[b], protocol=pickle.HIGHEST_PROTOCOL)
-        finally:
-            for f in files:
-                f.close()
+                    put(bucket_of(item if whole else item[0], buckets), item)
+            flush()
+        with open(out + ".idx", "wb") as f:
+            pickle.dump(index, f, protocol=pickle.HIGHEST_PROTOCOL)
 
     return _timed_task(work, keep)
 
 
-def _grouped(paths: Iterable[str]) -> dict[Any, list[Any]]:
+def read_bucket(spills: list[str], bucket: int) -> Iterator[Any]:
+    """One bucket's items from map tasks' spill files (``_scatter_task``), in file order."""
+    for path in spills:
+        with open(path + ".idx", "rb") as f:
+            segments = pickle.load(f).get(bucket, [])
+        if not segments:
+            continue
+        with open(path, "rb") as f:
+            for offset, length in segments:
+                f.seek(offset)
+                yield from pickle.loads(f.read(length))
+
+
+def _grouped(items: Iterable[tuple[Any, Any]]) -> dict[Any, list[Any]]:
     out: dict[Any, list[Any]] = {}
-    for path in paths:
-        for k, v in read_items(path):
-            out.setdefault(k, []).append(v)
+    for k, v in items:
+        out.setdefault(k, []).append(v)
     return out
 
 
-def _reduce_task(kind: str, fn: Fn | None, sides: list[list[str]], out: str, keep: int = 0) -> tuple:
-    """One bucket (every partition's file of it, per side) → its output partition."""
+def _reduce_task(
+    kind: str, fn: Fn | None, sides: list[list[str]], bucket: int, out: str, keep: int = 0
+) -> tuple:
+    """One bucket (its segments of every map task's spill file, per side) → its output
+    partition."""
 
     def work(bag: CounterBag) -> None:
         if kind == "group":
-            groups = _grouped(sides[0])
+            groups = _grouped(read_bucket(sides[0], bucket))
             write_items(out, (o for k, vs in groups.items() for o in fn(k, vs, bag)))
         elif kind == "combine":
-            groups = _grouped(sides[0])
+            groups = _grouped(read_bucket(sides[0], bucket))
             write_items(out, ((k, fn(vs)) for k, vs in groups.items()))
         elif kind == "cogroup":
-            lefts, rights = _grouped(sides[0]), _grouped(sides[1])
+            lefts = _grouped(read_bucket(sides[0], bucket))
+            rights = _grouped(read_bucket(sides[1], bucket))
             keys = list(dict.fromkeys([*lefts, *rights]))
             write_items(
                 out,
                 (o for k in keys for o in fn(k, lefts.get(k, []), rights.get(k, []), bag)),
             )
         elif kind == "shards":
-            write_items(out, _write_shards_sorted(sides[0], fn, out + ".runs"))
+            write_items(out, _write_shards_sorted(read_bucket(sides[0], bucket), fn, out + ".runs"))
         else:  # distinct
-            seen = dict.fromkeys(item for path in sides[0] for item in read_items(path))
+            seen = dict.fromkeys(read_bucket(sides[0], bucket))
             write_items(out, seen)
 
     return _timed_task(work, keep)
 
 
 RUN_DOCS = 20_000  # documents per sorted run of a shard (the worker's memory for output)
+RUN_BATCH = 64  # documents per pickle record of a run: the merge holds one record per run
 
 
-def _write_shards_sorted(paths: list[str], writer: Any, runs_dir: str) -> list[dict]:
+def _write_shards_sorted(items: Iterable[tuple], writer: Any, runs_dir: str) -> list[dict]:
     """A bucket of ``((key, shard), OutDoc or marker)`` → its shard files, by an external
     merge sort: runs of ``RUN_DOCS`` sorted documents spill to disk, each shard is written from
     a merge of its runs, so a worker never holds a shard (356,000 documents at ``auto``)."""
@@ -206,17 +236,16 @@ def _write_shards_sorted(paths: list[str], writer: Any, runs_dir: str) -> list[d
     current: dict[Any, list[Any]] = {}
     runs: dict[Any, list[str]] = {}
     n = 0
-    for path in paths:
-        for key, doc in read_items(path):
-            docs = current.setdefault(key, [])
-            if doc is not None:
-                docs.append(doc)
-            if len(docs) >= RUN_DOCS:
-                n += 1
-                run = os.path.join(runs_dir, str(n))
-                write_items(run, sorted(docs, key=doc_order))
-                runs.setdefault(key, []).append(run)
-                docs.clear()
+    for key, doc in items:
+        docs = current.setdefault(key, [])
+        if doc is not None:
+            docs.append(doc)
+        if len(docs) >= RUN_DOCS:
+            n += 1
+            run = os.path.join(runs_dir, str(n))
+            write_items(run, sorted(docs, key=doc_order), RUN_BATCH)
+            runs.setdefault(key, []).append(run)
+            docs.clear()
     stats = []
     for key in sorted(current):
         parts = [read_items(r) for r in runs.get(key, [])]
@@ -243,6 +272,7 @@ class LocalEngine(Engine):
         self.seconds: dict[str, float] = defaultdict(float)
         self.shuffle_bytes: dict[str, int] = defaultdict(int)  # pickled bytes scattered, per stage
         self.out_bytes: dict[str, int] = defaultdict(int)  # pickled bytes written, per stage
+        self.timeline: list[tuple[str, float, float]] = []  # (label, wall start, end) per step
         self.dir = tempfile.mkdtemp(prefix="c4forge-local-")
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
         self._n = 0
@@ -256,6 +286,7 @@ class LocalEngine(Engine):
 
     def _run(self, label: str, tasks: list[tuple[Callable[..., Any], tuple]]) -> None:
         """Run tasks (in the pool when there are several workers), merge counters and CPU."""
+        started = time.time()
         if self.workers > 1 and len(tasks) > 1:
             if self._pool is None:
                 import multiprocessing
@@ -270,6 +301,7 @@ class LocalEngine(Engine):
             self.bag.merge(counts)
             self.bag.merge_samples(samples)
             self.seconds[label.split("/", 1)[0]] += cpu
+        self.timeline.append((label, started, time.time()))
 
     def _out(self, label: str, files: list[str]) -> Coll:
         self.out_bytes[label.split("/", 1)[0]] += sum(os.path.getsize(p) for p in files)
@@ -289,26 +321,22 @@ class LocalEngine(Engine):
 
     def _shuffle(
         self, label: str, colls: list[Coll], whole: bool = False, combine: Fn | None = None
-    ) -> tuple[int, list[list[list[str]]]]:
-        """Scatter each collection into buckets; returns (buckets, [side][bucket] → files)."""
+    ) -> tuple[int, list[list[str]]]:
+        """Scatter each collection into buckets; returns (buckets, [side] → spill files)."""
         total = sum(c.nbytes() for c in colls)
         buckets = max(MIN_BUCKETS, min(MAX_BUCKETS, -(-total // BUCKET_BYTES)))
-        sides: list[list[list[str]]] = []
+        sides: list[list[str]] = []
         tasks = []
         for c in colls:
-            per_bucket: list[list[str]] = [[] for _ in range(buckets)]
+            spills = []
             for group in self._groups(c):
-                base = self._path(label + "-scatter")
-                outs = [f"{base}.{b}" for b in range(buckets)]
-                for b, p in enumerate(outs):
-                    per_bucket[b].append(p)
-                tasks.append((_scatter_task, (group, outs, whole, combine)))
-            sides.append(per_bucket)
+                spill = self._path(label + "-scatter")
+                spills.append(spill)
+                tasks.append((_scatter_task, (group, spill, buckets, whole, combine)))
+            sides.append(spills)
         self._run(label, tasks)
         stage = label.split("/", 1)[0]
-        self.shuffle_bytes[stage] += sum(
-            os.path.getsize(p) for side in sides for files in side for p in files
-        )
+        self.shuffle_bytes[stage] += sum(os.path.getsize(p) for side in sides for p in side)
         return buckets, sides
 
     def _reduce(self, label: str, kind: str, fn: Fn | None, colls: list[Coll], **kw: Any) -> Coll:
@@ -317,12 +345,12 @@ class LocalEngine(Engine):
         for b in range(buckets):
             out = self._path(label)
             outs.append(out)
-            tasks.append((_reduce_task, (kind, fn, [side[b] for side in sides], out)))
+            tasks.append((_reduce_task, (kind, fn, sides, b, out)))
         self._run(label, tasks)
-        for side in sides:  # bucket files are read once
-            for files in side:
-                for p in files:
-                    os.remove(p)
+        for side in sides:  # spill files are read once
+            for p in side:
+                os.remove(p)
+                os.remove(p + ".idx")
         return self._out(label, outs)
 
     # -- primitives -----------------------------------------------------------------------------
@@ -414,6 +442,7 @@ class LocalEngine(Engine):
                         "seconds": self.seconds,
                         "shuffle_bytes": self.shuffle_bytes,
                         "out_bytes": self.out_bytes,
+                        "timeline": self.timeline,
                     },
                     f,
                 )
