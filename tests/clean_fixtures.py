@@ -123,7 +123,7 @@ def reference_clean(paths: list[str], dedup: str = "spans") -> tuple[dict, list[
         plan, engine = build_plan(job), LocalEngine()
         docs = engine.documents(plan, job, [InputFile(p, 0) for p in sorted(paths)])
     out = [{"split": s, "text": d.text, "timestamp": d.timestamp, "url": d.url} for s, d in docs]
-    return engine.bag.as_dict(dedup if dedup != "none" else None), out
+    return engine.bag.as_dict(plan.accounts if dedup != "none" else None), out
 
 
 def corpus_stage(job_options: dict, name: str, **replace) -> object:

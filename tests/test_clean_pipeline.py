@@ -32,6 +32,7 @@ from clean_fixtures import (
 )
 
 from c4forge import cli
+from c4forge.clean.plan import recorded_plan
 from c4forge.filters.counting import conservation_errors
 from c4forge.io.storage import read_json
 
@@ -136,7 +137,7 @@ def all_docs(out: str, stats: dict) -> dict[str, list[dict]]:
 
 def test_conservation_identity(stats1):
     c = stats1["counters"]
-    assert conservation_errors(c, "spans") == []
+    assert conservation_errors(c, recorded_plan(stats1["config"]).accounts) == []
     assert stats1["conservation_errors"] == []
     # The identities written out, so a broken helper cannot hide a lost page.
     wet = c["wet"]
@@ -161,9 +162,9 @@ def test_conservation_identity(stats1):
 
 
 def test_every_reason_present(stats1):
-    from c4forge.filters.counting import stage_reasons
+    from c4forge.filters.counting import listed_reasons
 
-    for stage, reasons in stage_reasons("spans").items():
+    for stage, reasons in listed_reasons(recorded_plan(stats1["config"]).accounts).items():
         assert set(reasons) <= set(stats1["counters"][stage]), stage
 
 

@@ -9,10 +9,13 @@ import functools
 import pytest
 from clean_fixtures import DERIVED_WET, reference_clean
 
+from c4forge.clean import summary
 from c4forge.clean.config import CleanJob
-from c4forge.clean.plan import MapStage, build_plan
+from c4forge.clean.plan import MapStage, all_accounts, build_plan, recorded_plan
 from c4forge.engines.local import LocalEngine
 from c4forge.errors import ConfigError
+from c4forge.filters.counting import Flow, conservation_errors, full_counters
+from c4forge.filters.variants import VARIANTS
 from c4forge.io.inputs import resolve_inputs
 
 
@@ -88,6 +91,8 @@ def test_a_variant_is_a_different_plan(tmp_path) -> None:
 
     base_urls, base_counts = run(base)
     urls, counts = run(variant)
+    # nothing in the accounting knows the new stage: it carries no flow, so it is no funnel row
+    assert "domain" not in variant.funnel
     assert base_urls == {d["url"] for d in reference_clean([f.path for f in files], "lines")[1]}
     assert urls == {u for u in base_urls if host not in u} and urls != base_urls
     assert counts["domain"]["dropped"] + counts["domain"]["passed"] == counts["wet"]["pages"]
@@ -95,3 +100,85 @@ def test_a_variant_is_a_different_plan(tmp_path) -> None:
     assert length["passed"] + length.get("too_long_page", 0) == counts["domain"]["passed"]
     base_length = base_counts["length"]
     assert base_length["passed"] + base_length.get("too_long_page", 0) == counts["wet"]["pages"]
+
+
+DOMAIN_FLOW = Flow(("dropped",), ("passed",), title="domain filter", detail="")
+
+
+def _with_domain_stage(base, host: str):
+    """``base`` with one more page stage that carries its own flow (nothing else touched)."""
+    stage = MapStage("domain", functools.partial(_drop_host, host=host), flow=DOMAIN_FLOW)
+    return dataclasses.replace(base, page_stages=(stage, *base.page_stages))
+
+
+def test_a_new_stage_with_a_flow_is_accounted_for_by_the_plan(tmp_path) -> None:
+    """Issue 19 item 3: a stage added to a plan with its own ``Flow`` shows up in the funnel,
+    in stats.json's zero-filled reasons, in the conservation identities and in the summary,
+    with no table elsewhere to update; and a stage that miscounts (a page it neither kept nor
+    dropped) is reported by the conservation check."""
+    job = _job(dedup="lines")
+    files = resolve_inputs([DERIVED_WET], "wet")
+    plan = _with_domain_stage(build_plan(job), "commoncrawl.org")
+    assert plan.funnel[:3] == ("wet", "domain", "length")
+    assert dict(plan.accounts)["domain"] is DOMAIN_FLOW
+
+    engine = LocalEngine()
+    list(engine.documents(plan, job.replace(output=str(tmp_path)), files))
+    counters = full_counters(engine.counters(), plan.accounts)
+    assert counters["domain"]["dropped"] > 0
+    assert conservation_errors(counters, plan.accounts) == []
+    rows = summary.funnel(counters, "wet", plan.accounts)
+    row = next(r for r in rows if r.stage == "domain")
+    assert row.title == "domain filter" and row.drops == {"dropped": counters["domain"]["dropped"]}
+    assert rows[0].pages_out == row.pages_in and row.pages_out == rows[2].pages_in
+
+    # the identities follow the stage: one page lost in it, or one too many, is reported
+    lost = {**counters, "domain": {**counters["domain"], "passed": counters["domain"]["passed"] - 1}}
+    assert conservation_errors(lost, plan.accounts) == [
+        f"wet.pages: {counters['wet']['pages']} != domain total {counters['wet']['pages'] - 1}",
+        f"domain.passed: {counters['domain']['passed'] - 1} != length total "
+        f"{counters['length']['passed'] + counters['length']['too_long_page']}",
+    ]
+    # without the stage in the plan, its counters are not part of any identity
+    base = build_plan(job).accounts
+    assert conservation_errors(counters, base) == [
+        f"wet.pages: {counters['wet']['pages']} != length total {counters['domain']['passed']}"
+    ]
+
+
+def test_a_stage_that_miscounts_fails_conservation() -> None:
+    """A stage that keeps a page without counting it breaks the identity at its boundary."""
+    plan = build_plan(_job(dedup="none"))
+    counters = full_counters(
+        {
+            "wet": {"records": 5, "pages": 4, "no_content": 1},
+            "length": {"passed": 4},
+            "url_dedup": {"passed": 3, "duplicate_url": 1},
+            "clean": {"passed": 3},
+            "langid": {"passed": 2},  # one page received, never counted
+            "badwords": {"passed": 2},
+            "split": {"train": 2},
+        },
+        plan.accounts,
+    )
+    assert conservation_errors(counters, plan.accounts) == ["clean.passed: 3 != langid total 2"]
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_accounting_is_the_plans_own(name) -> None:
+    """Every variant and dedup mode: a recorded plan (stats.json's config) has the accounts of
+    the job's plan, every stage's flow is its stage's, and all_accounts covers them in order."""
+    catalog = [s for s, _ in all_accounts()]
+    variant = VARIANTS[name]
+    for mode in variant.dedup_modes:
+        options = {"variant": name, "dedup": mode, "near_dedup": "minhash"}
+        if name == "en" and mode == "lines":
+            options["decontaminate"] = ("glue",)
+        if variant.webtext:
+            options["url_list"] = str(DERIVED_WET)
+        job = _job(**options)
+        plan = build_plan(job)
+        assert recorded_plan(job.record()).accounts == plan.accounts
+        assert [s for s in catalog if s in plan.funnel] == list(plan.funnel)
+        assert plan.funnel[0] == "wet" and plan.funnel[-1] == "split"
+        assert ("clean" in plan.funnel) == variant.clean

@@ -126,8 +126,7 @@ def num(s: str) -> float:
 
 def expected_numbers(stats: dict) -> dict[str, int]:
     """The numbers every rendering must show, straight from stats.json."""
-    from c4forge.clean.summary import funnel
-    from c4forge.filters.counting import FLOW
+    from c4forge.clean.summary import accounts_of, funnel
 
     out = {
         "totals.documents": stats["totals"]["documents_out"],
@@ -139,8 +138,9 @@ def expected_numbers(stats: dict) -> dict[str, int]:
         out[f"splits.{split}.documents"] = b["documents"]
         out[f"splits.{split}.characters"] = b["characters"]
     c = stats["counters"]
-    for step in funnel(c):
-        out[f"funnel.{step.stage}.pages_out"] = sum(c[step.stage].get(r, 0) for r in FLOW[step.stage].kept)
+    flows = dict(accounts_of(stats["config"]))
+    for step in funnel(c, "auto", accounts_of(stats["config"])):
+        out[f"funnel.{step.stage}.pages_out"] = sum(c[step.stage].get(r, 0) for r in flows[step.stage].kept)
         out[f"funnel.{step.stage}.pages_in"] = step.pages_in
     for name in stats["config"].get("decontaminate", {}):
         out[f"decontamination.{name}.documents_removed"] = c["decontaminate"].get(f"contaminated:{name}", 0)

@@ -243,6 +243,8 @@ def test_agreement_with_datatrove_peer_output():
 def test_filter_funnel_conserves_every_page():
     """All filters in stage order (§1, dedup none) over real WETs: the identities of §13 hold
     (checked with the lead's conservation_errors), nothing is lost between stages."""
+    from c4forge.clean.config import CleanJob
+    from c4forge.clean.plan import build_plan
     from c4forge.filters.clean import length_filter
     from c4forge.filters.counting import conservation_errors
 
@@ -269,8 +271,9 @@ def test_filter_funnel_conserves_every_page():
         if badwords_filter(cleaned.text, "en", kept.normalized_url, bag):
             bag("split", split_of(kept.normalized_url))
             docs.append(kept.url)
-    counters = bag.as_dict("none")
-    assert conservation_errors(counters, "none") == []
+    accounts = build_plan(CleanJob((str(DERIVED),), "unused", dedup="none")).accounts
+    counters = bag.as_dict(accounts)
+    assert conservation_errors(counters, accounts) == []
     assert counters["wet"]["pages"] == 192 and counters["length"]["too_long_page"] == 2
     # http/https and www. variants of the same page collapse (e.g. allenai.org ×3).
     assert counters["url_dedup"]["duplicate_url"] == counters["length"]["passed"] - len(groups) > 0

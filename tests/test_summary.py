@@ -24,6 +24,7 @@ from warcio.warcwriter import WARCWriter
 from c4forge import cli
 from c4forge.clean import summary
 from c4forge.clean.funnel_chart import render_funnel_png
+from c4forge.clean.plan import recorded_plan
 from c4forge.filters.counting import full_counters
 from c4forge.io.storage import read_json
 
@@ -163,8 +164,8 @@ def test_wet_exact_dedup_funnel_from_plain_functions():
     near-dedup row is not, and each row's drops explain exactly its in − out."""
     paths = sorted(str(p) for p in Path(GENUINE_WET_DIR).iterdir() if ".warc.wet" in p.name)
     counters, docs = reference_clean(paths, "lines")
-    c = full_counters(counters, "lines")
-    steps = summary.funnel(c, "wet")
+    c = full_counters(counters, recorded_plan({"dedup": "lines"}).accounts)
+    steps = summary.funnel(c, "wet")  # no plan given: every stage any plan has
     assert [s.title for s in steps] == [
         "WET records → pages",
         "length ≤ 190,000 chars",
@@ -189,7 +190,9 @@ def test_failed_conservation_is_printed(warc_run):
     _, stats, out = warc_run
     stats = json.loads(json.dumps(stats))
     stats["counters"]["near_dedup"]["passed"] += 1
-    stats["conservation_errors"] = conservation(stats["counters"], "none")
+    stats["conservation_errors"] = conservation(
+        stats["counters"], recorded_plan(stats["config"]).accounts
+    )
     assert len(stats["conservation_errors"]) == 2  # pages in, and what langid received
     text = summary.render(stats, str(out), 1.0)
     line = next(x for x in text.splitlines() if "conservation check" in x)

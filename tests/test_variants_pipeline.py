@@ -19,6 +19,7 @@ from test_variants_filters import REALNEWS_SURVIVORS  # noqa: E402
 from c4forge import cli  # noqa: E402
 from c4forge.clean import cli as clean_cli  # noqa: E402
 from c4forge.clean.driver import run_clean  # noqa: E402
+from c4forge.clean.plan import recorded_plan  # noqa: E402
 from c4forge.engines.local import LocalEngine  # noqa: E402
 from c4forge.engines.spark import SparkEngine, make_context  # noqa: E402
 from c4forge.filters.counting import conservation_errors  # noqa: E402
@@ -117,16 +118,11 @@ def test_beam_and_spark_are_byte_identical(variant, sc, inputs, runs_root) -> No
     for name in files:
         assert (spark_out / name).read_bytes() == (beam_out / name).read_bytes()
     assert beam["config"]["variant"]["name"] == variant
-    # the identities hold along the plan's own funnel, re-derived from the counters
-    stages = [s for s in beam["counters"] if s != "split"] + ["split"]
-    assert conservation_errors(beam["counters"], beam["config"]["dedup"], None, _order(stages)) == []
+    # the identities hold along the plan recorded in stats.json's config
+    accounts = recorded_plan(beam["config"]).accounts
+    assert set(beam["counters"]) == {s for s, _ in accounts}  # the plan's stages, no other
+    assert conservation_errors(beam["counters"], accounts) == []
     assert beam["totals"]["documents_out"] > 0
-
-
-def _order(stages: list[str]) -> list[str]:
-    from c4forge.filters.counting import FLOW
-
-    return [s for s in FLOW if s in stages]
 
 
 @pytest.mark.slow

@@ -137,9 +137,7 @@ def finish(
     keys = co.output_keys({x["split"]: 1 for x in shard_stats}, job.spec.multilingual)
     counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in keys}
     outputs = cs.outputs_block(shard_stats, counts)
-    counters = counting.full_counters(
-        raw, job.dedup, plan.near_dedup, plan.funnel, plan.language_id
-    )
+    counters = counting.full_counters(raw, plan.accounts)
     written = {x["file"] for x in shard_stats}
     co.remove_files(job.output, [n for n in co.list_shard_files(job.output) if n not in written])
     stats = cs.make_stats(
@@ -147,9 +145,7 @@ def finish(
         inputs,
         counters,
         outputs,
-        job.dedup,
-        plan.near_dedup,
-        plan.funnel,
+        plan.accounts,
         by_language=job.spec.multilingual,
     )
     if backend is not None:  # which langdetect ran: same decisions, ~50x apart in time
@@ -236,7 +232,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
                 engine.description,
                 engine.counter_source,
                 png,
-                stages=plan.funnel,
+                accounts=plan.accounts,
             )
         )
     return 0

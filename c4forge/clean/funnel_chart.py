@@ -3,7 +3,7 @@
 One centred horizontal bar per stage (width = pages leaving it), so the picture narrows like a
 funnel; the right margin names the main drop reasons of each stage. Built from the counters in
 stats.json with the text summary's ``funnel`` (same rows, same titles, near-dedup included when
-it ran).
+it ran), along the plan recorded in its ``config``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 
-from c4forge.clean.summary import funnel, language_id, run_description
+from c4forge.clean.summary import accounts_of, funnel, run_description
 
 
 def _note(prev: int, value: int, drops: Mapping[str, int]) -> str:
@@ -35,7 +35,7 @@ def render_funnel_png(stats: Mapping) -> bytes:
 
     config = stats["config"]
     counters = stats["counters"]
-    steps = funnel(counters, config.get("input_format", "auto"), language_id=language_id(config))
+    steps = funnel(counters, config.get("input_format", "auto"), accounts_of(config))
     labels = ["records read"] + [s.title for s in steps]
     values = [steps[0].pages_in if steps else 0] + [s.pages_out for s in steps]
     notes = [""] + [_note(s.pages_in, s.pages_out, s.drops) for s in steps]

@@ -19,9 +19,14 @@ engine writes one group of files per key (the train/validation shards today).
 A variant is a different plan: ``build_plan`` is the one place that chooses stages from the
 job, so a domain filter is one more ``MapStage`` in ``page_stages``, a URL-list join a
 ``ListJoinStage``, a paragraph filter a ``MapStage`` after ``clean``, another language ID a
-different ``langid`` function, per-language outputs a different final stage's key. Give a new
-stage a ``Flow`` in ``counting.FLOW`` (its drops and kept reasons) and list it in ``funnel``,
-and the conservation identities and the summary's funnel follow.
+different ``langid`` function, per-language outputs a different final stage's key.
+
+Accounting comes from the plan (issue 19): each stage carries the ``Flow`` of what it counts
+(its drops, kept and info reasons, its funnel label; defined by the module that counts them),
+and ``Plan.accounts`` lists them in stage order, the read step's first. stats.json's reasons
+(zeros included), the conservation identities and the summary's funnel are all read from it,
+so a new stage with a ``flow`` shows up in all three; a stage with ``flow=None`` counts
+nothing and is not a funnel row (the as-is ``clean`` slot of ``en.noclean``).
 """
 
 from __future__ import annotations
@@ -33,8 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from c4forge.clean import steps
-from c4forge.filters import counting
-from c4forge.filters.counting import Count
+from c4forge.filters.counting import Count, Flow
 
 Fn = Callable[..., Any]
 
@@ -63,6 +67,7 @@ class MapStage:
     name: str
     fn: Fn
     shuffle_key: str | None = None
+    flow: Flow | None = None  # what it counts (None: nothing, not a funnel row)
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ class BroadcastMapStage:
     fn: Fn
     resource: Any = dataclasses.field(compare=False, repr=False)
     shuffle_key: str | None = None
+    flow: Flow | None = None
 
     def expand(self, engine: Any, coll: Any) -> Any:
         side = engine.broadcast(self.name, self.resource)
@@ -92,6 +98,7 @@ class GroupStage:
     key: Fn
     reduce: Fn
     shuffle_key: str
+    flow: Flow | None = None
 
 
 # Corpus-wide stages (issue 19: keys only). Each has ``emit(loc, doc, count) -> (k, v)*``, run
@@ -113,6 +120,7 @@ class JoinStage:
     apply: Fn
     shuffle_key: str
     combine: Fn | None = None
+    flow: Flow | None = None
 
     def decide(self, engine: Any, emitted: Any) -> Any:
         if self.combine is not None:
@@ -135,6 +143,7 @@ class ListJoinStage:
     doc_key: Fn
     join: Fn
     shuffle_key: str
+    flow: Flow | None = None
 
     def emit(self, loc: Any, doc: Any, count: Count) -> Iterator[tuple[Any, Any]]:
         yield self.doc_key(doc), loc
@@ -165,6 +174,7 @@ class NearDedupStage:
     params: Any
     max_rounds: int
     shuffle_key: str = "LSH band, then graph node"
+    flow: Flow | None = None
 
     @property
     def emit(self) -> Fn:
@@ -212,19 +222,32 @@ def _star_round(engine: Any, edges: Any, label: str) -> Any:
 
 
 CORPUS_STAGES = (JoinStage, ListJoinStage, NearDedupStage)
+READ_STAGE = "wet"  # the read step's counter namespace (c4_rules.md §13)
 
 
 @dataclass(frozen=True)
 class Plan:
-    read: Fn  # (path, count) -> pages, counted under "wet"
+    read: Fn  # (path, count) -> pages, counted under READ_STAGE
+    read_flow: Flow  # what the read counts (files, records and how each record ended)
     page_stages: tuple[MapStage, ...]
     url_dedup: GroupStage
     clean: MapStage
     doc_stages: tuple[Any, ...]
-    funnel: tuple[str, ...]  # page-flow stages in order (conservation identities, summary)
     dedup: str
     near_dedup: bool
     language_id: str = "langdetect"  # "cld3" for --variant multilingual
+
+    @property
+    def accounts(self) -> tuple[tuple[str, Flow], ...]:
+        """``(stage, Flow)`` of every counting stage in order, the read first: stats.json's
+        reasons, the conservation identities and the summary's funnel are read from it."""
+        counted = ((s.name, s.flow) for s in self.stages if s.flow is not None)
+        return ((READ_STAGE, self.read_flow), *counted)
+
+    @property
+    def funnel(self) -> tuple[str, ...]:
+        """The page-flow stages in order (the names of ``accounts``)."""
+        return tuple(name for name, _ in self.accounts)
 
     def segments(self) -> list[tuple[tuple[MapStage, ...], Any]]:
         """The doc stages cut at each corpus-wide stage: ``(maps, corpus stage or None)``, one
@@ -247,7 +270,7 @@ class Plan:
 
     def describe(self) -> list[dict[str, Any]]:
         """Name, kind and shuffle key of each stage (for logs and docs)."""
-        out = [{"stage": "wet", "kind": "read", "shuffle_key": None}]
+        out = [{"stage": READ_STAGE, "kind": "read", "shuffle_key": None}]
         for s in self.stages:
             out.append({"stage": s.name, "kind": type(s).__name__, "shuffle_key": s.shuffle_key})
         return out
@@ -268,22 +291,35 @@ def build_plan(job: Any) -> Plan:
     the clean counters also count pages that the list then drops.
     """
     from c4forge.clean import variant_steps as vs
+    from c4forge.filters import badwords, langid, langid_cld3, paragraphs, realnews, split, urls
+    from c4forge.filters import clean as rules
+    from c4forge.filters import dedup as dd
     from c4forge.filters import minhash as mh
+    from c4forge.filters import url_list as ul
+    from c4forge.filters.warc_html import READ_FLOW
 
     v = job.spec
     read = functools.partial(
         steps.read_input, max_record_bytes=job.max_record_bytes, input_format=job.input_format
     )
-    page_stages: tuple[MapStage, ...] = (MapStage("length", steps.length),)
+    page_stages: tuple[MapStage, ...] = (
+        MapStage("length", steps.length, flow=rules.LENGTH_FLOW),
+    )
     if v.realnews:
-        page_stages += (MapStage("realnews", functools.partial(vs.realnews, domains=job.domains)),)
+        fn = functools.partial(vs.realnews, domains=job.domains)
+        page_stages += (MapStage("realnews", fn, flow=realnews.FLOW),)
     url_dedup = GroupStage(
-        "url_dedup", steps.key_by_normalized_url, steps.url_dedup, "normalized URL"
+        "url_dedup",
+        steps.key_by_normalized_url,
+        steps.url_dedup,
+        "normalized URL",
+        flow=urls.DEDUP_FLOW,
     )
     keep_sentences = job.dedup == "spans"
     if v.clean:
-        clean = MapStage("clean", functools.partial(steps.clean, keep_sentences=keep_sentences))
-    else:
+        fn = functools.partial(steps.clean, keep_sentences=keep_sentences)
+        clean = MapStage("clean", fn, flow=rules.FLOW)
+    else:  # the page as it is: nothing counted, no funnel row
         clean = MapStage("clean", functools.partial(vs.to_doc, keep_sentences=keep_sentences))
     doc_stages: list[Any] = []
     if v.webtext:
@@ -295,10 +331,11 @@ def build_plan(job: Any) -> Plan:
                 vs.normalized_url_of,
                 vs.webtext_join,
                 "normalized URL",
+                flow=ul.FLOW,
             )
         )
     if v.paragraph_filter:
-        doc_stages.append(MapStage("paragraph", vs.paragraph))
+        doc_stages.append(MapStage("paragraph", vs.paragraph, flow=paragraphs.FLOW))
     min_sentences = v.min_sentences_after_dedup
     if job.dedup == "spans":
         doc_stages.append(
@@ -308,6 +345,7 @@ def build_plan(job: Any) -> Plan:
                 steps.span_removals,
                 functools.partial(steps.apply_span_removals, min_sentences=min_sentences),
                 "md5 of a three-sentence span",
+                flow=dd.FLOWS["spans"],
             )
         )
     elif job.dedup == "lines":
@@ -319,21 +357,25 @@ def build_plan(job: Any) -> Plan:
                 functools.partial(steps.apply_line_dedup, min_sentences=min_sentences),
                 "md5 of a line",
                 combine=steps.line_owner,
+                flow=dd.FLOWS["lines"],
             )
         )
     near = job.near_dedup == "minhash"
     if near:
-        doc_stages.append(NearDedupStage(mh.STAGE, job.minhash_params(), mh.MAX_ROUNDS))
+        params = job.minhash_params()
+        doc_stages.append(NearDedupStage(mh.STAGE, params, mh.MAX_ROUNDS, flow=mh.FLOW))
     if job.decontaminate:
-        from c4forge.contamination.stage import STAGE, decontaminate
+        from c4forge.contamination import stage as cs
 
-        index = job.benchmarks[0].without_owners()
-        doc_stages.append(BroadcastMapStage(STAGE, decontaminate, index))
+        index = job.benchmarks[0]
+        index = index.without_owners() if index is not None else None  # None: recorded_plan
+        doc_stages.append(BroadcastMapStage(cs.STAGE, cs.decontaminate, index, flow=cs.FLOW))
     if v.multilingual:
-        langs = frozenset(job.languages)
-        doc_stages.append(MapStage("langid", functools.partial(vs.langid_cld3, languages=langs)))
+        fn = functools.partial(vs.langid_cld3, languages=frozenset(job.languages))
+        doc_stages.append(MapStage("langid", fn, flow=langid_cld3.FLOW))
     else:
-        doc_stages.append(MapStage("langid", functools.partial(steps.langid, language=job.language)))
+        fn = functools.partial(steps.langid, language=job.language)
+        doc_stages.append(MapStage("langid", fn, flow=langid.FLOW))
     if v.badwords_fraction > 0.0:
         if v.multilingual:
             fn = functools.partial(vs.badwords_by_language, fraction=job.badwords_fraction)
@@ -341,19 +383,84 @@ def build_plan(job: Any) -> Plan:
             fn = functools.partial(
                 steps.badwords, language=job.language, fraction=job.badwords_fraction
             )
-        doc_stages.append(MapStage("badwords", fn))
-    doc_stages.append(MapStage("split", vs.split_by_language if v.multilingual else steps.split))
-    # the page flow in plan order (for en exactly counting.FLOW's order)
-    flow = [s.name for s in (*page_stages, url_dedup, clean, *doc_stages)]
-    funnel = tuple(["wet", *(s for s in flow if s in counting.FLOW and (s != "clean" or v.clean))])
+        doc_stages.append(MapStage("badwords", fn, flow=badwords.FLOW))
+    fn = vs.split_by_language if v.multilingual else steps.split
+    doc_stages.append(MapStage("split", fn, flow=split.FLOW))
     return Plan(
-        read,
-        page_stages,
-        url_dedup,
-        clean,
-        tuple(doc_stages),
-        funnel,
-        job.dedup,
-        near,
-        "cld3" if v.multilingual else "langdetect",
+        read=read,
+        read_flow=READ_FLOW,
+        page_stages=page_stages,
+        url_dedup=url_dedup,
+        clean=clean,
+        doc_stages=tuple(doc_stages),
+        dedup=job.dedup,
+        near_dedup=near,
+        language_id="cld3" if v.multilingual else "langdetect",
     )
+
+
+@dataclass(frozen=True)
+class _RecordedJob:
+    """The fields of a ``CleanJob`` that choose its stages, read back from stats.json's
+    ``config``. Resources are not loaded (the plan is read for its accounting, never run)."""
+
+    variant: str
+    dedup: str
+    near_dedup: str = "none"
+    decontaminate: bool = False
+    input_format: str = "auto"
+    max_record_bytes: int = 0
+    language: str = "en"
+    badwords_fraction: float = 1.0
+    domains: Any = None
+    url_list_files: tuple[str, ...] = ()
+    languages: tuple[str, ...] = ()
+    benchmarks: tuple[Any, Any] = (None, None)
+
+    @property
+    def spec(self) -> Any:
+        from c4forge.filters.variants import get_variant
+
+        return get_variant(self.variant)
+
+    def minhash_params(self) -> Any:
+        return None
+
+
+def recorded_plan(config: Any) -> Plan:
+    """The plan of a finished run, from its stats.json ``config`` (a summary or a chart of a
+    run read back with no job at hand); only its accounting may be used."""
+    variant = config.get("variant", {}).get("name", "en")
+    return build_plan(
+        _RecordedJob(
+            variant,
+            config.get("dedup") or "spans",
+            config.get("near_dedup", "none"),
+            bool(config.get("decontaminate")),
+            config.get("input_format", "auto"),
+        )
+    )
+
+
+def all_accounts() -> tuple[tuple[str, Flow], ...]:
+    """Every stage any plan can have, in stage order, from the plans of every variant and
+    dedup mode with every optional stage on; a stage whose flow differs between plans (exact
+    dedup per mode, langdetect or CLD3) gets the union of their info reasons. For counters read
+    back with no config at hand (a funnel of stats.json's counters alone)."""
+    from c4forge.filters.variants import VARIANTS
+
+    order: list[str] = []
+    flows: dict[str, Flow] = {}
+    for v in VARIANTS.values():
+        for mode in v.dedup_modes:
+            plan = build_plan(_RecordedJob(v.name, mode, "minhash", True))
+            names = plan.funnel
+            for i, (name, flow) in enumerate(plan.accounts):
+                if name in flows:
+                    old = flows[name]
+                    flows[name] = old._replace(info=tuple(dict.fromkeys(old.info + flow.info)))
+                    continue
+                after = [n for n in names[i + 1 :] if n in flows]  # before the next one known
+                order.insert(order.index(after[0]) if after else len(order), name)
+                flows[name] = flow
+    return tuple((name, flows[name]) for name in order)

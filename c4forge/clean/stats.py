@@ -8,7 +8,7 @@ Timings go to the end-of-job summary instead.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import c4forge
@@ -131,14 +131,12 @@ def make_stats(
     inputs: dict,
     counters: dict,
     outputs: dict,
-    dedup: str,
-    near_dedup: bool | None = None,
-    funnel: Sequence[str] | None = None,
+    accounts: counting.Accounts,
     by_language: bool = False,
 ) -> dict[str, Any]:
-    """stats.json; ``funnel``: the plan's page-flow stages (conservation identities);
-    ``by_language``: add the per-language block (mC4)."""
-    errors = counting.conservation_errors(counters, dedup, near_dedup, funnel)
+    """stats.json; ``accounts``: the plan's ``(stage, Flow)`` pairs (``Plan.accounts``: the
+    conservation identities); ``by_language``: add the per-language block (mC4)."""
+    errors = counting.conservation_errors(counters, accounts)
     written = sum(o["documents"] for o in outputs.values())
     split_total = sum(n for r, n in counters.get("split", {}).items() if ":" not in r)
     if written != split_total:

@@ -1,59 +1,37 @@
 """The human-readable end-of-job summary of `c4forge clean`, built from stats.json alone.
 
 One source (the counters) feeds the summary, the PNG funnel and stats.json, so they cannot
-disagree. Wall time is passed in separately because stats.json deliberately has none.
+disagree. Wall time is passed in separately because stats.json deliberately has none. The
+rows, their reasons and labels are the plan's (``Plan.accounts``: each stage's ``Flow``); a
+stats.json read back is summarised with the plan its ``config`` describes (``recorded_plan``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from c4forge.filters.counting import FLOW, REASONS, WARC_REASONS
-
-# The page-level stages of the funnel (the ``split`` stage is the "written" row).
-STAGES: tuple[str, ...] = tuple(s for s in FLOW if s != "split")
-DETAIL_LABEL = {
-    "clean": "lines",
-    "dedup": "lines/sentences",
-    "url_dedup": "groups",
-    "near_dedup": "pairs",
-    "langid": "by language",
-    "webtext": "list",
-    "badwords": "kept",
-    "decontaminate": "by benchmark",
-}
-# Per-stage reason prefixes whose ``:<name>`` breakdowns the funnel shows as detail.
-BREAKDOWNS = {"langid": "ignored_language:", "decontaminate": "contaminated:"}
-TITLES = {
-    "wet": "records → pages",  # named after the input format by ``wet_title``
-    "length": "length ≤ 190,000 chars",
-    "realnews": "RealNews domains",
-    "url_dedup": "URL dedup",
-    "webtext": "URL list (WebText-like)",
-    "paragraph": "≥ 3 paragraphs of ≥ 200 chars",
-    "clean": "line & page rules",
-    "dedup": "dedup",
-    "near_dedup": "near-dedup (MinHash)",
-    "decontaminate": "decontamination (eval n-grams)",
-    "langid": "langdetect en ≥ 0.99",
-    "badwords": "bad words",
-}
+from c4forge.filters.counting import Accounts, Flow
+from c4forge.filters.warc_html import REASONS as WARC_REASONS
 
 
-def _detail_reasons(stage: str) -> tuple[str, ...]:
+def _detail_reasons(flow: Flow) -> tuple[str, ...]:
     """Counters of a stage that are not a page leaving it: lines, sentences, pairs, groups,
-    and kept pages by kind (bad words). ``wet``'s file counters go to the inputs line."""
-    if stage == "wet":
+    and kept pages by kind (bad words). The read's file counters go to the inputs line."""
+    if flow.received:
         return ()
-    if stage == "dedup":
-        known = REASONS["dedup_spans"] + REASONS["dedup_lines"]
-    elif stage == "langid":
-        known = REASONS["langid"] + REASONS["langid_cld3"]
-    else:
-        known = REASONS[stage]
-    flow = FLOW[stage]
+    known = flow.info + flow.kept
     return tuple(dict.fromkeys(r for r in known if r not in flow.drops and r != "passed"))
+
+
+def accounts_of(config: Mapping | None) -> Accounts:
+    """The stages of a run read back from stats.json: its recorded plan's, or, with no
+    ``config``, every stage any plan has (``plan.all_accounts``)."""
+    from c4forge.clean import plan
+
+    if config is None:
+        return plan.all_accounts()
+    return plan.recorded_plan(config).accounts
 
 
 def input_kinds(counters: Mapping[str, Mapping[str, int]], input_format: str) -> tuple[bool, bool]:
@@ -83,6 +61,7 @@ class Step:
     pages_out: int
     drops: dict[str, int] = field(default_factory=dict)
     detail: dict[str, int] = field(default_factory=dict)
+    detail_label: str = ""
 
     @property
     def dropped(self) -> int:
@@ -92,41 +71,39 @@ class Step:
 def funnel(
     counters: Mapping[str, Mapping[str, int]],
     input_format: str = "auto",
-    stages: Sequence[str] | None = None,
-    language_id: str = "langdetect",
+    accounts: Accounts | None = None,
 ) -> list[Step]:
     """The pages through each stage that ran, in order, with the reasons for every drop.
 
-    ``stages``: the run's page-flow stages (a clean plan's ``funnel``, the list the
-    conservation check reads); by default the stages of ``counting.FLOW`` present in the
-    counters (a stats.json read back, with no plan at hand). ``language_id``: ``cld3`` for
-    ``--variant multilingual`` (its langid row's title)."""
+    ``accounts``: the run's ``(stage, Flow)`` pairs (``Plan.accounts``, what the
+    conservation check reads; ``accounts_of(config)`` for a stats.json read back); by default
+    every stage any plan has, those present in the counters shown. The last stage (``split``:
+    documents written, no page dropped) is the summary's "written" row, not a funnel row."""
 
     def g(stage: str, reason: str) -> int:
         return counters.get(stage, {}).get(reason, 0)
 
+    accounts = accounts if accounts is not None else accounts_of(None)
     steps: list[Step] = []
-    current = g("wet", "records")
-    for stage in stages if stages is not None else STAGES:
-        if stage not in counters or stage == "split":
+    current = 0
+    for i, (stage, flow) in enumerate(accounts):
+        if flow.received:
+            current = g(stage, flow.received)
+        if stage not in counters or i == len(accounts) - 1:
             continue
-        flow = FLOW[stage]
         drops = {r: g(stage, r) for r in flow.drops if g(stage, r)}
-        detail = {r: g(stage, r) for r in _detail_reasons(stage) if g(stage, r)}
-        if stage in BREAKDOWNS:  # e.g. ignored_language:<code>: detail, not drops
-            prefix = BREAKDOWNS[stage]
+        detail = {r: g(stage, r) for r in _detail_reasons(flow) if g(stage, r)}
+        if flow.breakdown:  # e.g. ignored_language:<code>: detail, not drops
             detail.update(
                 {
                     r.split(":", 1)[1]: n
                     for r, n in counters[stage].items()
-                    if r.startswith(prefix) and n
+                    if r.startswith(flow.breakdown) and n
                 }
             )
-        title = wet_title(counters, input_format) if stage == "wet" else TITLES[stage]
-        if stage == "langid" and language_id == "cld3":
-            title = "CLD3 p ≥ 0.95 (else und)"
+        title = wet_title(counters, input_format) if flow.received else flow.title or stage
         out = sum(g(stage, r) for r in flow.kept)
-        steps.append(Step(stage, title, current, out, drops, detail))
+        steps.append(Step(stage, title, current, out, drops, detail, flow.detail))
         current = out
     return steps
 
@@ -149,11 +126,6 @@ def _reasons(d: Mapping[str, int], limit: int = 6) -> str:
     if len(items) > limit:
         text += f", … (+{len(items) - limit})"
     return text
-
-
-def language_id(config: Mapping) -> str:
-    """``langdetect`` or ``cld3`` (``--variant multilingual``), from stats.json's config."""
-    return config.get("variant", {}).get("language_id", "langdetect")
 
 
 def run_description(config: Mapping, counters: Mapping[str, Mapping[str, int]]) -> str:
@@ -182,9 +154,10 @@ def render(
     runner: str = "",
     source: str = "",
     png: str | None = None,
-    stages: Sequence[str] | None = None,
+    accounts: Accounts | None = None,
 ) -> str:
-    """The end-of-job summary; ``stages``: the plan's funnel (see ``funnel``)."""
+    """The end-of-job summary; ``accounts``: the plan's (``Plan.accounts``), by default the
+    plan recorded in ``stats["config"]``."""
     c = stats["counters"]
     totals = stats["totals"]
     wet = c.get("wet", {})
@@ -202,9 +175,9 @@ def render(
     )
     lines.append(f"  {run_description(stats['config'], c)}")
     lines.append("")
-    steps = funnel(
-        c, stats["config"].get("input_format", "auto"), stages, language_id(stats["config"])
-    )
+    if accounts is None:
+        accounts = accounts_of(stats["config"])
+    steps = funnel(c, stats["config"].get("input_format", "auto"), accounts)
     width = max([26, *(len(step.title) + 2 for step in steps)])
     lines.append(f"  {'stage':<{width}}{'in':>10}{'out':>10}{'kept':>8}  dropped by")
     first = None
@@ -215,8 +188,9 @@ def render(
             f"{_pct(step.pages_out, step.pages_in):>8}  {_reasons(step.drops) or '–'}"
         )
         if step.detail:
-            label = DETAIL_LABEL.get(step.stage, "")
-            lines.append(f"  {'':<{width}}{'':>28}  ({label}: {_reasons(step.detail)})")
+            lines.append(
+                f"  {'':<{width}}{'':>28}  ({step.detail_label}: {_reasons(step.detail)})"
+            )
     split = c.get("split", {})
     docs = totals["documents_out"]
     lines.append(

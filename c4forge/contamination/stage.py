@@ -8,9 +8,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from c4forge.filters.counting import Count
+from c4forge.filters.counting import Count, Flow
 
 STAGE = "decontaminate"
+FLOW = Flow(
+    ("contaminated",),
+    ("passed",),
+    title="decontamination (eval n-grams)",
+    detail="by benchmark",
+    breakdown="contaminated:",  # contaminated:<benchmark>
+)
 
 
 def decontaminate(doc: Any, count: Count, index: Any) -> Iterator[Any]:

@@ -149,12 +149,10 @@ def _top(counter: Counter[str], n: int) -> list[list[Any]]:
 
 
 def funnel_rows(stats: Mapping) -> list[dict[str, Any]]:
-    from c4forge.clean.summary import funnel, language_id
+    from c4forge.clean.summary import accounts_of, funnel
 
     config = stats["config"]
-    steps = funnel(
-        stats["counters"], config.get("input_format", "auto"), language_id=language_id(config)
-    )
+    steps = funnel(stats["counters"], config.get("input_format", "auto"), accounts_of(config))
     return [
         {
             "stage": s.stage,

@@ -24,9 +24,14 @@ from dataclasses import dataclass
 
 from c4forge.errors import ConfigError, VerificationError
 from c4forge.filters import drop_samples as ds
-from c4forge.filters.counting import Count
+from c4forge.filters.counting import Count, Flow
 
 STAGE = "badwords"
+# A kept page is one of three kinds: soft-passed (a match spared by the fraction), no list for
+# its language, or no match.
+FLOW = Flow(
+    ("contains_badword",), ("soft_passed", "no_list", "passed"), title="bad words", detail="kept"
+)
 EN_DIR = "en-25e679f"  # LDNOOBW en @ 25e679f03d96baa721cde20db9944649e8d0a844 (C4 English)
 ALL_DIR = "all-5faf2ba"  # LDNOOBW @ 5faf2ba42d7b1c0977169ec3611df25a3c08eb13 (mC4)
 EN_SHA256 = "a506cbcf8a31935b122299f3bb1d32be6db3d0ad498765d28f365dfc4f4d7b8c"

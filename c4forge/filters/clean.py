@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from c4forge.filters import drop_samples as ds
-from c4forge.filters.counting import Count
+from c4forge.filters.counting import Count, Flow
 from c4forge.filters.sentences import split_sentences
 
 STAGE = "clean"
@@ -37,6 +37,17 @@ POLICY_SUBSTRINGS = (
 JAVASCRIPT = "javascript"
 LOREM_IPSUM = "lorem ipsum"
 CURLY_BRACKET = "{"
+
+# The flows of the two stages this module counts (c4_rules.md §13; carried by the plan's stages).
+LENGTH_FLOW = Flow(("too_long_page",), ("passed",), title=f"length ≤ {MAX_PAGE_CHARS:,} chars")
+FLOW = Flow(
+    ("loremipsum", "squigglybracket", "too_few_sentences"),
+    ("passed",),
+    # per line (not a page): why a line went, and the lines kept
+    ("too_long_word", "no_endmark", "too_short", "javascript", "policy", "line_passed"),
+    title="line & page rules",
+    detail="lines",
+)
 
 
 @dataclass

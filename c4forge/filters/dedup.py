@@ -17,13 +17,25 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from c4forge.filters import drop_samples as ds
-from c4forge.filters.counting import Count
+from c4forge.filters.counting import Count, Flow
 
 STAGE = "dedup"
 SPAN_WINDOW = 3  # sentences per window (§2)
 MIN_SENTENCES = 3  # minimum sentences per page, rechecked after dedup (§2)
 # A window made only of lone end marks ("." "?" "!" '"', Punkt's debris of "! ! !") is not text.
 LONE_END_MARKS = frozenset({".", "?", "!", '"'})
+# Pages leaving exact dedup, per mode; the info counters are per sentence or per line.
+_DROPS = ("empty", "too_few_sentences")
+FLOWS: dict[str, Flow] = {
+    "spans": Flow(
+        _DROPS, ("passed",), ("repeated_windows", "duplicate_sentence"),
+        title="dedup", detail="lines/sentences",
+    ),
+    "lines": Flow(
+        _DROPS, ("passed",), ("global_duplicate", "local_duplicate", "line_passed"),
+        title="dedup", detail="lines/sentences",
+    ),
+}
 
 
 def md5_hex(text: str) -> str:

@@ -15,11 +15,18 @@ import threading
 
 from c4forge.errors import ConfigError
 from c4forge.filters import drop_samples as ds
-from c4forge.filters.counting import Count
+from c4forge.filters.counting import Count, Flow
 
 STAGE = "langid"
 MIN_PROBABILITY = 0.99
 LANGDETECT_SEED = 0
+FLOW = Flow(
+    ("langdetect_exception", "no_predictions", "low_confidence", "ignored_language"),
+    ("passed",),
+    title=f"langdetect en ≥ {MIN_PROBABILITY}",
+    detail="by language",
+    breakdown="ignored_language:",  # ignored_language:<code>
+)
 
 _LOCK = threading.Lock()
 BACKEND_ENV = "C4FORGE_LANGDETECT"

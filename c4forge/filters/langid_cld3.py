@@ -31,7 +31,7 @@ from typing import Any
 
 from c4forge.errors import ConfigError
 from c4forge.filters import drop_samples as ds
-from c4forge.filters.counting import Count
+from c4forge.filters.counting import Count, Flow
 
 STAGE = "langid"
 UNKNOWN_LANGUAGE = "und"
@@ -40,6 +40,16 @@ MIN_NUM_BYTES = 100  # CLD3 is not expected to work on shorter text
 MAX_NUM_BYTES = 10000  # CLD3 reads at most this many bytes of the page
 PAGE_DROPS: tuple[str, ...] = ("ignored_language",)
 REASONS: tuple[str, ...] = ("und_not_reliable", "und_low_confidence", "ignored_language", "passed")
+# Only ignored_language drops a page; und_* pages are kept (as ``und``, counted in passed too).
+# ``passed:<code>`` / ``ignored_language:<code>`` breakdowns are added as counted.
+FLOW = Flow(
+    PAGE_DROPS,
+    ("passed",),
+    ("und_not_reliable", "und_low_confidence"),
+    title=f"CLD3 p ≥ {MIN_PROBABILITY} (else und)",
+    detail="by language",
+    breakdown="ignored_language:",
+)
 
 # The 109 codes CLD3's model predicts (google/cld3 src/task_context_params.cc, kLanguageNames;
 # the gcld3 module of gcld3 3.0.13 and cld3-py 3.1.0). `--languages` may only name these.

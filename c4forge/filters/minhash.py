@@ -32,10 +32,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from c4forge.errors import ConfigError
-from c4forge.filters.counting import Count
+from c4forge.filters.counting import Count, Flow
 
 STAGE = "near_dedup"
 REASONS = ("candidates", "true_pairs", "removed", "passed", "unconverged")
+FLOW = Flow(
+    ("removed",),
+    ("passed",),
+    ("candidates", "true_pairs", "unconverged"),
+    title="near-dedup (MinHash)",
+    detail="pairs",
+)
 SEED = 1  # datasketch.MinHash(seed=1), the library default; fixed so signatures are reproducible
 # Large-star/small-star needs O(log^2 n) rounds in theory and a handful in practice; the bound
 # keeps a pathological graph from looping forever (unfinished nodes are counted `unconverged`).

@@ -11,10 +11,11 @@ from __future__ import annotations
 import heapq
 
 from c4forge.filters import drop_samples as ds
-from c4forge.filters.counting import Count
+from c4forge.filters.counting import Count, Flow
 
 STAGE = "paragraph"
 REASONS: tuple[str, ...] = ("too_few_paragraphs", "passed")
+FLOW = Flow(REASONS[:1], REASONS[1:], title="≥ 3 paragraphs of ≥ 200 chars")
 MIN_PARAGRAPHS = 3
 MIN_PARAGRAPH_CHARS = 200
 

@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from c4forge.errors import ConfigError, InputError
-from c4forge.filters.counting import Count
+from c4forge.filters.counting import Count, Flow
 
 STAGE = "realnews"
 REASONS: tuple[str, ...] = ("bad_domain", "bad_subdomain", "passed")
+FLOW = Flow(REASONS[:2], REASONS[2:], title="RealNews domains")
 BUNDLED_NAME = "domain_to_allowed_subdomains.json"
 BUNDLED_SHA256 = "75681899371acbf57b502ca8be48b3ca2d3339a276c396f3001b6a14da691ff3"
 BUNDLED_SOURCE = (

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import hashlib
 
+from c4forge.filters.counting import Flow
+
 STAGE = "split"
+# Every document goes to one split (the funnel's "written" row, not a stage row).
+FLOW = Flow((), ("train", "validation"))
 VALIDATION_MODULUS = 1000  # ≈ 0.1 % of pages go to validation
 
 

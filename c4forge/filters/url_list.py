@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from c4forge.errors import InputError
-from c4forge.filters.counting import Count
+from c4forge.filters.counting import Count, Flow
 from c4forge.filters.gzip_stream import DecodedStream
 from c4forge.filters.urls import normalize_url
 
@@ -33,6 +33,9 @@ STAGE = "webtext"
 PAGE_REASONS: tuple[str, ...] = ("not_in_list", "passed")
 INFO_REASONS: tuple[str, ...] = ("list_urls", "blank_lines", "missing_page")
 REASONS: tuple[str, ...] = (*PAGE_REASONS, *INFO_REASONS)
+FLOW = Flow(
+    PAGE_REASONS[:1], PAGE_REASONS[1:], INFO_REASONS, title="URL list (WebText-like)", detail="list"
+)
 GLOB_CHARS = "*?["
 
 P = TypeVar("P")

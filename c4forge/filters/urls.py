@@ -11,12 +11,17 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from c4forge.filters.counting import Flow
 from c4forge.filters.drop_samples import sample
 
 if TYPE_CHECKING:
     from c4forge.filters.counting import Count
 
 P = TypeVar("P")  # a Page or a UrlEntry
+# URL dedup (stage ``url_dedup``): one page per normalized URL; ``tie_text_md5`` counts groups.
+DEDUP_FLOW = Flow(
+    ("duplicate_url",), ("passed",), ("tie_text_md5",), title="URL dedup", detail="groups"
+)
 
 # Reference (tfds text/c4_utils.py `_normalize_url`): unanchored, case-sensitive; the second
 # pattern's `.*` runs to the end of the string (URLs never contain a newline).

@@ -11,7 +11,7 @@ image alt texts ("Icon - Account", "prof_pic.jpg") become lines.
 The gzip decoding, WARC framing checks and record size guard (``wet.iter_records``) and the
 URL/date rules (``wet.make_page``) are the WET reader's, so both inputs count damage the same way.
 
-Counters (stage ``wet``; ``counting.WARC_REASONS``, c4forge extensions in the §13 table of
+Counters (stage ``wet``; ``REASONS`` below, c4forge extensions in the §13 table of
 docs/c4_rules.md, part of the ``wet.records`` identity there):
 
 - ``non_response``: a WARC record that is not a ``response`` (warcinfo, request, metadata,
@@ -37,11 +37,29 @@ from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
 
 from c4forge.errors import InputError
 from c4forge.filters import wet
-from c4forge.filters.counting import WARC_REASONS, Count
+from c4forge.filters.counting import Count, Flow
 from c4forge.filters.wet import Page, page_text
 
 STAGE = "wet"
-REASONS = WARC_REASONS  # the names live in counting (c4_rules.md §13, c4forge extensions)
+# Record outcomes of crawl WARC input (c4forge extensions of §13): listed in stats.json only
+# when one was counted, so a run on WET files lists exactly §13's reasons.
+REASONS: tuple[str, ...] = (
+    "non_response",
+    "bad_http_header",
+    "http_status",
+    "non_html",
+    "undecodable",
+)
+# The read step of a clean plan (stage ``wet``, either format; ``read_path`` decides per file):
+# every record ends once, as a page or a drop; files and records are counted beside them.
+READ_FLOW = Flow(
+    (wet.RECORD_DROPS[0], *REASONS, *wet.RECORD_DROPS[1:]),
+    ("pages",),
+    wet.FILE_REASONS,
+    title="records → pages",  # the summary names the input formats read (``wet_title``)
+    received="records",
+    when_counted=REASONS,
+)
 _HTTP_STATUS = StatusAndHeadersParser(["HTTP/1.0", "HTTP/1.1", "HTTP/2", "HTTP/2.0", "HTTP/0.9"])
 _CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([^"';\s]+)""", re.IGNORECASE)
 _BOMS = (

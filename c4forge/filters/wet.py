@@ -24,6 +24,25 @@ from c4forge.filters.gzip_stream import DecodedStream, open_decoded
 from c4forge.filters.urls import normalize_url
 
 STAGE = "wet"
+# Counted per input file and per record (not a page): listed in stats.json, zeros included.
+FILE_REASONS: tuple[str, ...] = (
+    "files",
+    "empty_file",
+    "truncated_file",
+    "malformed_file",
+    "records",
+)
+# How a record ends (each record once): skipped or broken records, or a ``pages`` page.
+RECORD_DROPS: tuple[str, ...] = (
+    "non_conversion",
+    "record_too_large",
+    "malformed_record",
+    "incomplete_record",
+    "invalid_utf8",
+    "no_url",
+    "no_content",
+    "no_timestamp",
+)
 DEFAULT_MAX_RECORD_BYTES = 64 << 20
 # Record types that mean "this is a crawl WARC, not a WET file" (§3.4 would count them all as
 # non_conversion and produce zero pages without telling the user why).
