@@ -35,7 +35,7 @@ from c4forge.filters.counting import CounterBag
 
 BATCH = 2048  # items per pickle record
 SPILL_ITEMS = 16_384  # items a map task holds before writing them to its spill file
-BUCKET_BYTES = 24 << 20  # pickled bytes per shuffle bucket (a worker holds ~5× in memory)
+BUCKET_BYTES = 4 << 20  # pickled bytes per shuffle bucket (a worker holds ~5× in memory)
 MIN_BUCKETS = 16
 MAX_BUCKETS = 1 << 20  # no practical cap: buckets are segments of the spill files, not files
 
