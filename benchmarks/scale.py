@@ -43,8 +43,9 @@ _HERE = Path(__file__).resolve().parent
 ROOT = _HERE.parent
 sys.path.insert(0, str(_HERE))
 # isort: off
-from proctree import cpu_s, pss, tree  # noqa: E402  (first: importing corpus trims sys.path)
 import corpus as corpus_mod  # noqa: E402
+
+from c4forge.proctree import cpu_s, pss, tree  # noqa: E402
 # isort: on
 
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]

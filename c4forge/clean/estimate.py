@@ -9,16 +9,25 @@ deterministic sample, the first ``--estimate-mb`` MB (compressed) of up to
 ``SAMPLE_FILES`` input files evenly spaced in sorted order, is copied to a temporary folder (a
 cut gzip stream ends in a counted ``truncated_file``, one page at most is lost). The job runs
 on it with the local engine, one worker, in this process: CPU seconds and output bytes per
-stage, bytes scattered by each shuffle, peak memory. The whole input is projected by its
-compressed size: pages = sample pages × input bytes / sample bytes; CPU and shuffle bytes per
-page stay as measured. Memory per worker does not grow with the corpus on the local engine (a
-worker holds one chunk or one shuffle bucket), so its projection is the sample's peak. Only
-``OUT/estimate.json`` is written.
+stage, bytes scattered by each shuffle. The whole input is projected by its compressed size:
+pages = sample pages × input bytes / sample bytes; CPU and shuffle bytes per page stay as
+measured.
+
+Memory is measured, not modelled from the in-process run (a driver that forks W workers shares
+its pages with them; one process does not): the sample runs once more as the real command
+would, a fresh interpreter (``spawn``) with the local engine and the job's worker count, and
+the PSS of that process tree is sampled (``c4forge.proctree``, as ``benchmarks/scale.py``
+measures a run). A worker's memory does not grow with the corpus on the local engine: it holds
+one chunk, one shuffle bucket (``BUCKET_BYTES``) or one sorted run of a shard (``RUN_DOCS``
+documents), so the projection is that peak plus, per worker, what a full-size bucket or run
+holds beyond the sample's smaller ones (``_full_size_headroom``). Only ``OUT/estimate.json``
+is written.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import tempfile
@@ -70,6 +79,61 @@ def _run_sample(job: Any, paths: list[str], output: str) -> Any:
     return engine
 
 
+def _memory_child(job: Any, workers: int) -> None:
+    """The sample run as the real command runs it (in a spawned interpreter)."""
+    from c4forge.clean.driver import run_clean
+    from c4forge.engines.local import LocalEngine
+
+    engine = LocalEngine(job, workers=workers)
+    try:
+        run_clean(job, engine)
+    finally:
+        engine.close()
+
+
+def _tree_peak(job: Any, paths: list[str], output: str, workers: int) -> int | None:
+    """Peak PSS (bytes) of the local engine's process tree on the sample, or None where
+    /proc cannot be read (then the in-process ``ru_maxrss`` model is used)."""
+    import multiprocessing
+
+    from c4forge import proctree
+
+    if not proctree.available():
+        return None
+    sample_job = job.replace(
+        inputs=tuple(paths), output=output, engine="local", quiet=True, resume=False,
+        report=False, overwrite=True, workers=workers,
+    )
+    child = multiprocessing.get_context("spawn").Process(
+        target=_memory_child, args=(sample_job, workers)
+    )
+    child.start()
+    with proctree.PeakSampler(child.pid) as sampler:
+        child.join()
+    if child.exitcode != 0:
+        raise RuntimeError(f"--estimate: the memory run of the sample failed ({child.exitcode})")
+    return sampler.peak
+
+
+def _full_size_headroom(engine: Any, stats: dict) -> int:
+    """What one worker holds at full size beyond the sample: a shuffle bucket of
+    ``BUCKET_BYTES`` (about 5× its pickled bytes as Python objects) or a sorted run of
+    ``RUN_DOCS`` documents (their shuffled bytes, about 2× as objects), less what the sample's
+    own (smaller) buckets and runs held."""
+    from c4forge.engines import local
+
+    docs = max(stats["totals"]["documents_out"], 1)
+    doc_bytes = engine.shuffle_bytes.get("output", 0) / docs
+    run = 2 * local.RUN_DOCS * doc_bytes
+    sample_run = 2 * min(docs, local.RUN_DOCS) * doc_bytes
+    bucket = 5 * local.BUCKET_BYTES
+    sample_buckets = [
+        v / local.MIN_BUCKETS for k, v in engine.shuffle_bytes.items() if k != "output"
+    ]
+    sample_bucket = 5 * min(max(sample_buckets, default=0.0), local.BUCKET_BYTES)
+    return int(max(run - sample_run, bucket - sample_bucket, 0))
+
+
 def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFAULT_PRICE) -> dict:
     """Run the plan on a sample of ``job``'s inputs; the projection for all of them."""
     from c4forge.io.inputs import resolve_inputs
@@ -86,7 +150,18 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
         engine = _run_sample(job, paths, f"{tmp}/out")
         cpu = time.process_time() - cpu0
         stats = json.loads(open(f"{tmp}/out/stats.json").read())
+        workers = job.workers or os.cpu_count() or 1
+        tree_peak = _tree_peak(job, paths, f"{tmp}/memory-out", workers)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    headroom = _full_size_headroom(engine, stats)
+    if tree_peak is None:  # no /proc: a driver plus W workers, each about one in-process run
+        by_workers = {str(w): (w + 1) * peak for w in CRAWL_WORKERS[:2]}
+        projected = (workers + 1) * peak
+        method = "in-process ru_maxrss × (workers + 1)"
+    else:
+        projected = tree_peak + workers * headroom
+        by_workers = {str(workers): projected}
+        method = "PSS of the local engine's process tree on the sample + workers × full-size headroom"
     pages = stats["counters"]["wet"]["pages"]
     scale = total / max(sampled, 1)
     per_k = 1000.0 / max(pages, 1)
@@ -120,12 +195,15 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
             "pages": round(total_pages),
             "cpu_hours": round(cpu_hours, 3),
             "shuffle_gb": round(shuffle / 1e9, 3),
+            "shuffle_bytes": round(shuffle),
             "documents_out": round(stats["totals"]["documents_out"] * scale),
             "peak_memory_per_worker_gb": round(peak / 2**30, 2),
-            # the local engine's tree: a driver plus W workers, each about one sample run
-            "peak_memory_gb_by_workers": {
-                str(w): round((w + 1) * peak / 2**30, 2) for w in CRAWL_WORKERS[:2]
-            },
+            "workers": workers,
+            "peak_memory_gb": round(projected / 2**30, 2),
+            "peak_memory_gb_by_workers": {w: round(v / 2**30, 2) for w, v in by_workers.items()},
+            "memory_method": method,
+            "memory_sample_tree_gb": None if tree_peak is None else round(tree_peak / 2**30, 3),
+            "memory_headroom_per_worker_gb": round(headroom / 2**30, 3),
             "wall_hours": {
                 str(w): round(cpu_hours / min(w, max(len(files), 1)), 3) for w in CRAWL_WORKERS
             },
@@ -147,8 +225,8 @@ def run_estimate(job: Any, sample_mb: float, price: float) -> int:
         print(
             f"c4forge clean --estimate: {i['files']} file(s), ~{i['pages']:,} pages "
             f"(sample: {result['sample']['pages']:,} pages): {i['cpu_hours']:,.2f} CPU-hours, "
-            f"{i['shuffle_gb']:,.2f} GB shuffled, ~{i['peak_memory_per_worker_gb']:.2f} GB per "
-            f"worker, {i['wall_hours'].get('2', 0):,.2f} h on 2 workers, "
+            f"{i['shuffle_gb']:,.2f} GB shuffled, peak ~{i['peak_memory_gb']:.2f} GB on "
+            f"{i['workers']} worker(s), {i['wall_hours'].get('2', 0):,.2f} h on 2 workers, "
             f"${i['cost']:,.2f} at ${i['price_per_vcpu_hour']}/vCPU-hour → {path}",
             file=sys.stderr,
         )

@@ -1,14 +1,21 @@
-"""The process tree of a running command, read from /proc: what a benchmark samples while it runs.
+"""The process tree of a running command, read from /proc: what a benchmark (and ``clean
+--estimate``) samples while it runs.
 
 Peak memory in this project means the PSS of the whole process tree (``smaps_rollup``: threads
 share their process's mappings, so they are counted once; pages shared between forked workers
 are split between them, not counted twice), and CPU the sum of each process's utime + stime.
-Newer benchmarks import these instead of walking /proc again.
+Linux only (``available()``): elsewhere a caller falls back to ``ru_maxrss``.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from types import TracebackType
+
+
+def available() -> bool:
+    return os.path.exists(f"/proc/{os.getpid()}/smaps_rollup")
 
 
 def tree(root: int) -> list[int]:
@@ -51,3 +58,29 @@ def cpu_s(pid: int) -> float | None:
     except (OSError, IndexError):
         return None
     return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+class PeakSampler:
+    """``with PeakSampler(pid) as s: …`` → ``s.peak``: the largest PSS sum of the tree under
+    ``pid`` over samples every ``interval`` seconds (a sampler can miss a spike shorter than
+    that)."""
+
+    def __init__(self, pid: int, interval: float = 0.2) -> None:
+        self.pid, self.interval, self.peak = pid, interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, sum(pss(p) for p in tree(self.pid)))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join()

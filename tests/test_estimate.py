@@ -1,0 +1,46 @@
+"""``c4forge clean … --estimate`` (issue 19): the cost of a run before it starts, measured by
+running the plan on a sample. On an input smaller than the sample the sample is the whole
+input, so the projection must equal what a real run of it counts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from clean_fixtures import DERIVED_WET
+
+
+def _clean(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "c4forge", "clean", *args], capture_output=True, text=True
+    )
+
+
+def test_estimate_writes_only_its_file_and_projects_a_whole_small_input(tmp_path: Path) -> None:
+    out = tmp_path / "estimate"
+    done = _clean(DERIVED_WET, "-o", str(out), "--estimate", "--workers", "2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["estimate.json"]
+    est = json.loads((out / "estimate.json").read_text())
+    assert "c4forge clean --estimate" in done.stderr and "GB shuffled" in done.stderr
+
+    real = tmp_path / "real"
+    done = _clean(DERIVED_WET, "-o", str(real), "--quiet", "--engine", "local", "--workers", "2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    stats = json.loads((real / "stats.json").read_text())
+    i = est["input"]
+    # the whole file fits in the sample: pages and documents are the real run's, exactly
+    size = Path(DERIVED_WET).stat().st_size
+    assert i["compressed_bytes"] == est["sample"]["compressed_bytes"] == size
+    assert i["pages"] == stats["counters"]["wet"]["pages"]
+    assert i["documents_out"] == stats["totals"]["documents_out"]
+    # every stage of the plan that shuffles is measured; memory from the sampled process tree
+    for stage in ("wet", "url_dedup", "dedup", "output"):
+        assert stage in est["stages"], sorted(est["stages"])
+    assert est["stages"]["dedup"]["shuffle_bytes_per_1000_pages"] > 0
+    assert i["shuffle_bytes"] > 0 and est["sample"]["cpu_s"] > 0
+    assert i["workers"] == 2
+    assert i["memory_sample_tree_gb"] > 0.05  # a driver and two workers with c4forge imported
+    assert i["peak_memory_gb"] >= i["memory_sample_tree_gb"]
