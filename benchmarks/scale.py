@@ -13,9 +13,11 @@ subprocess. Measured per run:
   the ``Pss`` of each process (``smaps_rollup``; threads share their process's, so they are
   counted once) summed; the peak over samples is reported (a sampler can miss a short spike);
 * wall seconds (noisy on a shared machine: read CPU seconds first), pages per CPU-second;
-* for the local engine, the pickled bytes scattered by each shuffle, per stage
-  (``C4FORGE_ENGINE_PROFILE``), per byte of input text; the shuffles carry the same keys on
-  Beam and Spark (one plan), in their own encodings;
+* where the peak sits: the engine step running at the peak sample, the driver's and each
+  worker's PSS then, and the peak while each stage ran (local engine: its step timeline);
+* shuffle bytes per stage per byte of input text (``C4FORGE_ENGINE_PROFILE``): the local
+  engine's pickled spill bytes, Beam's elements in the coder of each shuffle, Spark's shuffle
+  files (lz4) from its event log;
 * a crawl projection: 3.3 × 10⁹ pages at the measured pages per CPU-second, in CPU-days.
 
 Configurations (``--configs``): ``default`` (no engine option: ``--engine auto``), ``beam``

@@ -4,10 +4,14 @@ to disk, a pool of worker processes for the per-partition work.
 Why: Beam's DirectRunner keeps every collection that crosses a stage boundary in memory, so a
 local run's memory grows with the corpus (issue 19). Here, as in datatrove's local executor, a
 collection is a list of partition files (pickle batches); a shuffle (``group``, ``combine``,
-``cogroup``, ``distinct``) scatters each input partition into ``buckets`` files by a stable
-hash of the key, then reduces one bucket at a time. A worker holds one partition or one bucket,
-never the corpus; the bucket count follows the bytes being shuffled (``BUCKET_BYTES`` each).
-The plan runs keys-only (``clean.passes``), so what is shuffled is keys and small ids.
+``cogroup``, ``distinct``) has each map task write one spill file, its items grouped by bucket
+(a stable hash of the key) with an index of each bucket's segments (Spark's sort-shuffle
+layout), then reduces one bucket at a time from its segments of every spill file. A worker
+holds one partition, ``SPILL_ITEMS`` pending items or one bucket, never the corpus; the bucket
+count follows the bytes being shuffled (``BUCKET_BYTES`` each), and a task has one spill file
+open whatever the bucket count. Measured (``benchmarks/scale.py``, RESULTS §11): the peak of
+the process tree is the same at 250,000 and 1,000,000 pages. The plan runs keys-only
+(``clean.passes``), so what is shuffled is keys and small ids, and the documents once, packed.
 
 Workers: ``--workers`` processes (default: every core); each task returns its counters and CPU
 seconds, merged here. ``seconds`` (CPU time per stage, keyed by the first part of the step
