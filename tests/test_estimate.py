@@ -43,4 +43,7 @@ def test_estimate_writes_only_its_file_and_projects_a_whole_small_input(tmp_path
     assert i["shuffle_bytes"] > 0 and est["sample"]["cpu_s"] > 0
     assert i["workers"] == 2
     assert i["memory_sample_tree_gb"] > 0.05  # a driver and two workers with c4forge imported
-    assert i["peak_memory_gb"] >= i["memory_sample_tree_gb"]
+    assert len(i["memory_cuts"]) == 2 and i["memory_gb_per_chunk_mb"] >= 0
+    # the whole file is in both cuts: nothing to extrapolate
+    assert i["memory_cuts"][0]["bytes_per_file"] == i["memory_cuts"][1]["bytes_per_file"] == size
+    assert abs(i["peak_memory_gb"] - i["memory_sample_tree_gb"]) <= 0.006

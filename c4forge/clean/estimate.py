@@ -14,14 +14,16 @@ pages = sample pages × input bytes / sample bytes; CPU and shuffle bytes per pa
 measured.
 
 Memory is measured, not modelled from the in-process run (a driver that forks W workers shares
-its pages with them; one process does not): the sample runs once more as the real command
-would, a fresh interpreter (``spawn``) with the local engine and the job's worker count, and
-the PSS of that process tree is sampled (``c4forge.proctree``, as ``benchmarks/scale.py``
-measures a run). A worker's memory does not grow with the corpus on the local engine: it holds
-one chunk, one shuffle bucket (``BUCKET_BYTES``) or one sorted run of a shard (``RUN_DOCS``
-documents), so the projection is that peak plus, per worker, what a full-size bucket or run
-holds beyond the sample's smaller ones (``_full_size_headroom``). Only ``OUT/estimate.json``
-is written.
+its pages with them; one process does not): the sample runs again as the real command would,
+a fresh interpreter (``spawn``) with the local engine and the job's worker count, and the PSS
+of that process tree is sampled (``c4forge.proctree``, as ``benchmarks/scale.py`` measures a
+run). It runs twice, on cuts of ``MEMORY_CUTS`` times the sample per file, because a worker's
+memory does not grow with the corpus on the local engine (it holds one chunk, one shuffle
+bucket or one sorted run) but does grow with its chunk, one input file: the peak is
+extrapolated linearly in the cut size to the largest input file (measured on the scale
+benchmark: 4 MB cuts 0.50 GB, 32 MB cuts 0.60 GB, whole 80 MB files 0.79 GB). The larger cut
+also has larger shuffle buckets and sorted runs, so the slope covers their growth up to full
+size (``BUCKET_BYTES``, ``RUN_DOCS``) too. Only ``OUT/estimate.json`` is written.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ SAMPLE_FILES = 4
 DEFAULT_SAMPLE_MB = 16.0
 DEFAULT_PRICE = 0.04  # USD per vCPU-hour (on-demand cloud order of magnitude; --price-per-vcpu-hour)
 CRAWL_WORKERS = (1, 2, 16, 64, 450)
+MEMORY_CUTS = (1, 4)  # the memory runs: the sample, and cuts 4× as large of the same files
 
 
 def _sample(
@@ -115,25 +118,6 @@ def _tree_peak(job: Any, paths: list[str], output: str, workers: int) -> int | N
     return sampler.peak
 
 
-def _full_size_headroom(engine: Any, stats: dict) -> int:
-    """What one worker holds at full size beyond the sample: a shuffle bucket of
-    ``BUCKET_BYTES`` (about 5× its pickled bytes as Python objects) or a sorted run of
-    ``RUN_DOCS`` documents (their shuffled bytes, about 2× as objects), less what the sample's
-    own (smaller) buckets and runs held."""
-    from c4forge.engines import local
-
-    docs = max(stats["totals"]["documents_out"], 1)
-    doc_bytes = engine.shuffle_bytes.get("output", 0) / docs
-    run = 2 * local.RUN_DOCS * doc_bytes
-    sample_run = 2 * min(docs, local.RUN_DOCS) * doc_bytes
-    bucket = 5 * local.BUCKET_BYTES
-    sample_buckets = [
-        v / local.MIN_BUCKETS for k, v in engine.shuffle_bytes.items() if k != "output"
-    ]
-    sample_bucket = 5 * min(max(sample_buckets, default=0.0), local.BUCKET_BYTES)
-    return int(max(run - sample_run, bucket - sample_bucket, 0))
-
-
 def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFAULT_PRICE) -> dict:
     """Run the plan on a sample of ``job``'s inputs; the projection for all of them."""
     from c4forge.io.inputs import resolve_inputs
@@ -151,17 +135,30 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
         cpu = time.process_time() - cpu0
         stats = json.loads(open(f"{tmp}/out/stats.json").read())
         workers = job.workers or os.cpu_count() or 1
-        tree_peak = _tree_peak(job, paths, f"{tmp}/memory-out", workers)
+        cuts, peaks = [], []
+        for factor in MEMORY_CUTS:
+            cut_paths, cut_bytes = _sample(
+                files, int(sample_mb * 1e6) * factor, tmp, prefix=f"memory{factor}"
+            )
+            cuts.append(cut_bytes / len(cut_paths))
+            peaks.append(_tree_peak(job, cut_paths, f"{tmp}/memory{factor}-out", workers))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    headroom = _full_size_headroom(engine, stats)
-    if tree_peak is None:  # no /proc: a driver plus W workers, each about one in-process run
+    largest = max((f.size for f in files), default=0)
+    tree_peak = peaks[-1]
+    if tree_peak is None or peaks[0] is None:  # no /proc: a driver plus W workers, each one run
         by_workers = {str(w): (w + 1) * peak for w in CRAWL_WORKERS[:2]}
         projected = (workers + 1) * peak
+        per_mb = 0.0
         method = "in-process ru_maxrss × (workers + 1)"
     else:
-        projected = tree_peak + workers * headroom
+        # per compressed MB of chunk, from the two cuts (never negative: sampling noise)
+        per_mb = max(0.0, (peaks[-1] - peaks[0]) / max(cuts[-1] - cuts[0], 1.0)) * 1e6
+        projected = tree_peak + per_mb * max(0.0, largest - cuts[-1]) / 1e6
         by_workers = {str(workers): projected}
-        method = "PSS of the local engine's process tree on the sample + workers × full-size headroom"
+        method = (
+            "PSS of the local engine's process tree on two cuts of the sample, extrapolated "
+            "linearly to the largest input file"
+        )
     pages = stats["counters"]["wet"]["pages"]
     scale = total / max(sampled, 1)
     per_k = 1000.0 / max(pages, 1)
@@ -175,7 +172,6 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
     total_pages = pages * scale
     cpu_hours = cpu * scale / 3600
     shuffle = sum(engine.shuffle_bytes.values()) * scale
-    largest = max((f.size for f in files), default=0)
     return {
         "format": "c4forge.clean.estimate",
         "format_version": 1,
@@ -203,7 +199,11 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
             "peak_memory_gb_by_workers": {w: round(v / 2**30, 2) for w, v in by_workers.items()},
             "memory_method": method,
             "memory_sample_tree_gb": None if tree_peak is None else round(tree_peak / 2**30, 3),
-            "memory_headroom_per_worker_gb": round(headroom / 2**30, 3),
+            "memory_cuts": [
+                {"bytes_per_file": round(c), "tree_gb": None if p is None else round(p / 2**30, 3)}
+                for c, p in zip(cuts, peaks, strict=True)
+            ],
+            "memory_gb_per_chunk_mb": round(per_mb / 2**30, 5),
             "wall_hours": {
                 str(w): round(cpu_hours / min(w, max(len(files), 1)), 3) for w in CRAWL_WORKERS
             },
