@@ -277,73 +277,16 @@ class CountSplitsFn(beam.CombineFn):
         return acc
 
 
-RUN_DOCS = 20_000  # documents per sorted run of a shard: the largest group GroupByShard makes
-RUNS_DIR = "shard-runs"  # under OUTPUT/_work (removed with it when the run completes)
-
-
-def _run_of(
-    element: tuple[tuple[str, int], Any], docs_per_key: dict[str, int], shards: dict, run_docs: int
-) -> tuple[tuple[str, int, int], Any]:
-    """``((key, shard), doc)`` → ``((key, shard, run), doc)``: a shard's documents spread over
-    runs of about ``run_docs`` by the top bits of md5(url) (the shard is its value modulo the
-    shard count, so mostly its low bits)."""
-    (key, shard), doc = element
-    per_shard = docs_per_key.get(key, 0) / max(shards[key], 1)
-    runs = max(1, -(-int(per_shard) // run_docs))
-    return (key, shard, int(doc[0][:8], 16) % runs), doc
-
-
-class WriteRunFn(beam.DoFn):
-    """One run's documents → a sorted run file under ``OUTPUT/_work/shard-runs`` (a retried
-    bundle rewrites the same bytes to the same name, atomically); emits ``((key, shard),
-    path)``."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-
-    def process(self, element) -> Iterator[tuple]:
-        import pickle
-
-        (key, shard, run), docs = element
-        runs_dir = storage.join(self.directory, "_work", RUNS_DIR)
-        storage.makedirs(runs_dir)
-        path = storage.join(runs_dir, f"{key}-{shard:05d}-{run:05d}.pickle")
-        ordered = co.sorted_docs(docs)
-        with storage.atomic_writer(path) as f:
-            for i in range(0, len(ordered), 64):
-                pickle.dump(ordered[i : i + 64], f, protocol=pickle.HIGHEST_PROTOCOL)
-        yield (key, shard), path
-
-
-def _read_run(path: str) -> Iterator[Any]:
-    import pickle
-
-    with storage.open_read(path) as f:
-        while True:
-            try:
-                batch = pickle.load(f)
-            except EOFError:
-                return
-            yield from batch
-
-
 class WriteShardFn(beam.DoFn):
-    """One shard's run files (and its marker) → the shard file, streamed from a merge of the
-    sorted runs (``heapq.merge``), written whole by this worker (atomic rename)."""
+    """One (split, shard) group → one file, written whole by this worker (atomic rename)."""
 
     def __init__(self, directory: str, fmt: str) -> None:
         self.directory = directory
         self.fmt = fmt
 
     def process(self, element, shards: dict) -> Iterator[dict]:
-        import heapq
-
         shard, values = element
-        paths = sorted(v for v in values if v is not None)
-        merged = heapq.merge(*(_read_run(p) for p in paths), key=co.doc_order)
-        yield co.write_shard_group(self.directory, self.fmt, shards, shard, merged, True)
-        for p in paths:
-            storage.remove(p)
+        yield co.write_shard_group(self.directory, self.fmt, shards, shard, values)
 
 
 class WriteShards(beam.PTransform):
@@ -351,12 +294,6 @@ class WriteShards(beam.PTransform):
 
     The shard count may depend on the document count (``auto``), so it is computed first and
     read as a side input; one empty marker per shard makes every shard exist, even if empty.
-    Why runs: a shard is up to 356,000 documents, and one GroupByKey group of it is one
-    element of ~600 MB on the runner's data plane (Beam warns past 512 MB; on the
-    DirectRunner at 1,000,000 pages the write lost documents, caught by the conservation
-    check). So documents are grouped by (shard, run) into sorted runs of ``RUN_DOCS``, written
-    to files, and a second GroupByKey carries only the runs' paths to the shard's writer,
-    which merges them, as the local engine's external merge sort does.
     """
 
     def __init__(
@@ -373,20 +310,10 @@ class WriteShards(beam.PTransform):
         shards = counts | "ShardCounts" >> beam.Map(co.shard_counts, self.shard_options)
         shards_si = beam.pvalue.AsSingleton(shards)
         keyed = split_docs | "AssignShard" >> beam.Map(co.assign_shard, shards_si)
-        in_runs = keyed | "AssignRun" >> beam.Map(
-            _run_of, beam.pvalue.AsSingleton(counts), shards_si, RUN_DOCS
-        )
-        if self.profile:
-            in_runs = measured(in_runs, "output")
-        runs = (
-            in_runs
-            | "GroupByRun" >> beam.GroupByKey()
-            | "WriteRun" >> beam.ParDo(WriteRunFn(self.directory))
-        )
         markers = shards | "ShardMarkers" >> beam.FlatMap(co.shard_markers)
-        both = (runs, markers) | "WithMarkers" >> beam.Flatten()
+        both = (keyed, markers) | "WithMarkers" >> beam.Flatten()
         if self.profile:
-            both = measured(both, "output/runs")  # the runs' paths: stage "output" too
+            both = measured(both, "output")
         return (
             both
             | "GroupByShard" >> beam.GroupByKey()
