@@ -31,12 +31,10 @@ from c4forge.filters import drop_samples as ds
 from c4forge.io import storage
 
 MANIFEST_NAME = "_c4forge_shards.json"
-# The DirectRunner holds every collection in memory: peak PSS of the process tree per
-# compressed input byte with the keys-only plan, plus a fixed base, above every measured run
-# (benchmarks/scale.py, 2 workers; RESULTS §11): 2.25 GB for 165 MB of WET.gz, 5.16 GB for
-# 633 MB (a slope of 6.2 bytes per byte between them).
-DIRECT_MEMORY_PER_INPUT_BYTE = 7.0
-DIRECT_MEMORY_BASE = 1280 << 20
+# The DirectRunner holds every collection in memory: measured peak PSS of the process tree per
+# compressed input byte with the keys-only plan (benchmarks/scale.py), plus a fixed base.
+DIRECT_MEMORY_PER_INPUT_BYTE = 11.0  # 2.36 GB PSS for 165 MB of WET.gz, 2 workers
+DIRECT_MEMORY_BASE = 600 << 20
 
 
 def available_memory() -> int | None:
