@@ -33,6 +33,9 @@ from c4forge.io import storage
 MANIFEST_NAME = "_c4forge_shards.json"
 # The DirectRunner holds every collection in memory: measured peak PSS of the process tree per
 # compressed input byte with the keys-only plan (benchmarks/scale.py), plus a fixed base.
+# Above its fit (5.16 GB measured for 633 MB at 250k pages) on purpose: with this check relaxed,
+# two DirectRunner runs of 1M pages (2.6 GB of WET.gz) wrote fewer documents than the split
+# counted (a different number each time; the conservation check stopped both; RESULTS §11).
 DIRECT_MEMORY_PER_INPUT_BYTE = 11.0  # 2.36 GB PSS for 165 MB of WET.gz, 2 workers
 DIRECT_MEMORY_BASE = 600 << 20
 
