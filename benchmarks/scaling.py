@@ -44,25 +44,13 @@ ROOT = _HERE.parent
 # then off the path: benchmarks/langdetect.py must not shadow the real langdetect package
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
+from c4forge.proctree import tree as process_tree  # noqa: E402
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
 # ------------------------------------------------------------------------------------------
 # 1. end to end, CPU per process role
-
-
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = collections.defaultdict(list)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            kids[int(fields[1])].append(int(entry))
-        except OSError:
-            continue
-    return kids
 
 
 def _cpu_and_role(pid: int) -> tuple[float, str] | None:
@@ -99,13 +87,7 @@ def run_e2e(corpus: Path, workers: int, extra: list[str], tree: Path = ROOT) -> 
 
     def sample() -> None:
         while not stop.is_set():
-            kids = _children()
-            todo, tree = [proc.pid], []
-            while todo:
-                p = todo.pop()
-                tree.append(p)
-                todo += kids.get(p, [])
-            for p in tree:
+            for p in process_tree(proc.pid):
                 got = _cpu_and_role(p)
                 if got is not None:
                     # A zombie's cmdline is empty: keep the role it had while it ran.

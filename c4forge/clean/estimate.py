@@ -66,24 +66,17 @@ def _sample(
     return paths, taken
 
 
-def _run_sample(job: Any, paths: list[str], output: str) -> Any:
-    from c4forge.clean.driver import run_clean
-    from c4forge.engines.local import LocalEngine
-
-    sample_job = job.replace(
+def _sample_job(job: Any, paths: list[str], output: str, workers: int) -> Any:
+    """``job`` on the sample files, on the local engine, quiet, into a scratch folder."""
+    return job.replace(
         inputs=tuple(paths), output=output, engine="local", quiet=True, resume=False,
-        report=False, overwrite=True,
+        report=False, overwrite=True, workers=workers,
     )
-    engine = LocalEngine(sample_job, workers=1)
-    try:
-        run_clean(sample_job, engine)
-    finally:
-        engine.close()
-    return engine
 
 
-def _memory_child(job: Any, workers: int) -> None:
-    """The sample run as the real command runs it (in a spawned interpreter)."""
+def _run_local(job: Any, workers: int) -> Any:
+    """Run ``job`` on the local engine; returns the (closed) engine with its measurements.
+    Also the target of the spawned memory run."""
     from c4forge.clean.driver import run_clean
     from c4forge.engines.local import LocalEngine
 
@@ -92,6 +85,11 @@ def _memory_child(job: Any, workers: int) -> None:
         run_clean(job, engine)
     finally:
         engine.close()
+    return engine
+
+
+def _run_sample(job: Any, paths: list[str], output: str) -> Any:
+    return _run_local(_sample_job(job, paths, output, 1), 1)
 
 
 def _tree_peak(job: Any, paths: list[str], output: str, workers: int) -> int | None:
@@ -103,12 +101,8 @@ def _tree_peak(job: Any, paths: list[str], output: str, workers: int) -> int | N
 
     if not proctree.available():
         return None
-    sample_job = job.replace(
-        inputs=tuple(paths), output=output, engine="local", quiet=True, resume=False,
-        report=False, overwrite=True, workers=workers,
-    )
     child = multiprocessing.get_context("spawn").Process(
-        target=_memory_child, args=(sample_job, workers)
+        target=_run_local, args=(_sample_job(job, paths, output, workers), workers)
     )
     child.start()
     with proctree.PeakSampler(child.pid) as sampler:
@@ -137,7 +131,7 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
         workers = job.workers or os.cpu_count() or 1
         cuts, peaks = [], []
         for factor in MEMORY_CUTS:
-            cut_paths, cut_bytes = _sample(
+            cut_paths, cut_bytes = (paths, sampled) if factor == 1 else _sample(
                 files, int(sample_mb * 1e6) * factor, tmp, prefix=f"memory{factor}"
             )
             cuts.append(cut_bytes / len(cut_paths))

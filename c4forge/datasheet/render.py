@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 SECTION_TITLES = {
@@ -88,6 +88,17 @@ def _num(key: str, value: Any) -> str:
     )
 
 
+def _rows(prefix: str, items: Iterable[tuple[str, Mapping[str, Any]]], fields: Sequence[str]) -> str:
+    """One ``<tr>`` per ``(name, values)``: the name, then each field as a ``_num`` cell keyed
+    ``prefix.name.field`` (what the browser-free test reads back)."""
+    return "".join(
+        f"<tr><td>{html.escape(name)}</td>"
+        + "".join(_num(f"{prefix}.{name}.{f}", v[f]) for f in fields)
+        + "</tr>"
+        for name, v in items
+    )
+
+
 def _img(png: bytes, alt: str, name: str) -> str:
     data = base64.b64encode(png).decode("ascii")
     return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" data-file="{name}">'
@@ -118,13 +129,7 @@ def _overview(r: Mapping[str, Any]) -> str:
         rows.append(
             "<tr><th>tokens (vocabulary)</th>" + _num("totals.tokens", t["tokens"]) + "</tr>"
         )
-    split_rows = "".join(
-        f"<tr><td>{html.escape(s)}</td>"
-        + _num(f"splits.{s}.documents", b["documents"])
-        + _num(f"splits.{s}.characters", b["characters"])
-        + "</tr>"
-        for s, b in r["splits"].items()
-    )
+    split_rows = _rows("splits", r["splits"].items(), ("documents", "characters"))
     c = r["config"]
     return (
         f"<p>Variant <b>{html.escape(str(c['variant']))}</b>, dedup {html.escape(str(c['dedup']))}, "
@@ -178,14 +183,8 @@ def _funnel(r: Mapping[str, Any]) -> str:
 
 
 def _languages(r: Mapping[str, Any]) -> str:
-    rows = "".join(
-        f"<tr><td>{html.escape(lang)}</td>"
-        + _num(f"languages.{lang}.documents", v["documents"])
-        + _num(f"languages.{lang}.train", v["train"])
-        + _num(f"languages.{lang}.validation", v["validation"])
-        + "</tr>"
-        for lang, v in sorted(r["languages"].items(), key=lambda kv: (-kv[1]["documents"], kv[0]))
-    )
+    by_size = sorted(r["languages"].items(), key=lambda kv: (-kv[1]["documents"], kv[0]))
+    rows = _rows("languages", by_size, ("documents", "train", "validation"))
     return (
         "<table><tr><th>language</th><th class=n>documents</th><th class=n>train</th>"
         f"<th class=n>validation</th></tr>{rows}</table>"
@@ -196,15 +195,8 @@ def _contamination(r: Mapping[str, Any]) -> str:
     out = ""
     d = r.get("decontamination")
     if d:
-        rows = "".join(
-            f"<tr><td>{html.escape(name)}</td>"
-            + _num(f"decontamination.{name}.n", b["n"])
-            + _num(f"decontamination.{name}.examples", b["examples"])
-            + _num(f"decontamination.{name}.ngrams", b["ngrams"])
-            + _num(f"decontamination.{name}.documents_removed", b["documents_removed"])
-            + "</tr>"
-            for name, b in d["benchmarks"].items()
-        )
+        fields = ("n", "examples", "ngrams", "documents_removed")
+        rows = _rows("decontamination", d["benchmarks"].items(), fields)
         out += (
             "<p>Documents sharing a word n-gram with an evaluation example were removed while "
             f"cleaning: {d['documents_removed']:,} of {d['documents_checked']:,} checked.</p>"
@@ -248,16 +240,8 @@ def _samples(r: Mapping[str, Any]) -> str:
 
 def _shards(r: Mapping[str, Any]) -> str:
     s = r["shards"]
-    rows = "".join(
-        f"<tr><td>{html.escape(split)}</td>"
-        + _num(f"shards.{split}.documents", v["documents"])
-        + _num(f"shards.{split}.rows", v["rows"])
-        + _num(f"shards.{split}.tokens_per_document", v["tokens_per_document"])
-        + _num(f"shards.{split}.packing_efficiency", v["packing_efficiency"])
-        + _num(f"shards.{split}.padding", v["padding"])
-        + "</tr>"
-        for split, v in s["splits"].items()
-    )
+    fields = ("documents", "rows", "tokens_per_document", "packing_efficiency", "padding")
+    rows = _rows("shards", s["splits"].items(), fields)
     v = s["vocabulary"]
     return (
         f"<p>Objective <b>{html.escape(str(s['objective']))}</b>; vocabulary "

@@ -174,15 +174,20 @@ def _scatter_task(
     return _timed_task(work, keep)
 
 
-def read_bucket(spills: list[str], bucket: int) -> Iterator[Any]:
-    """One bucket's items from map tasks' spill files (``_scatter_task``), in file order."""
-    for path in spills:
-        with open(path + ".idx", "rb") as f:
-            segments = pickle.load(f).get(bucket, [])
-        if not segments:
-            continue
+Segments = list[tuple[str, list[tuple[int, int]]]]  # (spill file, [(offset, length)…]) of a bucket
+
+
+def spill_index(path: str) -> dict[int, list[tuple[int, int]]]:
+    """A spill file's index (``_scatter_task``): bucket → its segments, in write order."""
+    with open(path + ".idx", "rb") as f:
+        return pickle.load(f)
+
+
+def read_bucket(segments: Segments) -> Iterator[Any]:
+    """One bucket's items, from its segments of the map tasks' spill files, in file order."""
+    for path, spans in segments:
         with open(path, "rb") as f:
-            for offset, length in segments:
+            for offset, length in spans:
                 f.seek(offset)
                 yield from pickle.loads(f.read(length))
 
@@ -195,30 +200,30 @@ def _grouped(items: Iterable[tuple[Any, Any]]) -> dict[Any, list[Any]]:
 
 
 def _reduce_task(
-    kind: str, fn: Fn | None, sides: list[list[str]], bucket: int, out: str, keep: int = 0
+    kind: str, fn: Fn | None, sides: list[Segments], out: str, keep: int = 0
 ) -> tuple:
     """One bucket (its segments of every map task's spill file, per side) → its output
     partition."""
 
     def work(bag: CounterBag) -> None:
         if kind == "group":
-            groups = _grouped(read_bucket(sides[0], bucket))
+            groups = _grouped(read_bucket(sides[0]))
             write_items(out, (o for k, vs in groups.items() for o in fn(k, vs, bag)))
         elif kind == "combine":
-            groups = _grouped(read_bucket(sides[0], bucket))
+            groups = _grouped(read_bucket(sides[0]))
             write_items(out, ((k, fn(vs)) for k, vs in groups.items()))
         elif kind == "cogroup":
-            lefts = _grouped(read_bucket(sides[0], bucket))
-            rights = _grouped(read_bucket(sides[1], bucket))
+            lefts = _grouped(read_bucket(sides[0]))
+            rights = _grouped(read_bucket(sides[1]))
             keys = list(dict.fromkeys([*lefts, *rights]))
             write_items(
                 out,
                 (o for k in keys for o in fn(k, lefts.get(k, []), rights.get(k, []), bag)),
             )
         elif kind == "shards":
-            write_items(out, _write_shards_sorted(read_bucket(sides[0], bucket), fn, out + ".runs"))
+            write_items(out, _write_shards_sorted(read_bucket(sides[0]), fn, out + ".runs"))
         else:  # distinct
-            seen = dict.fromkeys(read_bucket(sides[0], bucket))
+            seen = dict.fromkeys(read_bucket(sides[0]))
             write_items(out, seen)
 
     return _timed_task(work, keep)
@@ -345,11 +350,13 @@ class LocalEngine(Engine):
 
     def _reduce(self, label: str, kind: str, fn: Fn | None, colls: list[Coll], **kw: Any) -> Coll:
         buckets, sides = self._shuffle(label, colls, **kw)
+        indexes = [[(p, spill_index(p)) for p in side] for side in sides]  # read once, here
         outs, tasks = [], []
         for b in range(buckets):
             out = self._path(label)
             outs.append(out)
-            tasks.append((_reduce_task, (kind, fn, sides, b, out)))
+            segments = [[(p, idx[b]) for p, idx in side if b in idx] for side in indexes]
+            tasks.append((_reduce_task, (kind, fn, segments, out)))
         self._run(label, tasks)
         for side in sides:  # spill files are read once
             for p in side:
