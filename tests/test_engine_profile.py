@@ -31,9 +31,10 @@ def _steps(engine: BeamEngine) -> list[str]:
     return [t.unique_name for t in proto.components.transforms.values()]
 
 
-def _check_profile(path: Path) -> dict[str, int]:
+def _check_profile(path: Path, largest: bool = False) -> dict[str, int]:
     prof = json.loads(path.read_text())
-    assert set(prof) == {"seconds", "shuffle_bytes", "out_bytes"}
+    extra = {"largest_element"} if largest else set()
+    assert set(prof) == {"seconds", "shuffle_bytes", "out_bytes", *extra}
     shuffled = prof["shuffle_bytes"]
     assert STAGES <= set(shuffled) and all(shuffled[s] > 0 for s in STAGES), shuffled
     assert "other" not in shuffled  # every shuffle is attributed to a stage of the plan
@@ -56,7 +57,13 @@ def test_beam_and_spark_profiles_with_the_same_outputs(tmp_path: Path, monkeypat
     assert any("shuffle_bytes" in s for s in _steps(beam_engine))
     beam_engine.close()
     assert _outputs(tmp_path / "beam") == plain
-    beam = _check_profile(tmp_path / "beam.json")
+    beam = _check_profile(tmp_path / "beam.json", largest=True)
+    # the largest element of every collection: the wet source, the passes, the output groups
+    largest = json.loads((tmp_path / "beam.json").read_text())["largest_element"]
+    assert {"wet", "pass0/join", "output/AssignShard", "output/GroupByShard"} <= set(largest)
+    assert all(n > 0 for n in largest.values()), largest
+    # a shard group holds every document of its shard: the largest element of the run
+    assert largest["output/GroupByShard"] == max(largest.values())
 
     pytest.importorskip("pyspark")
     monkeypatch.setenv(PROFILE_ENV, str(tmp_path / "spark.json"))

@@ -65,12 +65,20 @@ def write_profile(
     shuffle_bytes: dict[str, int],
     seconds: dict[str, float] | None = None,
     out_bytes: dict[str, int] | None = None,
+    largest_element: dict[str, int] | None = None,
 ) -> None:
-    """The stage profile JSON (``PROFILE_ENV``), atomically."""
+    """The stage profile JSON (``PROFILE_ENV``), atomically; ``largest_element`` (Beam): the
+    encoded bytes of the largest element of every collection, by step label."""
     import json
     import os
 
-    data = {"seconds": seconds or {}, "shuffle_bytes": shuffle_bytes, "out_bytes": out_bytes or {}}
+    data: dict[str, Any] = {
+        "seconds": seconds or {},
+        "shuffle_bytes": shuffle_bytes,
+        "out_bytes": out_bytes or {},
+    }
+    if largest_element is not None:
+        data["largest_element"] = largest_element
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
         json.dump(data, f, sort_keys=True)

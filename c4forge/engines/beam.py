@@ -219,6 +219,71 @@ class ShuffleBytesFn(beam.DoFn):
             self.total = 0
 
 
+LARGEST_NS = "c4forge.largest_element"  # a Beam distribution per collection: element bytes
+
+
+class ElementSizeFn(beam.DoFn):
+    """Passes elements through unchanged, keeping the encoded size of the largest one per
+    bundle in the collection's distribution (its ``max`` is the largest element of the run).
+
+    Why: a runner moves an element whole (Beam's data plane, Dataflow's shuffle and commit
+    limits), so the largest element of a collection is what bounds a worker's memory and a
+    transfer's length; the profile names it for every collection. ``grouped``: a
+    GroupByKey's output, measured as its key plus every value (the whole group is one
+    element to the runner)."""
+
+    def __init__(self, label: str, coder: Any, grouped: bool = False) -> None:
+        self.label = label
+        self.coder = coder
+        self.grouped = grouped
+
+    def setup(self) -> None:
+        self.dist = Metrics.distribution(LARGEST_NS, self.label)
+
+    def start_bundle(self) -> None:
+        self.largest = 0
+
+    def process(self, element: Any) -> Iterator[Any]:
+        if self.grouped:  # (key, values), or a CoGroupByKey's (key, {tag: values})
+            key, values = element
+            sides = values.values() if isinstance(values, dict) else (values,)
+            n = len(self.coder.encode(key))
+            n += sum(len(self.coder.encode(v)) for side in sides for v in side)
+        else:
+            n = len(self.coder.encode(element))
+        self.largest = max(self.largest, n)
+        yield element
+
+    def finish_bundle(self) -> None:
+        if self.largest:
+            self.dist.update(self.largest)
+            self.largest = 0
+
+
+def sized(coll: Any, label: str, grouped: bool = False) -> Any:
+    """``coll`` with ``ElementSizeFn`` on the way (profile mode only)."""
+    from apache_beam.typehints import typehints
+
+    coder = beam.coders.registry.get_coder(typehints.Any) if grouped else shuffle_coder(coll, False)
+    step = beam.ParDo(ElementSizeFn(label, coder, grouped))
+    if coll.element_type is not None:
+        step = step.with_output_types(coll.element_type)
+    return coll | f"{label}/element_bytes" >> step
+
+
+def largest_from_metrics(result: Any) -> dict[str, int]:
+    """``{collection label: bytes}`` of the ``ElementSizeFn`` distributions (their max)."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    query = result.metrics().query(MetricsFilter().with_namespace(LARGEST_NS))
+    out: dict[str, int] = {}
+    for m in query["distributions"]:
+        value = m.committed if m.committed is not None else m.attempted
+        if value is not None and value.count:
+            out[m.key.metric.name] = max(out.get(m.key.metric.name, 0), int(value.max))
+    return dict(sorted(out.items()))
+
+
 def shuffle_coder(coll: Any, keyed: bool) -> Any:
     """The coder of ``coll``'s elements as they enter a shuffle: a key-value pair (``keyed``)
     of an untyped collection gets Beam's tuple coder of two primitive coders, as the
@@ -314,11 +379,13 @@ class WriteShards(beam.PTransform):
         markers = shards | "ShardMarkers" >> beam.FlatMap(co.shard_markers)
         both = (keyed, markers) | "WithMarkers" >> beam.Flatten()
         if self.profile:
+            keyed = sized(keyed, "output/AssignShard")
             both = measured(both, "output")
-        return (
-            both
-            | "GroupByShard" >> beam.GroupByKey()
-            | "WriteShard" >> beam.ParDo(WriteShardFn(self.directory, self.fmt), shards_si)
+        grouped = both | "GroupByShard" >> beam.GroupByKey()
+        if self.profile:
+            grouped = sized(grouped, "output/GroupByShard", grouped=True)
+        return grouped | "WriteShard" >> beam.ParDo(
+            WriteShardFn(self.directory, self.fmt), shards_si
         )
 
 
@@ -377,9 +444,14 @@ class BeamEngine(Engine):
         # ``close``); otherwise no step is added, so the pipeline graph is the plain one
         self.profile = profile_path()
         self.shuffle_bytes: dict[str, int] = {}
+        self.largest_element: dict[str, int] = {}
 
     def _measured(self, coll: Any, label: str, keyed: bool = True) -> Any:
         return measured(coll, label, keyed) if self.profile else coll
+
+    def _sized(self, coll: Any, label: str, grouped: bool = False) -> Any:
+        """``coll``, its largest element measured in profile mode (``ElementSizeFn``)."""
+        return sized(coll, label, grouped) if self.profile else coll
 
     def _par_do(self, dofn: CountingDoFn, *side: Any) -> beam.PTransform:
         """``ParDo(dofn)``; with ``--keep-samples`` its samples output is collected too."""
@@ -412,15 +484,17 @@ class BeamEngine(Engine):
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
         lbl = self._label(label)
         created = self.pipeline | f"{lbl}/inputs" >> beam.Create(items)
-        return (
+        out = (
             self._measured(created, lbl, keyed=False)
             | f"{lbl}/spread" >> beam.Reshuffle()
             # the progress bar counts the job's input files only (not, e.g., a URL list)
             | lbl >> self._par_do(_SourceFn(fn, self.progress_dir if label == "wet" else None))
         )
+        return self._sized(out, lbl)
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
-        return coll | self._label(label) >> self._par_do(_MapFn(fn))
+        lbl = self._label(label)
+        return self._sized(coll | lbl >> self._par_do(_MapFn(fn)), lbl)
 
     def broadcast(self, label: str, value: Any) -> Any:
         """A one-element PCollection, read by ``flat_map_with`` as a singleton side input."""
@@ -428,16 +502,18 @@ class BeamEngine(Engine):
 
     def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
         value = beam.pvalue.AsSingleton(side)
-        return coll | self._label(label) >> self._par_do(_SideMapFn(fn), value)
+        lbl = self._label(label)
+        return self._sized(coll | lbl >> self._par_do(_SideMapFn(fn), value), lbl)
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
         grouped = self._measured(coll, lbl) | f"{lbl}/group" >> beam.GroupByKey()
-        return grouped | lbl >> self._par_do(_GroupFn(fn))
+        grouped = self._sized(grouped, f"{lbl}/group", grouped=True)
+        return self._sized(grouped | lbl >> self._par_do(_GroupFn(fn)), lbl)
 
     def combine(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
-        return self._measured(coll, lbl) | lbl >> beam.CombinePerKey(fn)
+        return self._sized(self._measured(coll, lbl) | lbl >> beam.CombinePerKey(fn), lbl)
 
     def cogroup(self, label: str, left: Any, right: Any, fn: Fn) -> Any:
         lbl = self._label(label)
@@ -445,15 +521,12 @@ class BeamEngine(Engine):
             "left": self._measured(left, f"{lbl}/left"),
             "right": self._measured(right, f"{lbl}/right"),
         }
-        return (
-            sides
-            | f"{lbl}/join" >> beam.CoGroupByKey()
-            | lbl >> self._par_do(_CoGroupFn(fn))
-        )
+        joined = self._sized(sides | f"{lbl}/join" >> beam.CoGroupByKey(), f"{lbl}/join", True)
+        return self._sized(joined | lbl >> self._par_do(_CoGroupFn(fn)), lbl)
 
     def distinct(self, coll: Any, label: str) -> Any:
         lbl = self._label(label)
-        return self._measured(coll, lbl, keyed=False) | lbl >> beam.Distinct()
+        return self._sized(self._measured(coll, lbl, keyed=False) | lbl >> beam.Distinct(), lbl)
 
     def loop(self, coll: Any, label: str, body: Fn, rounds: int) -> Any:
         for r in range(rounds):  # unrolled: a round on a converged edge set changes nothing
@@ -519,6 +592,7 @@ class BeamEngine(Engine):
         self._counters, self.counter_source = counters_from_metrics(result)
         if self.profile:
             self.shuffle_bytes = shuffle_bytes_from_metrics(result)
+            self.largest_element = largest_from_metrics(result)
 
     def counters(self) -> dict[str, dict[str, int]]:
         return self._counters
@@ -526,4 +600,6 @@ class BeamEngine(Engine):
     def close(self) -> None:
         """Write the stage profile (``C4FORGE_ENGINE_PROFILE``): shuffle bytes per stage."""
         if self.profile:
-            write_profile(self.profile, self.shuffle_bytes)
+            write_profile(
+                self.profile, self.shuffle_bytes, largest_element=self.largest_element
+            )

@@ -11,9 +11,11 @@ the user's options unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +135,29 @@ def _describe(num_workers: int) -> str:
     return "DirectRunner/FnApiRunner (1 in-process worker)"
 
 
+@contextlib.contextmanager
+def no_data_flush_timer() -> Iterator[None]:
+    """Beam's runner-side data channels without their flush timer, for the ``with`` block.
+
+    Why: the multi-process FnApiRunner (Beam 2.77) builds its gRPC data server with
+    ``worker_handlers.DATA_BUFFER_TIME_LIMIT_MS`` (1,000 ms), so every runner → worker stream
+    is a ``data_plane.TimeBasedBufferingClosableOutputStream``. Its timer thread flushes with
+    ``callback(get())`` then ``_clear()`` under a lock that ``write()`` does not take; when the
+    send queue is full (a slow worker), the callback blocks, the runner keeps writing, and
+    ``_clear()`` wipes what was written meanwhile: whole elements lost, no error. With the
+    limit at 0 Beam builds size-buffered streams (flushed by their writer, on close), which
+    have no second thread. The limit is a module constant read when a run starts its servers,
+    so it is set for the run and put back after."""
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+    before = worker_handlers.DATA_BUFFER_TIME_LIMIT_MS
+    worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = 0
+    try:
+        yield
+    finally:
+        worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = before
+
+
 def _local_runner(options: Any, num_workers: int) -> Any:
     """Beam's FnApiRunner, built as SwitchingDirectRunner builds it (Beam 2.77,
     runners/direct/direct_runner.py) minus the Prism attempt before it; worker processes start
@@ -158,7 +183,8 @@ def _local_runner(options: Any, num_workers: int) -> Any:
             direct = options.view_as(DirectOptions)
             mode, direct.direct_running_mode = direct.direct_running_mode, "c4forge_processes"
             try:
-                return super().run_pipeline(pipeline, options)
+                with no_data_flush_timer():
+                    return super().run_pipeline(pipeline, options)
             finally:
                 direct.direct_running_mode = mode
 
