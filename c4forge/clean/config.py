@@ -13,20 +13,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from c4forge.cliconfig import CliConfig, option
+from c4forge.engines.choose import AUTO_LOCAL_BYTES, ENGINES  # noqa: F401 - every stage's policy
 from c4forge.errors import ConfigError
 from c4forge.filters.variants import variants_help
 from c4forge.io.storage import is_remote
-from c4forge.pipeline.cli_common import runner_option, workers_option
+from c4forge.pipeline.cli_common import (
+    engine_option,
+    master_option,
+    runner_option,
+    workers_option,
+)
 
 SUPPORTED_LANGUAGES = ("en",)  # D5: the language is a parameter; only English has resources
 DEDUP_MODES = ("spans", "lines", "none")
 FORMATS = ("jsonl", "parquet")
 INPUT_FORMATS = ("auto", "wet", "warc")
 NEAR_DEDUP_MODES = ("none", "minhash")
-ENGINES = ("auto", "beam", "spark", "local")
-# --engine auto (the default): a local run on at least this much input (compressed bytes) runs
-# on the local engine, which spills its shuffles to disk; smaller ones on Beam's DirectRunner.
-AUTO_LOCAL_BYTES = 64 << 20
 
 
 def _local_output(path: str) -> str:
@@ -93,17 +95,8 @@ class CleanJob(CliConfig):
     language: str = option("--language", default="en", help="target language (only 'en' today)")
     workers: int | None = workers_option()
     runner: str | None = runner_option()
-    engine: str = option(
-        "--engine",
-        default="auto",
-        choices=list(ENGINES),
-        help="auto (default): local for inputs of 64 MiB or more run on this machine, else beam; "
-        "beam: a Beam job (DirectRunner, or --runner); spark: native PySpark (no Beam job "
-        "server needed); local: in-process worker pool, shuffles spilled to disk",
-    )
-    master: str | None = option(
-        "--master", default=None, help="Spark master URL for --engine spark (default local[*])"
-    )
+    engine: str = engine_option()
+    master: str | None = master_option()
     train_shards: str | int = option(
         "--train-shards", default="auto", help="train shard count or 'auto'"
     )

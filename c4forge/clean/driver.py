@@ -29,41 +29,30 @@ from c4forge.errors import C4ForgeError, ConfigError, VerificationError
 from c4forge.filters import counting
 from c4forge.io import storage
 from c4forge.io.inputs import InputFile, inputs_block
+from c4forge.pipeline.beam_options import LOCAL_RUNNERS
 
 FUNNEL_NAME = "funnel.png"
 
 
 def choose_engine(job: CleanJob) -> tuple[CleanJob, str]:
-    """``--engine auto`` → the engine for this job, and why (for the first log line). Why by
-    input size: Beam's DirectRunner keeps every collection in memory, so a large local run goes
-    to the local engine, which spills; a small one keeps Beam (one process, no spill files)."""
-    from c4forge.clean.config import AUTO_LOCAL_BYTES
+    """``--engine auto`` → the engine for this job, and why (for the first log line); the
+    policy every stage shares (``engines.choose``)."""
+    from c4forge.engines.choose import choose
     from c4forge.io.inputs import resolve_inputs
-    from c4forge.pipeline.beam_options import LOCAL_RUNNERS
 
     if job.engine != "auto":
         return job, ""
-    if job.runner not in LOCAL_RUNNERS or job.passthrough:
-        return job.replace(engine="beam"), "auto: a Beam runner or Beam options given"
-    size = sum(f.size for f in resolve_inputs(list(job.inputs), job.input_format))
-    limit = f"{AUTO_LOCAL_BYTES >> 20} MiB"
-    if size >= AUTO_LOCAL_BYTES:
-        return job.replace(engine="local"), f"auto: {size / 1e6:,.0f} MB of input ≥ {limit}"
-    return job.replace(engine="beam"), f"auto: {size / 1e6:,.1f} MB of input < {limit}"
+    size = 0
+    if job.runner in LOCAL_RUNNERS and not job.passthrough:
+        size = sum(f.size for f in resolve_inputs(list(job.inputs), job.input_format))
+    engine, why = choose(job.engine, job.runner, job.passthrough, size)
+    return job.replace(engine=engine), why
 
 
 def make_engine(job: CleanJob, spark_context: Any = None) -> Any:
-    if job.engine == "spark":
-        from c4forge.engines.spark import SparkEngine
+    from c4forge.engines.choose import make_engine as make
 
-        return SparkEngine(job, spark_context)
-    if job.engine == "local":
-        from c4forge.engines.local import LocalEngine
-
-        return LocalEngine(job)
-    from c4forge.engines.beam import BeamEngine
-
-    return BeamEngine(job)
+    return make(job, spark_context)
 
 
 def _log(job: CleanJob, msg: str) -> None:

@@ -23,7 +23,8 @@ Primitives (``label`` names the step: Beam needs unique labels, the others use i
   collection stops changing, at most ``rounds`` times (Beam graphs cannot loop on data: Beam
   unrolls ``rounds`` rounds, which gives the same result because a round on a fixed point
   changes nothing);
-* ``drain(coll, label)``: run ``coll`` for its counters only;
+* ``drain(coll, label)``: run ``coll`` for its counters and side effects only (``execute``
+  then runs what was built: Beam runs its graph there, the other engines already ran it);
 * ``write_shards(coll, job)``: ``(split, OutDoc)`` pairs → shard files; runs the job and
   returns the per-shard stats;
 * ``counters()``: ``{stage: {reason: n}}`` of the finished run.
@@ -131,6 +132,12 @@ class Engine(ABC):
 
     @abstractmethod
     def drain(self, coll: Any, label: str) -> None: ...
+
+    def execute(self) -> None:
+        """Run what was built so far (Beam builds a graph, then runs it here; the local engine
+        and Spark's ``drain`` have already run it). A stage with two jobs (a count decides
+        the second) calls it between them."""
+        return None
 
     @abstractmethod
     def write_shards(self, coll: Any, job: Any) -> list[dict]: ...

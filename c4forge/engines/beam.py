@@ -434,6 +434,7 @@ class BeamEngine(Engine):
         self.choice = make_runner(runner, workers, extra)
         self.description = self.choice.description
         self.pipeline = beam.Pipeline(runner=self.choice.runner, options=self.choice.options)
+        self._ran = False
         self.progress_dir: str | None = None
         self._labels: Counter[str] = Counter()
         self._counters: dict[str, dict[str, int]] = {}
@@ -460,6 +461,13 @@ class BeamEngine(Engine):
         dofn.keep = self.keep_samples
         return _WithSamples(beam.ParDo(dofn, *side), self._sample_colls)
 
+    def _root(self) -> Any:
+        """The pipeline new sources attach to: a new one once ``execute`` ran the last."""
+        if self._ran:
+            self.pipeline = beam.Pipeline(runner=self.choice.runner, options=self.choice.options)
+            self._ran = False
+        return self.pipeline
+
     def _label(self, label: str) -> str:
         self._labels[label] += 1
         n = self._labels[label]
@@ -483,7 +491,7 @@ class BeamEngine(Engine):
     # -- primitives -----------------------------------------------------------------------------
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
         lbl = self._label(label)
-        created = self.pipeline | f"{lbl}/inputs" >> beam.Create(items)
+        created = self._root() | f"{lbl}/inputs" >> beam.Create(items)
         out = (
             self._measured(created, lbl, keyed=False)
             | f"{lbl}/spread" >> beam.Reshuffle()
@@ -498,7 +506,7 @@ class BeamEngine(Engine):
 
     def broadcast(self, label: str, value: Any) -> Any:
         """A one-element PCollection, read by ``flat_map_with`` as a singleton side input."""
-        return self.pipeline | f"{self._label(label)}/resource" >> beam.Create([value])
+        return self._root() | f"{self._label(label)}/resource" >> beam.Create([value])
 
     def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
         value = beam.pvalue.AsSingleton(side)
@@ -575,9 +583,11 @@ class BeamEngine(Engine):
         return self._samples
 
     def execute(self) -> None:
-        """Run the pipeline built so far; keep its counters (``counters()``)."""
+        """Run the pipeline built so far; keep its counters (``counters()``); a later source
+        starts a new pipeline (a stage's second job, ``_root``)."""
         from c4forge.engines.errors import user_error_from
 
+        self._ran = True
         try:
             result = self.pipeline.run()
             result.wait_until_finish()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -259,17 +259,48 @@ def write_shard(
     Rows are written in the order given (the caller sorts by key). An empty shard still gets
     one empty record batch: ``datasets.Dataset.from_file`` cannot open a stream with none.
     """
+    rows = check_columns(spec, columns)
+    batches = (
+        {k: v[lo : min(rows, lo + batch_rows)] for k, v in columns.items()}
+        for lo in range(0, rows, batch_rows)
+    )
+    return write_shard_batches(path, spec, batches, metadata, compression=compression)
+
+
+def empty_columns(spec: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Zero rows of every column of ``spec`` (an empty shard's only batch)."""
+    return {
+        e["name"]: np.zeros((0, e["length"]) if "length" in e else (0,), numpy_dtype(e))
+        for e in spec
+    }
+
+
+def write_shard_batches(
+    path: str,
+    spec: Sequence[Mapping[str, Any]],
+    batches: Iterable[Mapping[str, np.ndarray]],
+    metadata: Mapping[str, Any],
+    *,
+    compression: str | None = None,
+) -> dict[str, Any]:
+    """``write_shard`` from its record batches, one at a time (a merge of sorted runs never
+    holds the shard): the same bytes as ``write_shard`` when every batch but the last has
+    ``batch_rows`` rows. No batch at all: one empty record batch, as ``write_shard``."""
     if compression not in COMPRESSIONS:
         raise ConfigError(f"--compression must be none or lz4, got {compression!r}")
-    rows = check_columns(spec, columns)
     schema = arrow_schema(spec, metadata)
     options = pa.ipc.IpcWriteOptions(compression=compression)
+    rows = inputs = targets = 0
     with storage.atomic_writer(path) as f:
         sink = _HashingSink(f)
         with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema, options=options) as writer:
-            for lo in range(0, max(rows, 1), batch_rows):
-                writer.write_batch(_batch(schema, spec, columns, lo, min(rows, lo + batch_rows)))
-    inputs, targets = token_counts(spec, columns)
+            for columns in batches:
+                n = check_columns(spec, columns)
+                writer.write_batch(_batch(schema, spec, columns, 0, n))
+                i, t = token_counts(spec, columns)
+                rows, inputs, targets = rows + n, inputs + i, targets + t
+            if rows == 0:
+                writer.write_batch(_batch(schema, spec, empty_columns(spec), 0, 0))
     return {
         "file": storage.basename(path),
         "rows": rows,

@@ -29,3 +29,24 @@ def runner_option() -> Any:
         default=None,
         help="Beam runner (DirectRunner default; DataflowRunner, FlinkRunner, SparkRunner)",
     )
+
+
+def engine_option() -> Any:
+    """``--engine auto|beam|spark|local``: which engine runs the stage (``engines.choose``)."""
+    from c4forge.engines.choose import ENGINES
+
+    return option(
+        "--engine",
+        default="auto",
+        choices=list(ENGINES),
+        help="auto (default): local for inputs of 64 MiB or more run on this machine, else beam; "
+        "beam: a Beam job (DirectRunner, or --runner); spark: native PySpark (no Beam job "
+        "server needed); local: in-process worker pool, shuffles spilled to disk",
+    )
+
+
+def master_option() -> Any:
+    """``--master URL``: the Spark master of ``--engine spark``."""
+    return option(
+        "--master", default=None, help="Spark master URL for --engine spark (default local[*])"
+    )

@@ -1,15 +1,16 @@
-"""One shard build from start to end: resolve the job, decide what the output folder needs,
-let the engine write the missing shards, finish (index.json last) and summarise.
+"""One shard build from start to end: resolve the job, pick the engine, decide what the output
+folder needs, let the engine write the missing shards (``stage.run`` on its primitives),
+check the accounting, finish (index.json last), remove the runs and summarise.
 
-The engine is a function ``(build, skip) -> description``: it must write every shard not in
-``skip`` with ``rows.write_one_shard`` and every clean shard's counters with
-``rows.save_clean_stats``. Beam's is ``c4forge.shards.beam.run_pipeline``.
+The engine policy and flags are ``clean``'s (``engines.choose``): ``--engine auto`` picks the
+local engine for 64 MiB of clean documents or more, else Beam's DirectRunner; a Beam runner or
+Beam options mean Beam.
 """
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 from c4forge.formats import shards as fmt
@@ -18,17 +19,31 @@ from c4forge.shards.job import ShardsBuild, ShardsJob, resolve
 from c4forge.shards.output import finish, finished_shards, gather_stats, prepare_output
 from c4forge.shards.report import ProgressWatcher, summary_lines
 
-Engine = Callable[[ShardsBuild, frozenset[str]], str]
+
+def choose_engine(job: ShardsJob, build: ShardsBuild) -> tuple[ShardsJob, str]:
+    """``--engine auto`` → the engine for this build and why (``engines.choose``)."""
+    from c4forge.engines.choose import choose
+
+    if job.engine != "auto":
+        return job, ""
+    size = 0
+    if not storage.is_remote(job.docs):
+        size = sum(storage.size(p) for files in build.clean_files.values() for p in files)
+    engine, why = choose(job.engine, job.runner, job.passthrough, size)
+    return job.replace(engine=engine), why
 
 
-def _beam_engine(build: ShardsBuild, skip: frozenset[str]) -> str:
-    from c4forge.shards.beam import run_pipeline
+def _log(job: ShardsJob, msg: str) -> None:
+    if not job.quiet:
+        print(msg, file=sys.stderr, flush=True)
 
-    return run_pipeline(build, skip)
 
+def run_job(job: ShardsJob, engine: Any = None) -> dict[str, Any]:
+    """Build (or finish) the shard set of ``job`` on ``engine`` (default: the job's own,
+    closed at the end); returns index.json's content."""
+    from c4forge.engines.choose import make_engine
+    from c4forge.shards import stage
 
-def run_job(job: ShardsJob, engine: Engine | None = None) -> dict[str, Any]:
-    """Build (or finish) the shard set of ``job``; returns index.json's content."""
     started = time.time()
     if job.pipeline_args:  # --s3_endpoint_url …: the driver's own remote calls need them too
         storage.use_pipeline_options(list(job.pipeline_args))
@@ -36,9 +51,27 @@ def run_job(job: ShardsJob, engine: Engine | None = None) -> dict[str, Any]:
     state = prepare_output(build, job.overwrite)
     runner = ""
     if state != "done":
-        with ProgressWatcher(build, job.quiet):
-            runner = (engine or _beam_engine)(build, finished_shards(build))
-        index = finish(build, gather_stats(build))
+        own = engine is None
+        why = ""
+        if own:
+            job, why = choose_engine(job, build)
+            engine = make_engine(job)
+        runner = engine.description
+        try:
+            files = sum(len(f) for f in build.clean_files.values())
+            obj = job.objective
+            _log(
+                job,
+                f"c4forge shards: {files} clean file(s) → {job.output} [objective={obj.name} "
+                f"{obj.inputs_length}/{obj.targets_length}, {engine.tag}={runner}"
+                f"{f' ({why})' if why else ''}]",
+            )
+            with ProgressWatcher(build, job.quiet):
+                stage.run(engine, build, finished_shards(build), job.resume)
+        finally:
+            if own:
+                engine.close()
+        index = finish(build, gather_stats(build))  # removes _progress/ (runs) after index.json
     else:
         index = storage.read_json(storage.join(job.output, fmt.INDEX_NAME))
     if not job.quiet:

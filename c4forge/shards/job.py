@@ -48,11 +48,28 @@ class ShardsJob:
     )  # None = the clean shard count of that split
     rows_per_shard: int | None = None
     # How it runs (never part of the rows):
+    engine: str = "auto"  # auto | local | spark | beam (``engines.choose``)
     runner: str | None = None
     workers: int | None = None
+    master: str | None = None  # Spark master URL (--engine spark)
     pipeline_args: tuple[str, ...] = ()  # passed to the runner unchanged
     overwrite: bool = False
+    resume: bool = False  # reuse the runs of an interrupted build
     quiet: bool = False
+
+    @property
+    def passthrough(self) -> tuple[str, ...]:
+        """The engine options (the engines read them under this name)."""
+        return self.pipeline_args
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.docs,)
+
+    def replace(self, **changes: Any) -> ShardsJob:
+        from dataclasses import replace
+
+        return replace(self, **changes)
 
 
 def parse_num_shards(spec: str | None) -> dict[str, int | None]:
@@ -124,10 +141,13 @@ def make_job(opts: ShardsOptions) -> ShardsJob:
         compression=None if compression in (None, "none") else compression,
         num_shards=requested,
         rows_per_shard=rows_per_shard,
+        engine=opts.engine,
         runner=opts.runner,
         workers=workers,
+        master=opts.master,
         pipeline_args=tuple(opts.pipeline_args),
         overwrite=opts.overwrite,
+        resume=opts.resume,
         quiet=opts.quiet,
     )
 

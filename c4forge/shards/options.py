@@ -14,7 +14,12 @@ from typing import Any
 
 from c4forge.cliconfig import CliConfig, Flag, option, option_set
 from c4forge.objectives.registry import OBJECTIVES, objective_options
-from c4forge.pipeline.cli_common import runner_option, workers_option
+from c4forge.pipeline.cli_common import (
+    engine_option,
+    master_option,
+    runner_option,
+    workers_option,
+)
 
 
 def _objective_flags() -> Iterator[tuple[str, str, Flag]]:
@@ -101,11 +106,21 @@ class ShardsOptions(CliConfig):
     compression: str | None = option("--compression", default="none", choices=["none", "lz4"])
     workers: int | None = workers_option()
     runner: str | None = runner_option()
+    engine: str = engine_option()
+    master: str | None = master_option()
     overwrite: bool = option(
         "--overwrite",
         default=False,
         action="store_true",
         help="replace a shard set built differently",
+    )
+    resume: bool = option(
+        "--resume",
+        default=False,
+        action="store_true",
+        help="continue an interrupted build: clean shards whose sorted runs under "
+        "OUTPUT/_progress/ are complete are not tokenized again (finished shards are kept "
+        "either way)",
     )
     quiet: bool = option(
         "--quiet", default=False, action="store_true", help="no progress bar or summary"

@@ -17,7 +17,7 @@ from c4forge.formats.shards import VOCAB_DIR
 from c4forge.formats.shards import VOCAB_INDEX_KEY as INDEX_KEY
 from c4forge.io import storage
 from c4forge.shards.job import ShardsBuild
-from c4forge.shards.rows import clean_stats_path, empty_stats, write_one_shard
+from c4forge.shards.rows import check_rows, clean_stats_path, empty_stats, write_one_shard
 from c4forge.tokenizers.vocab_files import copy_is_current, write_vocab_copy
 
 BUILD_RECORD = "_build.json"  # under _progress/: what an unfinished build was building
@@ -143,18 +143,32 @@ def finished_shards(build: ShardsBuild) -> frozenset[str]:
 
 
 def gather_stats(build: ShardsBuild) -> dict[str, dict[str, int]]:
-    """Sum the per-clean-shard counters per split; every clean shard must have reported."""
+    """Sum the per-clean-shard counters per split; every clean shard must have reported; the
+    documents read must be the documents the clean output holds (``check_documents``)."""
     out: dict[str, dict[str, int]] = {}
     for split in build.splits:
         total = empty_stats(build.objective)
+        read = 0
         for path in build.clean_files[split]:
             rec_path = clean_stats_path(build.output, split, clean_docs.shard_index(path))
             if not storage.exists(rec_path):
                 raise RuntimeError(f"clean shard {path} was not processed ({rec_path} missing)")
-            for k, v in storage.read_json(rec_path)["stats"].items():
+            record = storage.read_json(rec_path)
+            for k, v in record["stats"].items():
                 total[k] = total.get(k, 0) + v
+            read += record.get("documents_read", record["stats"].get("documents", 0))
+        check_documents(build, split, read, total)
         out[split] = total
     return out
+
+
+def check_documents(build: ShardsBuild, split: str, read: int, stats: dict[str, int]) -> None:
+    """Documents in = documents read = documents tokenized + counted drops, per split: refuse
+    (naming the step) before index.json when they do not add up."""
+    source = build.manifest.get("source", {}).get("documents", {}).get(split)
+    if source is not None:
+        check_rows(split, build.job.docs, "read", source, read)
+    check_rows(split, build.job.docs, "tokenize", read, stats.get("documents", read))
 
 
 def finish(build: ShardsBuild, stats: dict[str, dict[str, int]]) -> dict[str, Any]:
@@ -181,10 +195,7 @@ def finish(build: ShardsBuild, stats: dict[str, dict[str, int]]) -> dict[str, An
                 rec = write_one_shard(build, split, i, count, [])  # no row hashed to this shard
             records.append(rec)
         block = fmt.split_summary(count, records)
-        if block["rows"] != stats[split]["rows"]:
-            raise RuntimeError(
-                f"{split}: shards hold {block['rows']} rows, the build made {stats[split]['rows']}"
-            )
+        check_rows(split, build.output, "write", stats[split]["rows"], block["rows"])
         splits[split] = block
     index = dict(build.manifest)
     index["splits"] = splits

@@ -43,14 +43,19 @@ class Block:
 
 
 def clean_shard_rows(
-    build: ShardsBuild, vocab: Any, path: str, stats: dict[str, int]
+    build: ShardsBuild,
+    vocab: Any,
+    path: str,
+    stats: dict[str, int],
+    read: list[int] | None = None,
 ) -> Iterator[Block]:
     """Row blocks of one clean shard, in example order, made by the objective's registered
-    example builder; ``stats`` receives its counters."""
+    example builder; ``stats`` receives its counters, ``read[0]`` the documents read from the
+    file (for the accounting: every document read is tokenized or a counted drop)."""
     cfg = build.objective
     clean_index = clean_docs.shard_index(path)
     done = 0
-    texts = (rec["text"] for rec in clean_docs.iter_documents(path))
+    texts = _counted_texts(path, read if read is not None else [0])
     for columns, keys in cfg.spec.build_rows(
         texts,
         vocab,
@@ -67,6 +72,23 @@ def clean_shard_rows(
         )
         done += n
         yield Block(keys.astype(np.uint64), order, columns)
+
+
+def _counted_texts(path: str, read: list[int]) -> Iterator[str]:
+    for rec in clean_docs.iter_documents(path):
+        read[0] += 1
+        yield rec["text"]
+
+
+def check_rows(split: str, source: str, step: str, expected: int, got: int) -> None:
+    """Refuse to go on when a step did not pass on every row (or document) it was given."""
+    if expected != got:
+        from c4forge.errors import VerificationError
+
+        raise VerificationError(
+            f"{split}: {source}: {expected:,} in, {got:,} out of step '{step}' (rows or "
+            "documents went missing there); index.json not written"
+        )
 
 
 def split_by_shard(block: Block, num_shards: int) -> Iterator[tuple[int, Block]]:
@@ -112,12 +134,14 @@ def clean_stats_path(output: str, split: str, clean_index: int) -> str:
     )
 
 
-def save_clean_stats(build: ShardsBuild, split: str, path: str, stats: dict[str, int]) -> None:
-    """The counters of one processed clean shard (same content on a retried bundle)."""
-    storage.write_json(
-        clean_stats_path(build.output, split, clean_docs.shard_index(path)),
-        {"split": split, "file": storage.basename(path), "stats": stats},
-    )
+def save_clean_stats(
+    build: ShardsBuild, split: str, path: str, stats: dict[str, int], **extra: Any
+) -> dict[str, Any]:
+    """The counters of one processed clean shard (same content on a retried bundle), with
+    ``extra`` (documents read, its runs); returns the record."""
+    record = {"split": split, "file": storage.basename(path), "stats": stats, **extra}
+    storage.write_json(clean_stats_path(build.output, split, clean_docs.shard_index(path)), record)
+    return record
 
 
 def write_one_shard(
@@ -141,6 +165,35 @@ def write_one_shard(
         batch_rows=build.job.batch_rows,
         compression=build.job.compression,
     )
+    rec = {**rec, "dataset_fingerprint": build.fingerprint}
+    progress.save(rec)
+    return rec
+
+
+def write_merged_shard(
+    build: ShardsBuild, split: str, index: int, count: int, runs: list[tuple[str, list[int], int]]
+) -> dict[str, Any]:
+    """One shard from the merge of its sorted runs (``shards.runs``), streamed in record
+    batches: the same bytes as ``write_one_shard`` of the same rows, without holding them."""
+    from c4forge.shards import runs as sruns
+
+    name = fmt.shard_file_name(split, index, count)
+    progress = fmt.Progress(build.output)
+    done = progress.finished(name, build.fingerprint)
+    if done is not None:
+        return done
+    meta = fmt.shard_metadata(
+        build.fingerprint, build.vocab_descriptor["sha256"], split, index, count
+    )
+    merged = sruns.merged_rows([(path, segments) for path, segments, _ in runs], build.schema)
+    rec = fmt.write_shard_batches(
+        storage.join(build.output, name),
+        build.schema,
+        sruns.rebatch(merged, build.job.batch_rows),
+        meta,
+        compression=build.job.compression,
+    )
+    check_rows(split, name, "merge", sum(r[2] for r in runs), rec["rows"])
     rec = {**rec, "dataset_fingerprint": build.fingerprint}
     progress.save(rec)
     return rec
