@@ -68,6 +68,13 @@ def run_job(job: ShardsJob, engine: Any = None) -> dict[str, Any]:
             )
             with ProgressWatcher(build, job.quiet):
                 stage.run(engine, build, finished_shards(build), job.resume)
+            if job.resume:
+                done = engine.counters().get("shards", {})
+                _log(
+                    job,
+                    f"  --resume: {done.get('clean_shards_reused', 0)} clean shard(s) tokenized "
+                    f"by an earlier run, reused; {done.get('clean_shards_built', 0)} built now",
+                )
         finally:
             if own:
                 engine.close()

@@ -33,7 +33,11 @@ def run_schema(spec: Sequence[Mapping[str, Any]]) -> pa.Schema:
     """The shard's columns (no metadata) plus the sort key, tie-breaker and segment number."""
     base = fmt.arrow_schema(spec, {})
     fields = [pa.field(f.name, f.type) for f in base]
-    fields += [pa.field(KEY, pa.uint64()), pa.field(ORDER, pa.uint64()), pa.field(SEGMENT, pa.uint32())]
+    fields += [
+        pa.field(KEY, pa.uint64()),
+        pa.field(ORDER, pa.uint64()),
+        pa.field(SEGMENT, pa.uint32()),
+    ]
     return pa.schema(fields)
 
 
@@ -136,9 +140,7 @@ class _Cursor:
             if batch.num_rows:
                 self.keys = batch.column(KEY).to_numpy()
                 self.order = batch.column(ORDER).to_numpy()
-                self.columns = {
-                    e["name"]: fmt.column_numpy(batch, e) for e in self.spec
-                }
+                self.columns = {e["name"]: fmt.column_numpy(batch, e) for e in self.spec}
                 return True
         self.keys = self.order = np.zeros(0, np.uint64)
         self.columns = {}
