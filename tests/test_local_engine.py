@@ -1,7 +1,7 @@
-"""The local engine (issue 19): shuffles spilled to disk, a worker pool, shards written by an
-external merge sort. Its output equals the Beam engine's (the byte-identity matrix is
-``benchmarks/identity.py``); here: small runs and buckets give the same bytes as the default
-ones, so the spill paths (many sorted runs per shard, many buckets) are the ones exercised."""
+"""The local engine: shuffles spilled to disk, a worker pool, shards merged from sorted runs.
+Its output equals the Beam engine's (the byte-identity matrix is ``benchmarks/identity.py``);
+here: small run records and buckets give the same bytes as the default ones, so the spill
+paths (many records per run, runs split across shards, many buckets) are the ones exercised."""
 
 from __future__ import annotations
 
@@ -9,26 +9,27 @@ from pathlib import Path
 
 from clean_fixtures import DERIVED_WET
 
+from c4forge.clean import output as co
 from c4forge.clean.config import CleanJob
 from c4forge.clean.driver import run_clean
 from c4forge.engines import local
 
 
-def _run(out: Path, workers: int) -> dict[str, bytes]:
-    job = CleanJob((DERIVED_WET,), str(out), quiet=True, engine="local", workers=workers)
+def _run(out: Path, workers: int, **kw) -> dict[str, bytes]:
+    job = CleanJob((DERIVED_WET,), str(out), quiet=True, engine="local", workers=workers, **kw)
     assert run_clean(job, local.LocalEngine(job)) == 0
     return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
 
 
 def test_tiny_runs_and_buckets_give_the_same_bytes(tmp_path: Path, monkeypatch) -> None:
-    default = _run(tmp_path / "default", 1)
-    monkeypatch.setattr(local, "RUN_DOCS", 3)  # every shard merged from many sorted runs
+    default = _run(tmp_path / "default", 1, train_shards=3)
     monkeypatch.setattr(local, "MIN_BUCKETS", 64)
     monkeypatch.setattr(local, "BUCKET_BYTES", 1 << 10)
     monkeypatch.setattr(local, "SPILL_ITEMS", 7)  # many segments per bucket in a spill file
-    monkeypatch.setattr(local, "RUN_BATCH", 2)
-    spilled = _run(tmp_path / "spilled", 2)
+    monkeypatch.setattr(co, "RUN_BATCH", 2)  # many pickle records per sorted run
+    spilled = _run(tmp_path / "spilled", 2, train_shards=3)
     assert spilled == default
+    assert sum(n.startswith("c4-train") for n in default) == 3
     assert any(n.startswith("c4-train") for n in default)
 
 
@@ -42,6 +43,7 @@ def test_bucket_count_is_not_bounded_by_the_open_file_limit(tmp_path: Path) -> N
     script = f"""
 import resource
 resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+from c4forge.clean import output as co
 from c4forge.clean.config import CleanJob
 from c4forge.clean.driver import run_clean
 from c4forge.engines import local

@@ -32,6 +32,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from c4forge.clean import output as co
 from c4forge.clean import progress as pg
 from c4forge.clean.plan import Plan, run_maps
 from c4forge.clean.steps import Doc, UrlEntry
@@ -226,9 +227,11 @@ def chunk_pass(
     plan: Plan,
     output: str,
     k: int,
+    runs: bool = False,
 ) -> Iterator[Any]:
     """Pass ``k`` over one chunk (see the module docstring); yields the next corpus stage's
-    keys, or on the last pass the output pairs."""
+    keys, or on the last pass the output pairs (``runs``: the chunk's documents written as
+    one sorted run per output key instead, ``output.chunk_runs``; yields ``(key, run)``)."""
     (chunk,) = list(chunks)
     work = pg.WorkDir(output, pg.BEAM_DATA_SUFFIX)
     segments = plan.segments()
@@ -246,8 +249,8 @@ def chunk_pass(
             for out in previous.apply((chunk.index, i), doc, by_record.get(i, ()), count)
         )
     if corpus is None:
-        for _, doc in docs:
-            yield from run_maps(maps, doc, count)
+        pairs = (pair for _, doc in docs for pair in run_maps(maps, doc, count))
+        yield from co.chunk_runs(pairs, work.root, chunk.name) if runs else pairs
         return
     with _lines_to(_path(work, chunk, docs_suffix(k))) as out:
         for i, doc in docs:
@@ -257,18 +260,22 @@ def chunk_pass(
 
 
 def run(engine: Any, plan: Plan, job: Any, chunks: list[pg.Chunk]) -> list[dict]:
-    """The whole plan keys-only on ``engine``; returns the per-shard stats."""
-    return engine.write_shards(documents(engine, plan, job, chunks), job)
+    """The whole plan keys-only on ``engine``; returns the per-shard stats. The documents
+    reach the shard writers as sorted runs on storage (``output.chunk_runs``)."""
+    return engine.write_shards(documents(engine, plan, job, chunks, runs=True), job)
 
 
-def documents(engine: Any, plan: Plan, job: Any, chunks: list[pg.Chunk]) -> Any:
-    """The plan's ``(output key, OutDoc)`` collection (chunk files under ``job.output``)."""
+def documents(
+    engine: Any, plan: Plan, job: Any, chunks: list[pg.Chunk], runs: bool = False
+) -> Any:
+    """The plan's ``(output key, OutDoc)`` collection (chunk files under ``job.output``);
+    ``runs``: ``(output key, run)`` of each chunk's sorted runs instead."""
     entries = engine.source("wet", chunks, functools.partial(front, plan=plan, output=job.output))
     kept = engine.group(entries, plan.url_dedup.name, plan.url_dedup.reduce)
     decisions = engine.flat_map(kept, f"{plan.url_dedup.name}/route", url_survivor)
     keyed = engine.source("chunks", chunks, key_chunk)
     for k, (_maps, corpus) in enumerate(plan.segments()):
-        step = functools.partial(chunk_pass, plan=plan, output=job.output, k=k)
+        step = functools.partial(chunk_pass, plan=plan, output=job.output, k=k, runs=runs)
         out = engine.cogroup(f"pass{k}", keyed, decisions, step)
         if corpus is None:
             return out

@@ -25,8 +25,10 @@ Primitives (``label`` names the step: Beam needs unique labels, the others use i
   changes nothing);
 * ``drain(coll, label)``: run ``coll`` for its counters and side effects only (``execute``
   then runs what was built: Beam runs its graph there, the other engines already ran it);
-* ``write_shards(coll, job)``: ``(split, OutDoc)`` pairs → shard files; runs the job and
-  returns the per-shard stats;
+* ``side_list(coll, label)``: a small collection as a side value for ``flat_map_with``;
+* ``collect(coll, label)``: a small collection's items on the driver;
+* ``write_shards(coll, job)``: clean's ``(output key, run)`` pairs → shard files, on the
+  primitives above; runs the job and returns the per-shard stats;
 * ``counters()``: ``{stage: {reason: n}}`` of the finished run.
 
 Job level: ``resolve_inputs``, ``chunk_files``, ``progress`` (a progress bar); ``run`` runs the
@@ -139,8 +141,32 @@ class Engine(ABC):
         the second) calls it between them."""
         return None
 
-    @abstractmethod
-    def write_shards(self, coll: Any, job: Any) -> list[dict]: ...
+    def side_list(self, coll: Any, label: str) -> Any:
+        """A small collection as a side value for ``flat_map_with`` (its items as a list)."""
+        return list(coll)
+
+    def collect(self, coll: Any, label: str) -> list[Any]:
+        """A small collection's items on the driver (runs what it needs)."""
+        return list(coll)
+
+    def write_shards(self, coll: Any, job: Any) -> list[dict]:
+        """``(output key, run)`` of every chunk (``output.chunk_runs``) → the shard files;
+        returns the per-shard stats. Documents never cross a shuffle: the runs' documents per
+        key are counted, each run is split by shard (``output.split_run``), and each shard's
+        writer merges its runs (``output.write_run_shard``); only ``(path, documents)`` are
+        shuffled. Shards no document went to are written empty here, on the driver."""
+        from c4forge.clean import output as co
+
+        runs = self.shared(coll)
+        per_key = self.flat_map(runs, "output/count", co.run_documents)
+        totals = self.side_list(self.combine(per_key, "output/totals", sum), "output/totals")
+        split = functools.partial(co.split_run, options=job.output_options)
+        parts = self.flat_map_with(runs, "output/split", split, totals)
+        write = functools.partial(co.write_run_shard, directory=job.output, fmt=job.format)
+        stats = list(self.collect(self.group(parts, "output/write", write), "output/stats"))
+        for key, index, n in co.empty_shards(stats, job.output_options):
+            stats.append(co.write_shard(job.output, key, index, n, [], job.format))
+        return stats
 
     @abstractmethod
     def counters(self) -> dict[str, dict[str, int]]: ...

@@ -30,7 +30,7 @@ from c4forge.errors import ConfigError, VerificationError
 from c4forge.filters import drop_samples as ds
 from c4forge.io import storage
 
-MANIFEST_NAME = "_c4forge_shards.json"
+COLLECT_NAME = "_c4forge_collect-{}.json"  # a collected collection, handed to the driver
 # The DirectRunner holds every collection in memory: measured peak PSS of the process tree per
 # compressed input byte with the keys-only plan (benchmarks/scale.py), plus a fixed base.
 # Above its fit (5.16 GB measured for 633 MB at 250k pages) on purpose: with this check relaxed,
@@ -321,78 +321,17 @@ def shuffle_bytes_from_metrics(result: Any) -> dict[str, int]:
 # --- output ------------------------------------------------------------------------------------
 
 
-class CountSplitsFn(beam.CombineFn):
-    """Documents per output key (``shard_counts`` adds the empty sets, so an empty corpus
-    still gets its empty shards)."""
-
-    def create_accumulator(self) -> dict[str, int]:
-        return {}
-
-    def add_input(self, acc: dict[str, int], element: tuple[str, Any]) -> dict[str, int]:
-        acc[element[0]] = acc.get(element[0], 0) + 1
-        return acc
-
-    def merge_accumulators(self, accs: Iterable[dict[str, int]]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for a in accs:
-            for k, v in a.items():
-                out[k] = out.get(k, 0) + v
-        return out
-
-    def extract_output(self, acc: dict[str, int]) -> dict[str, int]:
-        return acc
-
-
-class WriteShardFn(beam.DoFn):
-    """One (split, shard) group → one file, written whole by this worker (atomic rename)."""
-
-    def __init__(self, directory: str, fmt: str) -> None:
-        self.directory = directory
-        self.fmt = fmt
-
-    def process(self, element, shards: dict) -> Iterator[dict]:
-        shard, values = element
-        yield co.write_shard_group(self.directory, self.fmt, shards, shard, values)
-
-
-class WriteShards(beam.PTransform):
-    """(split, OutDoc) → shard files; returns the PCollection of per-shard stats dicts.
-
-    The shard count may depend on the document count (``auto``), so it is computed first and
-    read as a side input; one empty marker per shard makes every shard exist, even if empty.
-    """
-
-    def __init__(
-        self, directory: str, fmt: str, shard_options: dict[str, Any], profile: bool = False
-    ) -> None:
-        super().__init__()
-        self.directory = directory
-        self.fmt = fmt
-        self.shard_options = shard_options
-        self.profile = profile  # measure the bytes entering GroupByShard (``measured``)
-
-    def expand(self, split_docs):
-        counts = split_docs | "CountPerSplit" >> beam.CombineGlobally(CountSplitsFn())
-        shards = counts | "ShardCounts" >> beam.Map(co.shard_counts, self.shard_options)
-        shards_si = beam.pvalue.AsSingleton(shards)
-        keyed = split_docs | "AssignShard" >> beam.Map(co.assign_shard, shards_si)
-        markers = shards | "ShardMarkers" >> beam.FlatMap(co.shard_markers)
-        both = (keyed, markers) | "WithMarkers" >> beam.Flatten()
-        if self.profile:
-            keyed = sized(keyed, "output/AssignShard")
-            both = measured(both, "output")
-        grouped = both | "GroupByShard" >> beam.GroupByKey()
-        if self.profile:
-            grouped = sized(grouped, "output/GroupByShard", grouped=True)
-        return grouped | "WriteShard" >> beam.ParDo(
-            WriteShardFn(self.directory, self.fmt), shards_si
-        )
-
-
-def write_manifest_raw(items: list, path: str) -> None:
-    """Hand a small list to the driver through a file, as it is."""
+def write_manifest_raw(items: list, path: str, sort: bool = True) -> None:
+    """Hand a small list to the driver through a file (sorted, or as it is: dicts)."""
     with storage.atomic_writer(path) as f:
-        f.write(json.dumps(sorted(items)).encode("utf-8"))
+        f.write(json.dumps(sorted(items) if sort else items).encode("utf-8"))
+
+
+class _SideList:
+    """A collection to be read as a list side input (``side_list``)."""
+
+    def __init__(self, coll: Any) -> None:
+        self.coll = coll
 
 
 class _WithSamples(beam.PTransform):
@@ -407,13 +346,6 @@ class _WithSamples(beam.PTransform):
         out = coll | self.pardo.with_outputs(SAMPLES_TAG, main="main")
         self.sink.append(out[SAMPLES_TAG])
         return out.main
-
-
-def write_manifest(shards: list[dict], path: str) -> None:
-    """Hand the per-shard stats to the driver through a file (works on every runner)."""
-    data = json.dumps(sorted(shards, key=lambda s: (s["split"], s["index"]))).encode("utf-8")
-    with storage.atomic_writer(path) as f:
-        f.write(data)
 
 
 # --- the engine --------------------------------------------------------------------------------
@@ -435,6 +367,7 @@ class BeamEngine(Engine):
         self.description = self.choice.description
         self.pipeline = beam.Pipeline(runner=self.choice.runner, options=self.choice.options)
         self._ran = False
+        self.scratch = "."  # where ``collect`` hands items to the driver (the job's output)
         self.progress_dir: str | None = None
         self._labels: Counter[str] = Counter()
         self._counters: dict[str, dict[str, int]] = {}
@@ -509,7 +442,10 @@ class BeamEngine(Engine):
         return self._root() | f"{self._label(label)}/resource" >> beam.Create([value])
 
     def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
-        value = beam.pvalue.AsSingleton(side)
+        if isinstance(side, _SideList):
+            value = beam.pvalue.AsList(side.coll)
+        else:
+            value = beam.pvalue.AsSingleton(side)
         lbl = self._label(label)
         return self._sized(coll | lbl >> self._par_do(_SideMapFn(fn), value), lbl)
 
@@ -553,8 +489,27 @@ class BeamEngine(Engine):
             self.progress_dir = bar.directory
             yield
 
+    def side_list(self, coll: Any, label: str) -> Any:
+        return _SideList(coll)
+
+    def collect(self, coll: Any, label: str) -> list[Any]:
+        """Run the pipeline; the collection's items reach the driver through a file under the
+        job's output (works on every runner)."""
+        safe = "".join(c if c.isalnum() else "_" for c in label)
+        path = storage.join(self.scratch, COLLECT_NAME.format(safe))
+        lbl = self._label(label)
+        _ = (
+            coll
+            | f"{lbl}/collect" >> beam.combiners.ToList()
+            | f"{lbl}/write" >> beam.Map(write_manifest_raw, path, False)
+        )
+        self.execute()
+        items = json.loads(storage.read_bytes(path))
+        storage.remove(path)
+        return items
+
     def write_shards(self, coll: Any, job: Any) -> list[dict]:
-        manifest = storage.join(job.output, MANIFEST_NAME)
+        self.scratch = job.output
         samples_path = storage.join(job.output, SAMPLES_MANIFEST)
         if self._sample_colls:  # --keep-samples: one combine over every stage's samples
             merged = tuple(self._sample_colls) | "samples/flatten" >> beam.Flatten()
@@ -564,16 +519,7 @@ class BeamEngine(Engine):
                 | "samples/collect" >> beam.combiners.ToList()
                 | "samples/write" >> beam.Map(write_manifest_raw, samples_path)
             )
-        write = WriteShards(job.output, job.format, job.output_options, bool(self.profile))
-        shards = coll | "output" >> write
-        _ = (
-            shards
-            | "CollectShardStats" >> beam.combiners.ToList()
-            | "WriteManifest" >> beam.Map(write_manifest, manifest)
-        )
-        self.execute()
-        stats = json.loads(storage.read_bytes(manifest))
-        co.remove_files(job.output, [MANIFEST_NAME])
+        stats = super().write_shards(coll, job)
         if self._sample_colls:
             self._samples = {k: v for k, v in json.loads(storage.read_bytes(samples_path))}
             co.remove_files(job.output, [SAMPLES_MANIFEST])

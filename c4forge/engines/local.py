@@ -220,51 +220,11 @@ def _reduce_task(
                 out,
                 (o for k in keys for o in fn(k, lefts.get(k, []), rights.get(k, []), bag)),
             )
-        elif kind == "shards":
-            write_items(out, _write_shards_sorted(read_bucket(sides[0]), fn, out + ".runs"))
         else:  # distinct
             seen = dict.fromkeys(read_bucket(sides[0]))
             write_items(out, seen)
 
     return _timed_task(work, keep)
-
-
-RUN_DOCS = 20_000  # documents per sorted run of a shard (the worker's memory for output)
-RUN_BATCH = 64  # documents per pickle record of a run: the merge holds one record per run
-
-
-def _write_shards_sorted(items: Iterable[tuple], writer: Any, runs_dir: str) -> list[dict]:
-    """A bucket of ``((key, shard), OutDoc or marker)`` → its shard files, by an external
-    merge sort: runs of ``RUN_DOCS`` sorted documents spill to disk, each shard is written from
-    a merge of its runs, so a worker never holds a shard (356,000 documents at ``auto``)."""
-    import heapq
-
-    from c4forge.clean.output import doc_order, write_shard_group
-
-    os.makedirs(runs_dir, exist_ok=True)
-    current: dict[Any, list[Any]] = {}
-    runs: dict[Any, list[str]] = {}
-    n = 0
-    for key, doc in items:
-        docs = current.setdefault(key, [])
-        if doc is not None:
-            docs.append(doc)
-        if len(docs) >= RUN_DOCS:
-            n += 1
-            run = os.path.join(runs_dir, str(n))
-            write_items(run, sorted(docs, key=doc_order), RUN_BATCH)
-            runs.setdefault(key, []).append(run)
-            docs.clear()
-    stats = []
-    for key in sorted(current):
-        parts = [read_items(r) for r in runs.get(key, [])]
-        parts.append(iter(sorted(current.pop(key), key=doc_order)))
-        merged = heapq.merge(*parts, key=doc_order)
-        stats.append(
-            write_shard_group(writer.directory, writer.fmt, writer.shards, key, merged, True)
-        )
-    shutil.rmtree(runs_dir, ignore_errors=True)
-    return stats
 
 
 # --- the engine ----------------------------------------------------------------------------------
@@ -409,20 +369,6 @@ class LocalEngine(Engine):
     def drain(self, coll: Any, label: str) -> None:
         return None  # collections are computed eagerly: the counters are already in the bag
 
-    def write_shards(self, coll: Any, job: Any) -> list[dict]:
-        from c4forge.clean import output as co
-
-        c = self._coll(coll, "output")
-        # documents per split (auto shard counts need them), counted by the workers
-        self.flat_map(c, "output/count", _count_split)
-        splits = self.bag.counts.pop(_SPLITS, {})
-        shards = co.shard_counts(dict(splits), job.output_options)
-        keyed = self.flat_map(c, "output/assign", _ShardKey(shards))
-        markers = self._coll(co.shard_markers(shards), "output/markers")
-        both = Coll([*keyed.files, *markers.files], self)
-        writer = _ShardWriter(job.output, job.format, shards)
-        return list(self._reduce("output/write", "shards", writer, [both]))
-
     @contextlib.contextmanager
     def _timed(self, label: str) -> Iterator[None]:
         start = time.process_time()
@@ -477,33 +423,3 @@ class LocalEngine(Engine):
         finally:
             work.finish()
             self.bag.counts.pop(pg.RESUME_NAMESPACE, None)  # the driver's business, not a stage
-
-
-_SPLITS = "c4forge.local.splits"  # a scratch counter namespace, removed when read
-
-
-def _count_split(item: tuple[str, Any], count: Any) -> Iterator[Any]:
-    count(_SPLITS, item[0])
-    return iter(())
-
-
-class _ShardKey:
-    """``(split, OutDoc)`` → ``((split, shard), OutDoc)`` (``output.assign_shard``)."""
-
-    def __init__(self, shards: dict[str, int]) -> None:
-        self.shards = shards
-
-    def __call__(self, item: tuple[str, Any], count: Any) -> Iterator[tuple]:
-        from c4forge.clean.output import assign_shard
-
-        yield assign_shard(item, self.shards)
-
-
-class _ShardWriter:
-    def __init__(self, directory: str, fmt: str, shards: dict[str, int]) -> None:
-        self.directory, self.fmt, self.shards = directory, fmt, shards
-
-    def __call__(self, key: tuple[str, int], values: list[Any], count: Any) -> Iterator[dict]:
-        from c4forge.clean.output import write_shard_group
-
-        yield write_shard_group(self.directory, self.fmt, self.shards, key, values)

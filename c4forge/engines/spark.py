@@ -29,7 +29,6 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from c4forge.clean import output as co
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
 from c4forge.errors import ConfigError, InputError
 from c4forge.filters.counting import CounterBag
@@ -401,35 +400,6 @@ def _identity(path: str) -> str:
 # Per-partition wrappers (module level: pickled by reference, run on executors)
 
 
-def _sort_keyed(item: tuple[tuple[str, int], Any]) -> tuple[tuple, Any]:
-    """``((key, shard), doc)`` → ``(((key, shard), md5(url), url), doc)``: the shard's sort
-    order (``output.doc_order``) in the key; a shard's marker sorts first with ``("", "")``."""
-    shard, doc = item
-    return (shard, doc[0], doc[1]), doc
-
-
-class _ShardPartition:
-    """A sort key's partition: its shard's position in the run's shard list (PySpark takes it
-    modulo the partition count), so a shard is whole in one partition."""
-
-    def __init__(self, shards: list[tuple[str, int]]) -> None:
-        self.index = {shard: i for i, shard in enumerate(shards)}
-
-    def __call__(self, key: tuple) -> int:
-        return self.index[key[0]]
-
-
-def _write_shards(directory: str, fmt: str, counts: dict[str, int]):
-    def run(items: Iterator[tuple[tuple, Any]]) -> Iterator[dict]:
-        import itertools
-
-        for shard, group in itertools.groupby(items, key=lambda kv: kv[0][0]):
-            docs = (doc for _, doc in group)
-            yield co.write_shard_group(directory, fmt, counts, shard, docs, presorted=True)
-
-    return run
-
-
 def _map_all(fn: Fn):
     def run(items: Iterator[Any], bag: CounterBag) -> Iterator[Any]:
         for item in items:
@@ -585,25 +555,13 @@ class SparkEngine(Engine):
     def resolve_inputs(self, job: Any) -> list[InputFile]:
         return resolve_all(self.sc, list(job.inputs), job.input_format)
 
-    def write_shards(self, coll: Any, job: Any) -> list[dict]:
-        """Documents → shard files by Spark's own sort: partitioned by shard and sorted within
-        each partition by ``(shard, md5(url), url)`` (``repartitionAndSortWithinPartitions``:
-        PySpark's external sorter spills past ``spark.python.worker.memory``), then each shard
-        streamed to its file. Why not ``groupByKey``: a group is one Python list, so a worker
-        held a whole shard (up to 356,000 documents) to sort it."""
-        split_docs = materialize(coll)
-        counts = co.shard_counts(dict(split_docs.countByKey()), job.output_options)
-        keyed = split_docs.map(lambda kv: _sort_keyed(co.assign_shard(kv, counts)))
-        shards = [shard for shard, _ in co.shard_markers(counts)]
-        markers = self.sc.parallelize([((shard, "", ""), None) for shard in shards])
-        n = min(len(shards), max(self.parts, 1))
-        with self._scope("output/write"):
-            ordered = keyed.union(markers).repartitionAndSortWithinPartitions(
-                n, partitionFunc=_ShardPartition(shards)
-            )
-        stats = ordered.mapPartitions(_write_shards(job.output, job.format, counts)).collect()
-        split_docs.unpersist()
-        return stats
+    def side_list(self, coll: Any, label: str) -> Any:
+        """The small collection collected on the driver, broadcast to the executors."""
+        return self.sc.broadcast(coll.collect())
+
+    def collect(self, coll: Any, label: str) -> list[Any]:
+        with self._scope(label):
+            return coll.collect()
 
     def counters(self) -> dict[str, dict[str, int]]:
         return self.acc.value
