@@ -1,14 +1,17 @@
 """`c4forge shards`: clean documents → tokenized, corrupted, packed Arrow shards (formats.md §3).
 
-An engine-free core and a thin Beam module:
+Engine-free: the stage is written once against the engine primitives (``c4forge.engines``),
+so the local engine, Spark and Beam run the same build:
 
 - ``job``: the typed, frozen ``ShardsJob`` (built and validated once, from the CLI) and the
   ``ShardsBuild`` it resolves to (vocabulary, input files, schema, manifest);
-- ``rows``: the rows of one clean shard, split by output shard, sorted and written;
+- ``rows``: the rows of one clean shard, split by output shard; a shard written from them;
+- ``runs``: sorted runs of rows on storage and their merge (a worker never holds a shard);
+- ``stage``: the build on the engine primitives (rows → runs → merge per output shard);
 - ``output``: the output folder's state machine (fresh / resume / done), the finishing pass
   (empty shards, stats, vocabulary copy, index.json last);
 - the shard set's own copy of its vocabulary (``SHARDS/vocab/``) is ``c4forge.tokenizers.vocab_files``'s;
 - ``report``: the summary and the progress bar; ``verify``: ``c4forge shards verify``;
 - ``driver``: one build start to end (resolve, output state, engine, finish, summary);
-- ``beam``: the Beam pipeline (the only module here that imports Beam); ``cli``: argparse.
+- ``cli``: argparse.
 """

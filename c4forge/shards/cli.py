@@ -1,4 +1,5 @@
-"""`c4forge shards`: clean documents → tokenized, corrupted, packed Arrow shards (a Beam job).
+"""`c4forge shards`: clean documents → tokenized, corrupted, packed Arrow shards, on any engine
+(``--engine auto|local|spark|beam``, the same policy as `clean`).
 
 Two forms share one subparser, told apart by the first positional argument:
 
@@ -8,8 +9,8 @@ Two forms share one subparser, told apart by the first positional argument:
 (a documents folder literally named ``verify`` is reachable as ``./verify``). The objective
 choices and objective-only flags come from the objective registry (pure numpy, no Beam); the
 job is imported lazily in ``run`` so `--help` stays quick. ``job_from_args`` is the one place an
-argparse namespace becomes a typed ``ShardsOptions`` (``c4forge.cliconfig``), then a ``ShardsJob``. Unrecognised arguments must be Beam pipeline
-options (checked against Beam's own parser) and reach ``PipelineOptions`` unchanged.
+argparse namespace becomes a typed ``ShardsOptions`` (``c4forge.cliconfig``), then a ``ShardsJob``. Unrecognised arguments are engine options
+(``c4forge.passthrough``: Beam's ``PipelineOptions``, or ``--conf`` with ``--engine spark``).
 """
 
 from __future__ import annotations
@@ -26,13 +27,15 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "shards",
-        help="clean documents → span-corrupted Arrow shards (Beam job); `shards verify DIR`",
+        help="clean documents → span-corrupted Arrow shards (local, Spark or Beam); "
+        "`shards verify DIR`",
         description=(
             "Tokenize clean documents (c4forge clean output or AllenAI C4 files), apply a "
             "pretraining objective (T5 span corruption by default), pack, and write Arrow IPC "
             "stream shards plus index.json (formats.md §3). `c4forge shards verify DIR "
             "[--vocab VOCAB]` checks a finished shard set: manifest, vocabulary, schemas, row "
-            "counts and every file's sha256. Unknown options are passed to Beam unchanged."
+            "counts and every file's sha256. Unknown options are passed to the engine unchanged "
+            "(Beam pipeline options, or --conf spark.KEY=V with --engine spark)."
         ),
     )
     p.add_argument(
