@@ -74,11 +74,13 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="c4forge-stage-engines-"))
     try:
         for name, source in trees:
-            for engine in args.engines.split(","):
+            # the base tree of `shards` had one engine (Beam) and no --engine flag
+            engines = args.engines.split(",") if name == "this" or args.stage == "clean" else ["beam"]
+            for engine in engines:
                 for w in (int(x) for x in args.workers.split(",")):
                     opts = [*extra, "--workers", str(w)]
-                    if name == "this" or engine != "auto":
-                        opts += ["--engine", engine] if engine != "auto" else []
+                    if engine != "auto" and (name == "this" or args.stage == "clean"):
+                        opts += ["--engine", engine]
                     if engine == "spark":
                         opts += ["--master", f"local[{w}]"]
                     if args.vocab:

@@ -113,6 +113,7 @@ def reference_clean(paths: list[str], dedup: str = "spans") -> tuple[dict, list[
     shows up."""
     import tempfile
 
+    from c4forge.clean import passes
     from c4forge.clean.config import CleanJob
     from c4forge.clean.plan import build_plan
     from c4forge.engines.local import LocalEngine
@@ -121,7 +122,7 @@ def reference_clean(paths: list[str], dedup: str = "spans") -> tuple[dict, list[
     with tempfile.TemporaryDirectory(prefix="c4forge-ref-") as work:
         job = CleanJob(tuple(paths), work, dedup=dedup, input_format="wet")
         plan, engine = build_plan(job), LocalEngine()
-        docs = engine.documents(plan, job, [InputFile(p, 0) for p in sorted(paths)])
+        docs = passes.documents_of(engine, plan, job, [InputFile(p, 0) for p in sorted(paths)])
     out = [{"split": s, "text": d.text, "timestamp": d.timestamp, "url": d.url} for s, d in docs]
     return engine.bag.as_dict(plan.accounts if dedup != "none" else None), out
 

@@ -105,7 +105,7 @@ def test_spark_front_done_by_an_earlier_run(tmp_path: Path) -> None:
         out = tmp_path / "resumed"
         job = CleanJob((wet,), str(out), keep_samples=3, quiet=True, engine="spark")
         engine = SparkEngine(spark_context=sc)
-        files = engine.resolve_inputs(job)
+        files = engine.list_inputs(list(job.inputs), job.input_format)
         driver.prepare_output(job)
         work, chunks = driver.start_work(engine, job, files, job.record())
         engine.keep_samples = 3

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from c4forge.clean import output as co
+from c4forge.clean import passes
 from c4forge.clean import progress as pg
 from c4forge.clean import stats as cs
 from c4forge.clean.config import CleanJob
@@ -85,7 +86,7 @@ def start_work(
     """The ``_work`` folder of this run and its chunks (continuing an interrupted run of the
     same job with ``--resume``; anything else removes an old ``_work`` first)."""
     work = pg.WorkDir(job.output, pg.BEAM_DATA_SUFFIX)
-    chunk_files = engine.chunk_files(job)
+    chunk_files = pg.chunk_files_setting()
     chunks = pg.plan_chunks(files, chunk_files)
     record = {
         "engine": engine.name,
@@ -162,7 +163,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
     engine = engine or make_engine(job)
     try:
         check_output(job)
-        files = engine.resolve_inputs(job)
+        files = engine.list_inputs(list(job.inputs), job.input_format)
         inputs = inputs_block(files)
         config = job.record()
         stats_path = storage.join(job.output, cs.STATS_NAME)
@@ -180,7 +181,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         backend = langdetect_backend(plan)
         work, chunks = start_work(engine, job, files, config)
         try:
-            shard_stats = engine.run(plan, files, job, chunks)
+            shard_stats = passes.run_plan(engine, plan, files, job, chunks)
         except C4ForgeError:
             raise
         except Exception as err:  # a worker's c4forge error inside the engine's own wrapping

@@ -402,3 +402,23 @@ def empty_shards(
     counts = shard_counts(totals, options)
     have = {(s["split"], s["index"]) for s in written}
     return [(k, i, n) for k, n in counts.items() for i in range(n) if (k, i) not in have]
+
+
+def write_shards(engine: Any, runs: Any, job: Any) -> list[dict]:
+    """``(output key, run)`` of every chunk (``chunk_runs``) → the shard files, on ``engine``'s
+    primitives; returns the per-shard stats. The runs' documents per key are counted, each
+    run is split by shard (``split_run``), and each shard's writer merges its runs
+    (``write_run_shard``): only ``(path, documents)`` are shuffled. Shards no document went
+    to are written empty here, on the driver."""
+    import functools
+
+    runs = engine.shared(runs)
+    per_key = engine.flat_map(runs, "output/count", run_documents)
+    totals = engine.side_list(engine.combine(per_key, "output/totals", sum), "output/totals")
+    split = functools.partial(split_run, options=job.output_options)
+    parts = engine.flat_map_with(runs, "output/split", split, totals)
+    write = functools.partial(write_run_shard, directory=job.output, fmt=job.format)
+    stats = list(engine.collect(engine.group(parts, "output/write", write), "output/stats"))
+    for key, index, n in empty_shards(stats, job.output_options):
+        stats.append(write_shard(job.output, key, index, n, [], job.format))
+    return stats

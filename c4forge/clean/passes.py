@@ -259,10 +259,33 @@ def chunk_pass(
                 yield from corpus.emit((chunk.index, i), d, count)
 
 
+def run_plan(
+    engine: Any, plan: Plan, files: list[Any], job: Any, chunks: list[pg.Chunk]
+) -> list[dict]:
+    """The clean job on ``engine`` (its progress bar over ``files``); the per-shard stats."""
+    engine.start(getattr(job, "keep_samples", 0), len(chunks))
+    with engine.progress(len(files), job.quiet):
+        return run(engine, plan, job, chunks)
+
+
 def run(engine: Any, plan: Plan, job: Any, chunks: list[pg.Chunk]) -> list[dict]:
     """The whole plan keys-only on ``engine``; returns the per-shard stats. The documents
     reach the shard writers as sorted runs on storage (``output.chunk_runs``)."""
-    return engine.write_shards(documents(engine, plan, job, chunks, runs=True), job)
+    return co.write_shards(engine, documents(engine, plan, job, chunks, runs=True), job)
+
+
+def documents_of(engine: Any, plan: Plan, job: Any, files: list[Any]) -> list[tuple[str, Any]]:
+    """The plan's ``(output key, OutDoc)`` pairs without writing shards (tests, benchmarks;
+    an engine that computes eagerly, the local one): the chunk files go to
+    ``job.output/_work`` and are removed afterwards."""
+    chunks = pg.plan_chunks(files, pg.chunk_files_setting())
+    work = pg.WorkDir(job.output)
+    work.start({"engine": engine.name}, resume=False)
+    try:
+        return list(documents(engine, plan, job, chunks))
+    finally:
+        work.finish()
+        engine.counters().pop(pg.RESUME_NAMESPACE, None)  # the driver's business, not a stage
 
 
 def documents(

@@ -27,12 +27,12 @@ Primitives (``label`` names the step: Beam needs unique labels, the others use i
   then runs what was built: Beam runs its graph there, the other engines already ran it);
 * ``side_list(coll, label)``: a small collection as a side value for ``flat_map_with``;
 * ``collect(coll, label)``: a small collection's items on the driver;
-* ``write_shards(coll, job)``: clean's ``(output key, run)`` pairs → shard files, on the
-  primitives above; runs the job and returns the per-shard stats;
 * ``counters()``: ``{stage: {reason: n}}`` of the finished run.
 
-Job level: ``resolve_inputs``, ``chunk_files``, ``progress`` (a progress bar); ``run`` runs the
-plan keys-only through the primitives (``c4forge.clean.passes``), the same for every engine.
+Job level: ``start`` (samples kept, partitions), ``list_inputs`` (the engine's filesystem),
+``check_inputs``, ``progress`` (a progress bar), ``samples``, ``close``. Nothing here knows a
+stage: ``clean`` (``clean.passes``) and ``shards`` (``shards.stage``) are written once against
+these primitives.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class Engine(ABC):
     tag: str = "engine"  # how the start-up log line names ``description``
     description: str = ""
     counter_source: str = "exact"
-    keep_samples: int = 0  # --keep-samples of the job being run (``run`` sets it)
+    keep_samples: int = 0  # --keep-samples of the job being run (``start`` sets it)
 
     # -- primitives -----------------------------------------------------------------------------
     @abstractmethod
@@ -149,44 +149,25 @@ class Engine(ABC):
         """A small collection's items on the driver (runs what it needs)."""
         return list(coll)
 
-    def write_shards(self, coll: Any, job: Any) -> list[dict]:
-        """``(output key, run)`` of every chunk (``output.chunk_runs``) → the shard files;
-        returns the per-shard stats. Documents never cross a shuffle: the runs' documents per
-        key are counted, each run is split by shard (``output.split_run``), and each shard's
-        writer merges its runs (``output.write_run_shard``); only ``(path, documents)`` are
-        shuffled. Shards no document went to are written empty here, on the driver."""
-        from c4forge.clean import output as co
-
-        runs = self.shared(coll)
-        per_key = self.flat_map(runs, "output/count", co.run_documents)
-        totals = self.side_list(self.combine(per_key, "output/totals", sum), "output/totals")
-        split = functools.partial(co.split_run, options=job.output_options)
-        parts = self.flat_map_with(runs, "output/split", split, totals)
-        write = functools.partial(co.write_run_shard, directory=job.output, fmt=job.format)
-        stats = list(self.collect(self.group(parts, "output/write", write), "output/stats"))
-        for key, index, n in co.empty_shards(stats, job.output_options):
-            stats.append(co.write_shard(job.output, key, index, n, [], job.format))
-        return stats
-
     @abstractmethod
     def counters(self) -> dict[str, dict[str, int]]: ...
 
     # -- job level ------------------------------------------------------------------------------
-    def resolve_inputs(self, job: Any) -> list[Any]:
+    def start(self, keep_samples: int = 0, partitions: int = 2) -> None:
+        """Before a stage wires its steps: ``keep_samples`` dropped items kept per reason,
+        ``partitions`` the parallel units the stage has (Spark sizes its shuffles by it)."""
+        self.keep_samples = keep_samples
+
+    def list_inputs(self, specs: list[str], input_format: str) -> list[Any]:
+        """The input files of ``specs`` (paths, globs, ``@lists``) as this engine's
+        filesystem sees them (Spark: also Hadoop paths, through its JVM)."""
         from c4forge.io.inputs import resolve_inputs
 
-        return resolve_inputs(list(job.inputs), job.input_format)
+        return resolve_inputs(specs, input_format)
 
     def check_inputs(self, input_bytes: int, job: Any) -> None:
         """Refuse, before any work, inputs this engine cannot hold (Beam's DirectRunner)."""
         return None
-
-    def chunk_files(self, job: Any) -> int:
-        """Input files per chunk (the unit of the passes and of ``--resume``): one, or
-        ``C4FORGE_CHUNK_FILES``."""
-        from c4forge.clean.progress import chunk_files_setting
-
-        return chunk_files_setting()
 
     @contextlib.contextmanager
     def progress(self, files: int, quiet: bool) -> Iterator[None]:
@@ -196,14 +177,6 @@ class Engine(ABC):
         """``--keep-samples``: ``{stage/reason: [(hash, text, url), …]}`` of the finished run,
         the combine (``drop_samples.merge``) of what every worker kept."""
         return {}
-
-    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any]) -> list[dict]:
-        """The whole plan, keys-only (``c4forge.clean.passes``); returns the per-shard stats."""
-        from c4forge.clean import passes
-
-        self.keep_samples = getattr(job, "keep_samples", 0)
-        with self.progress(len(files), job.quiet):
-            return passes.run(self, plan, job, chunks)
 
     def close(self) -> None:
         """Release what the engine started (a Spark context it created)."""

@@ -24,7 +24,6 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from c4forge.clean import output as co
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
 from c4forge.errors import ConfigError, VerificationError
 from c4forge.filters import drop_samples as ds
@@ -367,7 +366,8 @@ class BeamEngine(Engine):
         self.description = self.choice.description
         self.pipeline = beam.Pipeline(runner=self.choice.runner, options=self.choice.options)
         self._ran = False
-        self.scratch = "."  # where ``collect`` hands items to the driver (the job's output)
+        # where ``collect`` hands items to the driver: the job's output (``start``)
+        self.scratch = job.output if job is not None and hasattr(job, "output") else "."
         self.progress_dir: str | None = None
         self._labels: Counter[str] = Counter()
         self._counters: dict[str, dict[str, int]] = {}
@@ -503,27 +503,24 @@ class BeamEngine(Engine):
             | f"{lbl}/collect" >> beam.combiners.ToList()
             | f"{lbl}/write" >> beam.Map(write_manifest_raw, path, False)
         )
-        self.execute()
-        items = json.loads(storage.read_bytes(path))
-        storage.remove(path)
-        return items
-
-    def write_shards(self, coll: Any, job: Any) -> list[dict]:
-        self.scratch = job.output
-        samples_path = storage.join(job.output, SAMPLES_MANIFEST)
-        if self._sample_colls:  # --keep-samples: one combine over every stage's samples
+        samples_path = storage.join(self.scratch, SAMPLES_MANIFEST)
+        sampled = bool(self._sample_colls)
+        if sampled:  # --keep-samples: one combine over every stage's samples, in this run
             merged = tuple(self._sample_colls) | "samples/flatten" >> beam.Flatten()
+            self._sample_colls = []
             fn = functools.partial(ds.merge_values, n=self.keep_samples)
             _ = (
                 self.combine(merged, "samples/combine", fn)
                 | "samples/collect" >> beam.combiners.ToList()
                 | "samples/write" >> beam.Map(write_manifest_raw, samples_path)
             )
-        stats = super().write_shards(coll, job)
-        if self._sample_colls:
+        self.execute()
+        items = json.loads(storage.read_bytes(path))
+        storage.remove(path)
+        if sampled:
             self._samples = {k: v for k, v in json.loads(storage.read_bytes(samples_path))}
-            co.remove_files(job.output, [SAMPLES_MANIFEST])
-        return stats
+            storage.remove(samples_path)
+        return items
 
     def samples(self) -> dict[str, list]:
         return self._samples

@@ -380,9 +380,9 @@ class LocalEngine(Engine):
     def counters(self) -> dict[str, dict[str, int]]:
         return self.bag.counts
 
-    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any]) -> list[dict]:
-        self.bag.keep = getattr(job, "keep_samples", 0)
-        return super().run(plan, files, job, chunks)
+    def start(self, keep_samples: int = 0, partitions: int = 2) -> None:
+        super().start(keep_samples, partitions)
+        self.bag.keep = keep_samples
 
     def samples(self) -> dict[str, list]:
         """The merged samples of every task (already the smallest per reason)."""
@@ -408,18 +408,3 @@ class LocalEngine(Engine):
             self._pool.join()
             self._pool = None
         self._cleanup()
-
-    def documents(self, plan: Any, job: Any, files: list[Any]) -> list[tuple[str, Any]]:
-        """The plan's ``(output key, OutDoc)`` pairs without writing shards (tests, benchmarks):
-        the chunk files go to ``job.output/_work`` and are removed afterwards."""
-        from c4forge.clean import passes
-        from c4forge.clean import progress as pg
-
-        chunks = pg.plan_chunks(files, self.chunk_files(job))
-        work = pg.WorkDir(job.output)
-        work.start({"engine": self.name}, resume=False)
-        try:
-            return list(passes.documents(self, plan, job, chunks))
-        finally:
-            work.finish()
-            self.bag.counts.pop(pg.RESUME_NAMESPACE, None)  # the driver's business, not a stage

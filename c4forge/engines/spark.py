@@ -488,12 +488,10 @@ class SparkEngine(Engine):
     def _counted(self, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]]):
         return counted(self.acc, fn, self.sacc, self.keep_samples)
 
-    def run(self, plan: Any, files: list[Any], job: Any, chunks: list[Any]) -> list[dict]:
-        keep = getattr(job, "keep_samples", 0)
-        self.keep_samples = keep  # set before the primitives are wired (``_counted`` reads it)
-        self.sacc = self.sc.accumulator({}, SamplesParam(keep)) if keep else None
-        self.parts = max(2, self.sc.defaultParallelism, len(chunks))  # ≥ one partition per chunk
-        return super().run(plan, files, job, chunks)
+    def start(self, keep_samples: int = 0, partitions: int = 2) -> None:
+        super().start(keep_samples, partitions)  # before the steps are wired (``_counted``)
+        self.sacc = self.sc.accumulator({}, SamplesParam(keep_samples)) if keep_samples else None
+        self.parts = max(2, self.sc.defaultParallelism, partitions)  # ≥ one per chunk
 
     def samples(self) -> dict[str, list]:
         if self.sacc is None:
@@ -552,8 +550,8 @@ class SparkEngine(Engine):
         coll.count()
 
     # -- job level ------------------------------------------------------------------------------
-    def resolve_inputs(self, job: Any) -> list[InputFile]:
-        return resolve_all(self.sc, list(job.inputs), job.input_format)
+    def list_inputs(self, specs: list[str], input_format: str) -> list[InputFile]:
+        return resolve_all(self.sc, specs, input_format)
 
     def side_list(self, coll: Any, label: str) -> Any:
         """The small collection collected on the driver, broadcast to the executors."""

@@ -152,6 +152,7 @@ def run(engine: Any, build: ShardsBuild, skip: frozenset[str], resume: bool) -> 
     from dataclasses import replace
 
     inputs = [(s, p) for s in build.splits for p in build.clean_files[s]]
+    engine.start(0, len(inputs))
     builder = replace(build, vocab_files=())  # workers never write the vocabulary copy
     writer = replace(builder, vocab_state={})  # writers never tokenize
     counts = dict(build.num_shards) if build.num_shards is not None else None
