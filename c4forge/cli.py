@@ -55,7 +55,7 @@ def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.Argume
 
 
 def main(argv: list[str] | None = None) -> int:
-    from c4forge.pipeline.beam_options import quiet_beam_logging
+    from c4forge.engines.beam_options import quiet_beam_logging
 
     # Any subcommand may import Beam (storage, clean, shards, export of a remote run): its
     # import-time "apitools not found" line is noise, not the user's problem.

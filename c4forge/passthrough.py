@@ -39,7 +39,7 @@ def beam_option_names(runner: str | None) -> tuple[argparse.ArgumentParser, list
     """Beam's own parser for every registered ``PipelineOptions`` (the runner's included)."""
     import importlib
 
-    from c4forge.pipeline.beam_options import quiet_beam_logging
+    from c4forge.engines.beam_options import quiet_beam_logging
 
     quiet_beam_logging()  # before Beam's first import: its import-time noise is not our error
     from apache_beam.options import pipeline_options as po

@@ -22,7 +22,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.portability.fn_api_runner import worker_handlers
 from apache_beam.runners.worker import data_plane
 
-from c4forge.pipeline.beam_options import make_runner
+from c4forge.engines.beam_options import make_runner
 
 FORCED_MS = 5
 ELEMENTS = 400

@@ -14,15 +14,15 @@ from typing import Any
 
 from c4forge.cliconfig import CliConfig, option
 from c4forge.engines.choose import AUTO_LOCAL_BYTES, ENGINES  # noqa: F401 - every stage's policy
-from c4forge.errors import ConfigError
-from c4forge.filters.variants import variants_help
-from c4forge.io.storage import is_remote
-from c4forge.pipeline.cli_common import (
+from c4forge.engines.options import (
     engine_option,
     master_option,
     runner_option,
     workers_option,
 )
+from c4forge.errors import ConfigError
+from c4forge.filters.variants import variants_help
+from c4forge.io.storage import is_remote
 
 SUPPORTED_LANGUAGES = ("en",)  # D5: the language is a parameter; only English has resources
 DEDUP_MODES = ("spans", "lines", "none")

@@ -26,11 +26,11 @@ from c4forge.clean import progress as pg
 from c4forge.clean import stats as cs
 from c4forge.clean.config import CleanJob
 from c4forge.clean.plan import Plan, build_plan
+from c4forge.engines.beam_options import LOCAL_RUNNERS
 from c4forge.errors import C4ForgeError, ConfigError, VerificationError
 from c4forge.filters import counting
 from c4forge.io import storage
 from c4forge.io.inputs import InputFile, inputs_block
-from c4forge.pipeline.beam_options import LOCAL_RUNNERS
 
 FUNNEL_NAME = "funnel.png"
 

@@ -357,7 +357,7 @@ class BeamEngine(Engine):
     def __init__(self, job: Any = None) -> None:
         """``job`` gives the runner, workers and pass-through options (none: one in-process
         DirectRunner worker, for tests)."""
-        from c4forge.pipeline.beam_options import make_runner, quiet_beam_logging
+        from c4forge.engines.beam_options import make_runner, quiet_beam_logging
 
         quiet_beam_logging()
         runner, workers = (job.runner, job.workers) if job is not None else (None, 1)

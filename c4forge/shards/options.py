@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from c4forge.cliconfig import CliConfig, Flag, option, option_set
-from c4forge.objectives.registry import OBJECTIVES, objective_options
-from c4forge.pipeline.cli_common import (
+from c4forge.engines.options import (
     engine_option,
     master_option,
     runner_option,
     workers_option,
 )
+from c4forge.objectives.registry import OBJECTIVES, objective_options
 
 
 def _objective_flags() -> Iterator[tuple[str, str, Flag]]:

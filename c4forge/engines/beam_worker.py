@@ -1,4 +1,4 @@
-"""Entry point of the local SDK worker processes (``python -m c4forge.pipeline.beam_worker``).
+"""Entry point of the local SDK worker processes (``python -m c4forge.engines.beam_worker``).
 
 Beam's own ``sdk_worker_main`` with two kinds of output removed, so the end-of-job summary or
 the one-line error is what the user reads:
@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from c4forge.pipeline.beam_options import quiet_beam_logging
+from c4forge.engines.beam_options import quiet_beam_logging
 
 USER_ERROR_MARK = "c4forge.errors."
 

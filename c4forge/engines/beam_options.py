@@ -161,7 +161,7 @@ def no_data_flush_timer() -> Iterator[None]:
 def _local_runner(options: Any, num_workers: int) -> Any:
     """Beam's FnApiRunner, built as SwitchingDirectRunner builds it (Beam 2.77,
     runners/direct/direct_runner.py) minus the Prism attempt before it; worker processes start
-    through ``c4forge.pipeline.beam_worker`` (Beam's worker main, minus its start-up chatter)."""
+    through ``c4forge.engines.beam_worker`` (Beam's worker main, minus its start-up chatter)."""
     from apache_beam.options.pipeline_options import DirectOptions
     from apache_beam.portability.api import beam_provision_api_pb2
     from apache_beam.runners.portability.fn_api_runner import fn_runner
@@ -188,6 +188,6 @@ def _local_runner(options: Any, num_workers: int) -> Any:
             finally:
                 direct.direct_running_mode = mode
 
-    command = f"{sys.executable} -m c4forge.pipeline.beam_worker"
+    command = f"{sys.executable} -m c4forge.engines.beam_worker"
     env = environments.SubprocessSDKEnvironment.from_command_string(command_string=command)
     return _C4ForgeFnApiRunner(default_environment=env, provision_info=provision)
