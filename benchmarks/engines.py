@@ -236,7 +236,7 @@ def make_page(i: int):  # -> Doc, built inside the worker
 
 def near_only(engine: str, n: int) -> None:
     from c4forge.clean.plan import NearDedupStage
-    from c4forge.filters.minhash import MAX_ROUNDS, make_params
+    from c4forge.dedup.minhash import MAX_ROUNDS, make_params
 
     stage = NearDedupStage("near_dedup", make_params(), MAX_ROUNDS)
     t0 = time.monotonic()

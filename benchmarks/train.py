@@ -21,7 +21,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -30,10 +32,13 @@ from c4forge.trainers.config import make_config
 from c4forge.trainers.data import DataPlan, TrainStream, decoder_input_tokens, open_shard_set
 from c4forge.trainers.device import resolve_device
 from c4forge.trainers.flops import flops_per_example, mfu
-from c4forge.trainers.hf_reference import build_hf_model
 from c4forge.trainers.loss import weighted_cross_entropy
 from c4forge.trainers.models.t5 import GLUTransformer
 from c4forge.trainers.optim import build_optimizer
+
+# The HF reference models are test helpers (tests/hf_reference.py), not part of the package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from hf_reference import build_hf_model  # noqa: E402
 
 
 def t5_lengths(inputs_length: int) -> int:

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from clean_fixtures import GENUINE_WET_DIR, REPO, c4_docs, doc_records, span_scenario, wet_bytes
 
-from c4forge.clean import progress as pg
-from c4forge.filters.counting import CounterBag
+from c4forge.clean import resume_state as pg
+from c4forge.clean.counting import CounterBag
 
 FILES = 6
 PER_FILE = 30

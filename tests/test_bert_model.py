@@ -9,11 +9,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from hf_reference import build_hf_bert  # noqa: E402
+
 from c4forge.errors import ConfigError, InputError  # noqa: E402
 from c4forge.trainers import checkpoint as ckpt  # noqa: E402
 from c4forge.trainers import models  # noqa: E402
 from c4forge.trainers.config import FFN_VARIANTS  # noqa: E402
-from c4forge.trainers.hf_reference import build_hf_bert  # noqa: E402
 from c4forge.trainers.models.bert import BertConfig, BertForPreTraining, make_config  # noqa: E402
 
 

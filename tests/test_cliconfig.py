@@ -18,9 +18,9 @@ from c4forge.cliconfig import CliConfig, CliDeclarationError, flag, option
 from c4forge.errors import ConfigError
 from c4forge.finetune.options import EvaluateOptions, FinetuneOptions, GlueOptions
 from c4forge.shards.options import ShardsOptions
-from c4forge.tokenizers.options import VocabOptions
 from c4forge.trainers.cli_export import ExportOptions
 from c4forge.trainers.options import TrainOptions
+from c4forge.vocab.options import VocabOptions
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

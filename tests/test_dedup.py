@@ -14,10 +14,10 @@ import random
 
 from clean_fixtures import corpus_stage, run_corpus_stage
 
+from c4forge.clean.counting import CounterBag
 from c4forge.clean.steps import Doc
-from c4forge.filters import dedup as dd
-from c4forge.filters.counting import CounterBag
-from c4forge.filters.sentences import split_sentences
+from c4forge.dedup import exact as dd
+from c4forge.rules.sentences import split_sentences
 
 URL_A = "https://a.example.com/1"  # alphabetically first, largest md5 of the three
 URL_B = "https://b.example.com/1"  # smallest md5: owns every shared span/line

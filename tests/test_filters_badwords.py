@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from c4forge.clean.counting import CounterBag
 from c4forge.errors import ConfigError
-from c4forge.filters import badwords as bw
-from c4forge.filters.counting import CounterBag
-from c4forge.filters.wet import read_wet
+from c4forge.readers.wet import read_wet
+from c4forge.rules import badwords as bw
 
 ROOT = Path(__file__).resolve().parents[1]
 C4_SAMPLE = ROOT / "c4forge" / "data" / "sample" / "c4-sample.00000-of-00001.json.gz"

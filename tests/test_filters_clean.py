@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from c4forge.filters import sentences as sentences_mod
-from c4forge.filters.clean import MAX_PAGE_CHARS, CleanedPage, clean_page, length_filter
-from c4forge.filters.counting import CounterBag
-from c4forge.filters.sentences import punkt_fingerprint, split_sentences
+from c4forge.clean.counting import CounterBag
+from c4forge.rules import sentences as sentences_mod
+from c4forge.rules.lines import MAX_PAGE_CHARS, CleanedPage, clean_page, length_filter
+from c4forge.rules.sentences import punkt_fingerprint, split_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 C4_SAMPLE = ROOT / "c4forge" / "data" / "sample" / "c4-sample.00000-of-00001.json.gz"

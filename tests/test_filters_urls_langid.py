@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from c4forge.filters import langid
-from c4forge.filters.badwords import badwords_filter
-from c4forge.filters.clean import clean_page
-from c4forge.filters.counting import CounterBag
-from c4forge.filters.resources import constants, fingerprints
-from c4forge.filters.split import split_of
-from c4forge.filters.urls import choose_url_copy, normalize_url
-from c4forge.filters.wet import Page, read_wet
+from c4forge.clean.counting import CounterBag
+from c4forge.clean.resources import constants, fingerprints
+from c4forge.dedup.urls import choose_url_copy, normalize_url
+from c4forge.langid import langdetect_filter as langid
+from c4forge.readers.wet import Page, read_wet
+from c4forge.rules.badwords import badwords_filter
+from c4forge.rules.lines import clean_page
+from c4forge.rules.split import split_of
 
 ROOT = Path(__file__).resolve().parents[1]
 C4_SAMPLE = ROOT / "c4forge" / "data" / "sample" / "c4-sample.00000-of-00001.json.gz"
@@ -244,9 +244,9 @@ def test_filter_funnel_conserves_every_page():
     """All filters in stage order (§1, dedup none) over real WETs: the identities of §13 hold
     (checked with the lead's conservation_errors), nothing is lost between stages."""
     from c4forge.clean.config import CleanJob
+    from c4forge.clean.counting import conservation_errors
     from c4forge.clean.plan import build_plan
-    from c4forge.filters.clean import length_filter
-    from c4forge.filters.counting import conservation_errors
+    from c4forge.rules.lines import length_filter
 
     bag = CounterBag()
     pages = []

@@ -12,11 +12,10 @@ import pytest
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from c4forge.clean.counting import CounterBag
 from c4forge.errors import InputError
-from c4forge.filters.clean import length_filter
-from c4forge.filters.counting import CounterBag
-from c4forge.filters.gzip_stream import open_decoded
-from c4forge.filters.wet import (
+from c4forge.readers.gzip_stream import open_decoded
+from c4forge.readers.wet import (
     Page,
     RecordKind,
     is_crawl_warc,
@@ -26,6 +25,7 @@ from c4forge.filters.wet import (
     read_wet,
     sniff_record_types,
 )
+from c4forge.rules.lines import length_filter
 
 ROOT = Path(__file__).resolve().parents[1]
 WET_DIR = ROOT / "tests" / "data" / "wet"

@@ -15,7 +15,8 @@ import pytest
 from clean_fixtures import DERIVED_WET, REPO
 
 from c4forge.errors import ConfigError
-from c4forge.filters import langdetect_fast, langid
+from c4forge.langid import langdetect_fast
+from c4forge.langid import langdetect_filter as langid
 from c4forge.objectives import functions as fns
 from c4forge.objectives.registry import OBJECTIVES
 

@@ -13,15 +13,15 @@ from clean_fixtures import corpus_stage, run_corpus_stage
 from datasketch import MinHash, MinHashLSH
 
 from c4forge.clean.steps import Doc, loc_of_node
-from c4forge.engines.local import LocalEngine
-from c4forge.errors import ConfigError
-from c4forge.filters.minhash import (
+from c4forge.dedup.minhash import (
     band_entries,
     make_params,
     node_id,
     shingles,
     signature,
 )
+from c4forge.engines.local import LocalEngine
+from c4forge.errors import ConfigError
 
 TS = "2019-04-18T00:00:00Z"
 

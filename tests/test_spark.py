@@ -17,6 +17,7 @@ from c4forge.clean.config import CleanJob  # noqa: E402
 from c4forge.clean.driver import run_clean  # noqa: E402
 from c4forge.clean.plan import NearDedupStage  # noqa: E402
 from c4forge.clean.steps import Doc  # noqa: E402
+from c4forge.dedup.minhash import MAX_ROUNDS, make_params  # noqa: E402
 from c4forge.engines.local import LocalEngine  # noqa: E402
 from c4forge.engines.spark import (  # noqa: E402
     SparkEngine,
@@ -26,7 +27,6 @@ from c4forge.engines.spark import (  # noqa: E402
     resolve_all,
 )
 from c4forge.errors import ConfigError, InputError  # noqa: E402
-from c4forge.filters.minhash import MAX_ROUNDS, make_params  # noqa: E402
 from c4forge.passthrough import spark_conf_pairs  # noqa: E402
 
 ROOT = Path(__file__).parent.parent

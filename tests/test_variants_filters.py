@@ -16,18 +16,18 @@ from pathlib import Path
 import pytest
 from clean_fixtures import corpus_stage, run_corpus_stage
 
+from c4forge.clean.counting import CounterBag
 from c4forge.clean.steps import Doc
+from c4forge.clean.variants import VARIANTS, get_variant
+from c4forge.dedup.exact import apply_line_dedup, apply_span_removals
+from c4forge.dedup.urls import normalize_url
 from c4forge.errors import ConfigError, InputError
-from c4forge.filters import langid_cld3 as cld3
-from c4forge.filters import realnews
-from c4forge.filters import url_list as ul
-from c4forge.filters.counting import CounterBag
-from c4forge.filters.dedup import apply_line_dedup, apply_span_removals
-from c4forge.filters.paragraphs import paragraph_filter
-from c4forge.filters.sentences import split_sentences
-from c4forge.filters.split import release_split_name
-from c4forge.filters.urls import normalize_url
-from c4forge.filters.variants import VARIANTS, get_variant
+from c4forge.langid import cld3_filter as cld3
+from c4forge.rules import realnews
+from c4forge.rules import url_list as ul
+from c4forge.rules.paragraphs import paragraph_filter
+from c4forge.rules.sentences import split_sentences
+from c4forge.rules.split import release_split_name
 from c4forge.samples import iter_c4_sample, iter_dolma_sample
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -381,7 +381,7 @@ def test_line_dedup_without_sentence_minimum():
     text = "Ein einziger Absatz ohne drei Sätze"
     bag = CounterBag()
     assert apply_line_dedup(text, [], bag, split_sentences, min_sentences=0) is None  # not owned
-    from c4forge.filters.dedup import line_key
+    from c4forge.dedup.exact import line_key
 
     bag = CounterBag()
     assert apply_line_dedup(text, [line_key(text)], bag, split_sentences, min_sentences=0) == text

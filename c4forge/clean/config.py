@@ -12,9 +12,9 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from c4forge.clean.variants import variants_help
 from c4forge.cliconfig import CliConfig, option
 from c4forge.errors import ConfigError
-from c4forge.filters.variants import variants_help
 from c4forge.io.storage import is_remote
 from c4forge.pipeline.cli_common import runner_option, workers_option
 
@@ -55,7 +55,7 @@ class CleanJob(CliConfig):
         default="en",
         metavar="NAME",
         help="corpus variant (TFDS c4 configs; default en): " + variants_help(),
-    )  # issue 10: c4forge.filters.variants
+    )  # issue 10: c4forge.clean.variants
     dedup: str | None = option(
         "--dedup",
         default=None,  # None: the variant's default (``en``: spans)
@@ -203,8 +203,8 @@ class CleanJob(CliConfig):
     # -- variants (issue 10) ----------------------------------------------------------------------
     @property
     def spec(self) -> Any:
-        """The ``Variant`` this job builds (``c4forge.filters.variants``)."""
-        from c4forge.filters.variants import get_variant
+        """The ``Variant`` this job builds (``c4forge.clean.variants``)."""
+        from c4forge.clean.variants import get_variant
 
         return get_variant(self.variant)
 
@@ -227,13 +227,13 @@ class CleanJob(CliConfig):
             if value is not None and v.name != owner:
                 raise ConfigError(f"{flag} is an option of --variant {owner}, not {v.name}")
         if v.webtext:
-            from c4forge.filters.url_list import resolve_url_list
+            from c4forge.rules.url_list import resolve_url_list
 
             resolve_url_list(self.url_list or "")  # InputError: missing, empty glob, a folder
         if v.realnews:
             _ = self.domains  # InputError: damaged or missing domain list
         if v.multilingual:
-            from c4forge.filters.langid_cld3 import parse_languages, require_gcld3
+            from c4forge.langid.cld3_filter import parse_languages, require_gcld3
 
             require_gcld3()  # ConfigError that says what to install
             object.__setattr__(self, "languages", parse_languages(self.languages))
@@ -241,7 +241,7 @@ class CleanJob(CliConfig):
     @functools.cached_property
     def domains(self) -> Any:
         """The RealNews domain list (bundled unless ``--domain-list``), validated."""
-        from c4forge.filters.realnews import load_domain_list
+        from c4forge.rules.realnews import load_domain_list
 
         return load_domain_list(self.domain_list)
 
@@ -254,14 +254,14 @@ class CleanJob(CliConfig):
 
     @functools.cached_property
     def url_list_files(self) -> tuple[str, ...]:
-        from c4forge.filters.url_list import resolve_url_list
+        from c4forge.rules.url_list import resolve_url_list
 
         return tuple(resolve_url_list(self.url_list or ""))
 
     @functools.cached_property
     def url_list_info(self) -> Any:
         """One streamed pass over the whole URL list (sha256, URL count, not empty, intact)."""
-        from c4forge.filters.url_list import inspect_url_list
+        from c4forge.rules.url_list import inspect_url_list
 
         return inspect_url_list(self.url_list_files)
 
@@ -339,7 +339,7 @@ class CleanJob(CliConfig):
         return self.dedup == "spans"
 
     def minhash_params(self) -> Any:
-        from c4forge.filters.minhash import make_params
+        from c4forge.dedup.minhash import make_params
 
         return make_params(self.ngram, self.num_perm, self.threshold)
 

@@ -6,7 +6,7 @@ job binds that to ``Metrics.counter``, the Spark driver to accumulators, tests t
 ``CounterBag``. This is how "nothing is lost silently" stays one mechanism on every engine.
 
 There is no table of stages here: each stage of a clean plan carries its ``Flow`` (defined by
-the module that counts it: ``c4forge.filters.paragraphs.FLOW``, ``minhash.FLOW`` …), and the
+the module that counts it: ``c4forge.rules.paragraphs.FLOW``, ``minhash.FLOW`` …), and the
 functions below take the plan's ``(stage, Flow)`` pairs in order (``Plan.accounts``): the
 reasons stats.json lists, zeros included, and the conservation identities are read from them.
 """
@@ -73,7 +73,7 @@ def listed_reasons(
 class CounterBag:
     """A plain ``{stage: {reason: n}}`` collector that is also a ``Count`` callback; with
     ``keep > 0`` it also keeps per reason the ``keep`` dropped items of smallest hash
-    (``--keep-samples``, ``c4forge.filters.drop_samples``)."""
+    (``--keep-samples``, ``c4forge.clean.drop_samples``)."""
 
     def __init__(self, keep: int = 0) -> None:
         self.counts: dict[str, dict[str, int]] = {}
@@ -83,7 +83,7 @@ class CounterBag:
     def sample(self, stage: str, reason: str, text: str, url: str = "") -> None:
         if self.keep <= 0:
             return
-        from c4forge.filters import drop_samples as ds
+        from c4forge.clean import drop_samples as ds
 
         if self._samples is None:
             self._samples = ds.SampleBag(self.keep)
@@ -96,7 +96,7 @@ class CounterBag:
 
     def merge_samples(self, other: Mapping[str, Any]) -> None:
         if other and self.keep > 0:
-            from c4forge.filters import drop_samples as ds
+            from c4forge.clean import drop_samples as ds
 
             if self._samples is None:
                 self._samples = ds.SampleBag(self.keep)

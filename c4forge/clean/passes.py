@@ -32,10 +32,10 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from c4forge.clean import progress as pg
+from c4forge.clean import resume_state as pg
+from c4forge.clean.counting import Count, CounterBag
 from c4forge.clean.plan import Plan, run_maps
 from c4forge.clean.steps import Doc, UrlEntry
-from c4forge.filters.counting import Count, CounterBag
 from c4forge.io import storage
 
 KEYS_SUFFIX = ".keys.gz"  # a chunk's URL entries (re-emitted by a resumed run)
@@ -100,7 +100,7 @@ def front(chunk: pg.Chunk, count: Count, *, plan: Plan, output: str) -> Iterator
     → clean, records (cleaned text, clean counters of the page) and URL entries written, then
     the chunk's done-record with its counters. Done by an earlier run (``--resume``) or an
     earlier attempt of this bundle: the recorded entries and counters, the input not read."""
-    from c4forge.filters.drop_samples import MAX_TEXT
+    from c4forge.clean.drop_samples import MAX_TEXT
 
     keep = getattr(count, "keep", 0)  # --keep-samples
     work = pg.WorkDir(output, pg.BEAM_DATA_SUFFIX)

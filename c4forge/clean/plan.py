@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from c4forge.clean import steps
-from c4forge.filters.counting import Count, Flow
+from c4forge.clean.counting import Count, Flow
 
 Fn = Callable[..., Any]
 
@@ -291,12 +291,15 @@ def build_plan(job: Any) -> Plan:
     the clean counters also count pages that the list then drops.
     """
     from c4forge.clean import variant_steps as vs
-    from c4forge.filters import badwords, langid, langid_cld3, paragraphs, realnews, split, urls
-    from c4forge.filters import clean as rules
-    from c4forge.filters import dedup as dd
-    from c4forge.filters import minhash as mh
-    from c4forge.filters import url_list as ul
-    from c4forge.filters.warc_html import READ_FLOW
+    from c4forge.dedup import exact as dd
+    from c4forge.dedup import minhash as mh
+    from c4forge.dedup import urls
+    from c4forge.langid import cld3_filter as langid_cld3
+    from c4forge.langid import langdetect_filter as langid
+    from c4forge.readers.warc_html import READ_FLOW
+    from c4forge.rules import badwords, paragraphs, realnews, split
+    from c4forge.rules import lines as rules
+    from c4forge.rules import url_list as ul
 
     v = job.spec
     read = functools.partial(
@@ -419,7 +422,7 @@ class _RecordedJob:
 
     @property
     def spec(self) -> Any:
-        from c4forge.filters.variants import get_variant
+        from c4forge.clean.variants import get_variant
 
         return get_variant(self.variant)
 
@@ -447,7 +450,7 @@ def all_accounts() -> tuple[tuple[str, Flow], ...]:
     dedup mode with every optional stage on; a stage whose flow differs between plans (exact
     dedup per mode, langdetect or CLD3) gets the union of their info reasons. For counters read
     back with no config at hand (a funnel of stats.json's counters alone)."""
-    from c4forge.filters.variants import VARIANTS
+    from c4forge.clean.variants import VARIANTS
 
     order: list[str] = []
     flows: dict[str, Flow] = {}

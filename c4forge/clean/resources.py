@@ -6,7 +6,10 @@ constant, list or library version shows up here before it shows up in the output
 
 from __future__ import annotations
 
-from c4forge.filters import badwords, clean, langid, split, wet
+from c4forge.langid import langdetect_filter as langid
+from c4forge.readers import wet
+from c4forge.rules import badwords, split
+from c4forge.rules import lines as clean
 
 
 def constants() -> dict:
@@ -35,7 +38,7 @@ def constants() -> dict:
 def fingerprints(language: str = "en", badwords_fraction: float = 1.0) -> dict:
     """Resource fingerprints plus the constants: bad-words files (sha256, entry counts), Punkt
     package version and parameter counts, langdetect and NLTK versions."""
-    from c4forge.filters.sentences import punkt_fingerprint
+    from c4forge.rules.sentences import punkt_fingerprint
 
     punkt = punkt_fingerprint()
     return {

@@ -34,7 +34,7 @@ from c4forge.io.inputs import InputFile
 from c4forge.io.storage import dumps_pretty
 
 WORK_DIR = "_work"
-FORMAT = "c4forge.clean.progress"
+FORMAT = "c4forge.clean.progress"  # on-disk format name (kept: earlier runs resume)
 FORMAT_VERSION = 1
 # Inputs per chunk: a Common Crawl WET file (~100 MB of text, ~40,000 pages) is a chunk: the unit
 # of the passes (its records, its decisions) and of --resume. Override with C4FORGE_CHUNK_FILES.

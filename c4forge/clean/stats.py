@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import c4forge
+from c4forge.clean import counting
 from c4forge.errors import OutputExistsError, VerificationError
-from c4forge.filters import counting
 from c4forge.io.storage import check_format, dumps_pretty
 
 FORMAT = "c4forge.clean.stats"
@@ -26,8 +26,8 @@ def constants() -> dict[str, Any]:
     records the rules a corpus was built with, not a copy that could drift), plus the two
     constants the pipeline adds."""
     from c4forge.clean.output import DOCS_PER_SHARD
-    from c4forge.filters import dedup as dd
-    from c4forge.filters.resources import constants as rule_constants
+    from c4forge.clean.resources import constants as rule_constants
+    from c4forge.dedup import exact as dd
 
     return {
         **rule_constants(),
@@ -41,9 +41,9 @@ def resource_fingerprints(language: str) -> dict[str, Any]:
     that decides which pages survive."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from c4forge.filters.badwords import badwords_fingerprint
-    from c4forge.filters.langid import langdetect_fingerprint
-    from c4forge.filters.sentences import punkt_fingerprint
+    from c4forge.langid.langdetect_filter import langdetect_fingerprint
+    from c4forge.rules.badwords import badwords_fingerprint
+    from c4forge.rules.sentences import punkt_fingerprint
 
     def ver(pkg: str) -> str | None:
         try:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-from c4forge.filters.counting import Count
-from c4forge.filters.drop_samples import sample, with_url
+from c4forge.clean.counting import Count
+from c4forge.clean.drop_samples import sample, with_url
 
 
 class Doc(NamedTuple):
@@ -36,14 +36,14 @@ def read_input(
 ) -> Iterator[Any]:
     """One input path → its pages (c4_rules.md §3). The reader counts every ``wet.*`` reason."""
     if input_format == "wet":
-        from c4forge.filters.wet import open_binary, read_wet
+        from c4forge.readers.wet import open_binary, read_wet
 
         with open_binary(path) as stream:
             yield from read_wet(
                 stream, path.rsplit("/", 1)[-1], count, max_record_bytes=max_record_bytes
             )
     else:  # "warc" or "auto" (decided per file by sniffing its first records)
-        from c4forge.filters.warc_html import read_path
+        from c4forge.readers.warc_html import read_path
 
         yield from read_path(
             path, count, input_format=input_format, max_record_bytes=max_record_bytes
@@ -52,7 +52,7 @@ def read_input(
 
 def length(page: Any, count: Count) -> Iterator[Any]:
     """Drop pages over 190,000 characters (§5), before URL dedup as in the reference."""
-    from c4forge.filters.clean import length_filter
+    from c4forge.rules.lines import length_filter
 
     if length_filter(page.text, with_url(count, page.url)):
         yield page
@@ -77,7 +77,7 @@ def key_by_normalized_url(entry: Any, count: Count) -> Iterator[tuple[str, Any]]
 def url_dedup(key: str, pages: Iterable[Any], count: Count) -> Iterator[Any]:
     """One normalized URL's pages (or ``UrlEntry``s) → the kept copy (§4.2, D3), counted once
     here."""
-    from c4forge.filters.urls import choose_url_copy_counted
+    from c4forge.dedup.urls import choose_url_copy_counted
 
     yield choose_url_copy_counted(list(pages), count)
 
@@ -85,7 +85,7 @@ def url_dedup(key: str, pages: Iterable[Any], count: Count) -> Iterator[Any]:
 def clean(page: Any, count: Count, *, keep_sentences: bool) -> Iterator[Doc]:
     """Line and page heuristics (§6). With span dedup only the sentences are kept (span dedup
     rebuilds the text from them)."""
-    from c4forge.filters.clean import clean_page
+    from c4forge.rules.lines import clean_page
 
     cleaned = clean_page(page.text, with_url(count, page.url))
     if cleaned is None:
@@ -112,7 +112,7 @@ def span_occurrences(loc: tuple, doc: Doc, count: Count) -> Iterator[tuple[bytes
     """``(window md5, (md5(url), loc, line, j, length))`` per window: ~50 bytes, no text."""
     import hashlib
 
-    from c4forge.filters import dedup as dd
+    from c4forge.dedup import exact as dd
 
     url_md5 = _url_md5(doc.url)
     for line_index, line_sents in enumerate(doc.sentences):
@@ -124,7 +124,7 @@ def span_occurrences(loc: tuple, doc: Doc, count: Count) -> Iterator[tuple[bytes
 def span_removals(key: Any, occurrences: Iterable[tuple], count: Count) -> Iterator[tuple]:
     """One window's occurrences → (loc, removal) for every copy but the owner's. Streams the
     grouped values (never copied into a list)."""
-    from c4forge.filters import dedup as dd
+    from c4forge.dedup import exact as dd
 
     repeated = False
     for loc, removal in dd.iter_span_removals(occurrences):
@@ -137,7 +137,7 @@ def span_removals(key: Any, occurrences: Iterable[tuple], count: Count) -> Itera
 def apply_span_removals(
     loc: tuple, doc: Doc, removals: Iterable[tuple], count: Count, *, min_sentences: int = 3
 ) -> Iterator[Doc]:
-    from c4forge.filters import dedup as dd
+    from c4forge.dedup import exact as dd
 
     found = [dd.SpanRemoval(*r) for r in removals]
     counted = with_url(count, doc.url)
@@ -148,7 +148,7 @@ def apply_span_removals(
 
 def line_occurrences(loc: tuple, doc: Doc, count: Count) -> Iterator[tuple[str, tuple]]:
     """``(line md5, (md5(url), loc))`` once per distinct line of the page."""
-    from c4forge.filters import dedup as dd
+    from c4forge.dedup import exact as dd
 
     owner = (_url_md5(doc.url), loc)
     for key, _ in dd.line_occurrences(doc.url, doc.text):
@@ -169,8 +169,8 @@ def apply_line_dedup(
     loc: tuple, doc: Doc, owned: Iterable[str], count: Count, *, min_sentences: int = 3
 ) -> Iterator[Doc]:
     """``min_sentences=0``: no Punkt recheck (variants without the line rules, as TFDS)."""
-    from c4forge.filters import dedup as dd
-    from c4forge.filters.sentences import split_sentences
+    from c4forge.dedup import exact as dd
+    from c4forge.rules.sentences import split_sentences
 
     counted = with_url(count, doc.url)
     text = dd.apply_line_dedup(doc.text, list(owned), counted, split_sentences, min_sentences)
@@ -184,7 +184,7 @@ def apply_line_dedup(
 
 
 def node_of(loc: tuple, doc: Doc) -> str:
-    from c4forge.filters import minhash as mh
+    from c4forge.dedup import minhash as mh
 
     return f"{mh.node_id(doc.url)}:{loc[0]}:{loc[1]}"
 
@@ -195,7 +195,7 @@ def loc_of_node(node: str) -> tuple[int, int]:
 
 
 def band_entries(loc: tuple, doc: Doc, count: Count, *, params: Any) -> Iterator[tuple]:
-    from c4forge.filters import minhash as mh
+    from c4forge.dedup import minhash as mh
 
     sig = mh.signature(doc.text, params)
     if sig is not None:
@@ -203,7 +203,7 @@ def band_entries(loc: tuple, doc: Doc, count: Count, *, params: Any) -> Iterator
 
 
 def bucket_pairs(key: Any, members: Iterable[tuple], count: Count, *, params: Any) -> Iterator:
-    from c4forge.filters import minhash as mh
+    from c4forge.dedup import minhash as mh
 
     yield from mh.bucket_pairs(members, params)
 
@@ -214,14 +214,14 @@ def either(flags: Iterable[bool]) -> bool:
 
 
 def pair_edge(item: tuple, count: Count) -> Iterator[tuple[str, str]]:
-    from c4forge.filters import minhash as mh
+    from c4forge.dedup import minhash as mh
 
     pair, ok = item
     yield from mh.pair_edge(pair, [ok], count)
 
 
 def canonical_edge(edge: tuple[str, str], count: Count) -> Iterator[tuple[str, str]]:
-    from c4forge.filters import minhash as mh
+    from c4forge.dedup import minhash as mh
 
     e = mh.canonical(edge)
     if e is not None:
@@ -229,31 +229,31 @@ def canonical_edge(edge: tuple[str, str], count: Count) -> Iterator[tuple[str, s
 
 
 def large_star_input(edge: tuple[str, str], count: Count) -> Iterator[tuple[str, str]]:
-    from c4forge.filters import minhash as mh
+    from c4forge.dedup import minhash as mh
 
     yield from mh.large_star_input(edge)
 
 
 def small_star_input(edge: tuple[str, str], count: Count) -> Iterator[tuple[str, str]]:
-    from c4forge.filters import minhash as mh
+    from c4forge.dedup import minhash as mh
 
     yield from mh.small_star_input(edge)
 
 
 def large_star(node: str, nbrs: Iterable[str], count: Count) -> Iterator[tuple[str, str]]:
-    from c4forge.filters import minhash as mh
+    from c4forge.dedup import minhash as mh
 
     yield from mh.large_star(node, nbrs)
 
 
 def small_star(node: str, nbrs: Iterable[str], count: Count) -> Iterator[tuple[str, str]]:
-    from c4forge.filters import minhash as mh
+    from c4forge.dedup import minhash as mh
 
     yield from mh.small_star(node, nbrs)
 
 
 def count_unconverged(node: str, nbrs: Iterable[str], count: Count) -> Iterator[Any]:
-    from c4forge.filters import minhash as mh
+    from c4forge.dedup import minhash as mh
 
     if not mh.is_star_node(node, nbrs):
         count(mh.STAGE, "unconverged")
@@ -265,13 +265,13 @@ def removed_loc(node: str, count: Count) -> Iterator[tuple[tuple[int, int], bool
 
 
 def removed_node(edge: tuple[str, str], count: Count) -> Iterator[str]:
-    from c4forge.filters import minhash as mh
+    from c4forge.dedup import minhash as mh
 
     yield mh.removed_node(edge)
 
 
 def mark_removed(loc: tuple, doc: Doc, removed: Iterable[bool], count: Count) -> Iterator[Doc]:
-    from c4forge.filters import minhash as mh
+    from c4forge.dedup import minhash as mh
 
     if any(True for _ in removed):
         count(mh.STAGE, "removed")
@@ -285,14 +285,14 @@ def mark_removed(loc: tuple, doc: Doc, removed: Iterable[bool], count: Count) ->
 
 
 def langid(doc: Doc, count: Count, *, language: str) -> Iterator[Doc]:
-    from c4forge.filters.langid import langid_filter
+    from c4forge.langid.langdetect_filter import langid_filter
 
     if langid_filter(doc.text, with_url(count, doc.url), language):
         yield doc
 
 
 def badwords(doc: Doc, count: Count, *, language: str, fraction: float) -> Iterator[Doc]:
-    from c4forge.filters.badwords import badwords_filter
+    from c4forge.rules.badwords import badwords_filter
 
     counted = with_url(count, doc.url)
     if badwords_filter(doc.text, language, doc.normalized_url, counted, fraction):
@@ -302,7 +302,7 @@ def badwords(doc: Doc, count: Count, *, language: str, fraction: float) -> Itera
 def split(doc: Doc, count: Count) -> Iterator[tuple[str, Any]]:
     """→ (split, OutDoc): the output key of the document (c4_rules.md §11)."""
     from c4forge.clean.output import make_out_doc
-    from c4forge.filters.split import split_of
+    from c4forge.rules.split import split_of
 
     name = split_of(doc.normalized_url)
     count("split", name)

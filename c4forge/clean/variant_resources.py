@@ -22,12 +22,12 @@ def job_resources(job: Any) -> dict[str, Any]:
     elif v.multilingual:
         out["badwords"] = multilingual_badwords()
     if v.multilingual:
-        from c4forge.filters.langid_cld3 import cld3_fingerprint
+        from c4forge.langid.cld3_filter import cld3_fingerprint
 
         del out["langdetect"]
         out["cld3"] = cld3_fingerprint()
     if v.realnews:
-        from c4forge.filters.realnews import tldextract_fingerprint
+        from c4forge.rules.realnews import tldextract_fingerprint
 
         out["realnews_domains"] = job.domains.fingerprint()
         out["tldextract"] = tldextract_fingerprint()
@@ -38,6 +38,6 @@ def job_resources(job: Any) -> dict[str, Any]:
 
 def multilingual_badwords() -> dict[str, Any]:
     """Every LDNOOBW list mC4 uses (``en`` from the C4 pin), by language code."""
-    from c4forge.filters.badwords import badwords_fingerprint, list_languages
+    from c4forge.rules.badwords import badwords_fingerprint, list_languages
 
     return {lang: badwords_fingerprint(lang) for lang in list_languages()}

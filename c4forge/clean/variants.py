@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from c4forge.dedup.exact import MIN_SENTENCES
 from c4forge.errors import ConfigError
-from c4forge.filters.dedup import MIN_SENTENCES
 
 DEDUP_MODES = ("spans", "lines", "none")
 

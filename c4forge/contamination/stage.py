@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from c4forge.filters.counting import Count, Flow
+from c4forge.clean.counting import Count, Flow
 
 STAGE = "decontaminate"
 FLOW = Flow(
@@ -21,7 +21,7 @@ FLOW = Flow(
 
 
 def decontaminate(doc: Any, count: Count, index: Any) -> Iterator[Any]:
-    from c4forge.filters.drop_samples import sample
+    from c4forge.clean.drop_samples import sample
 
     pos = index.first_match(doc.text)
     if pos is None:

@@ -16,8 +16,8 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
-from c4forge.filters import drop_samples as ds
-from c4forge.filters.counting import Count, Flow
+from c4forge.clean import drop_samples as ds
+from c4forge.clean.counting import Count, Flow
 
 STAGE = "dedup"
 SPAN_WINDOW = 3  # sentences per window (§2)

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from c4forge.clean.counting import Count, Flow
 from c4forge.errors import ConfigError
-from c4forge.filters.counting import Count, Flow
 
 STAGE = "near_dedup"
 REASONS = ("candidates", "true_pairs", "removed", "passed", "unconverged")

@@ -11,11 +11,11 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from c4forge.filters.counting import Flow
-from c4forge.filters.drop_samples import sample
+from c4forge.clean.counting import Flow
+from c4forge.clean.drop_samples import sample
 
 if TYPE_CHECKING:
-    from c4forge.filters.counting import Count
+    from c4forge.clean.counting import Count
 
 P = TypeVar("P")  # a Page or a UrlEntry
 # URL dedup (stage ``url_dedup``): one page per normalized URL; ``tie_text_md5`` counts groups.

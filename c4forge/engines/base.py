@@ -143,7 +143,7 @@ class Engine(ABC):
     def chunk_files(self, job: Any) -> int:
         """Input files per chunk (the unit of the passes and of ``--resume``): one, or
         ``C4FORGE_CHUNK_FILES``."""
-        from c4forge.clean.progress import chunk_files_setting
+        from c4forge.clean.resume_state import chunk_files_setting
 
         return chunk_files_setting()
 

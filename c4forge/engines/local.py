@@ -34,8 +34,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from c4forge.clean.counting import CounterBag
 from c4forge.engines.base import Engine, Fn
-from c4forge.filters.counting import CounterBag
 
 BATCH = 2048  # items per pickle record
 SPILL_ITEMS = 16_384  # items a map task holds before writing them to its spill file
@@ -467,7 +467,7 @@ class LocalEngine(Engine):
         """The plan's ``(output key, OutDoc)`` pairs without writing shards (tests, benchmarks):
         the chunk files go to ``job.output/_work`` and are removed afterwards."""
         from c4forge.clean import passes
-        from c4forge.clean import progress as pg
+        from c4forge.clean import resume_state as pg
 
         chunks = pg.plan_chunks(files, self.chunk_files(job))
         work = pg.WorkDir(job.output)

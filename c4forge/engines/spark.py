@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from c4forge.clean import output as co
+from c4forge.clean.counting import CounterBag
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
 from c4forge.errors import ConfigError, InputError
-from c4forge.filters.counting import CounterBag
 from c4forge.io import storage
 from c4forge.io.inputs import InputFile
 
@@ -83,7 +83,7 @@ class SamplesParam(AccumulatorParam):
         return {}
 
     def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 - Spark's name
-        from c4forge.filters.drop_samples import merge
+        from c4forge.clean.drop_samples import merge
 
         for key, recs in b.items():
             a[key] = list(merge([a.get(key, ()), recs], self.n))

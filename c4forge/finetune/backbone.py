@@ -23,7 +23,7 @@ class Backbone:
     model: torch.nn.Module
     family: str  # "t5" | "bert"
     config: Any  # the trainers' model config (ModelConfig for T5)
-    vocab: Any  # c4forge.tokenizers.vocab.Vocabulary
+    vocab: Any  # c4forge.vocab.vocab.Vocabulary
     vocab_dir: str | None
     fingerprint: str  # sha256 of the checkpoint's model.safetensors ("random-init" for none)
     step: int | None
@@ -49,7 +49,7 @@ class Backbone:
 
 
 def _vocab_from_dir(directory: str | None, where: str):
-    from c4forge.tokenizers.vocab import Vocabulary
+    from c4forge.vocab.vocab import Vocabulary
 
     if not directory or not os.path.exists(directory):
         raise InputError(

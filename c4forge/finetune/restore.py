@@ -21,7 +21,7 @@ from c4forge.trainers import checkpoint as ckpt
 
 def load_finetuned(ft_dir: str) -> tuple[torch.nn.Module, dict[str, Any], Any]:
     """(model in eval mode on the CPU, finetune.json, vocabulary)."""
-    from c4forge.tokenizers.vocab import Vocabulary
+    from c4forge.vocab.vocab import Vocabulary
 
     run_cfg = read_run_config(ft_dir)
     path = ckpt.latest_checkpoint(ft_dir)

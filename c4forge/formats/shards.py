@@ -25,7 +25,7 @@ from c4forge.io.storage import (
     dumps_canonical,
     sha256_bytes,
 )
-from c4forge.tokenizers.vocab_files import COPY_DIR, MODEL_FILE, read_descriptor
+from c4forge.vocab.vocab_files import COPY_DIR, MODEL_FILE, read_descriptor
 
 FORMAT = "c4forge.shards"
 FORMAT_VERSION = 1

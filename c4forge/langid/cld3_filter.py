@@ -29,9 +29,9 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from c4forge.clean import drop_samples as ds
+from c4forge.clean.counting import Count, Flow
 from c4forge.errors import ConfigError
-from c4forge.filters import drop_samples as ds
-from c4forge.filters.counting import Count, Flow
 
 STAGE = "langid"
 UNKNOWN_LANGUAGE = "und"

@@ -66,8 +66,8 @@ class _State:
     """Per-process tables and kernels, built on first use under a lock."""
 
     def __init__(self) -> None:
-        from c4forge.filters import _langdetect_kernels as kernels
-        from c4forge.filters import _langdetect_tables as tables
+        from c4forge.langid import _langdetect_kernels as kernels
+        from c4forge.langid import _langdetect_tables as tables
 
         self.kernels = kernels
         self.profiles = tables.load_profiles()

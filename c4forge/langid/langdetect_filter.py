@@ -13,9 +13,9 @@ import importlib.metadata
 import os
 import threading
 
+from c4forge.clean import drop_samples as ds
+from c4forge.clean.counting import Count, Flow
 from c4forge.errors import ConfigError
-from c4forge.filters import drop_samples as ds
-from c4forge.filters.counting import Count, Flow
 
 STAGE = "langid"
 MIN_PROBABILITY = 0.99
@@ -32,7 +32,7 @@ _LOCK = threading.Lock()
 BACKEND_ENV = "C4FORGE_LANGDETECT"
 # The values C4FORGE_LANGDETECT accepts (unset = "fast"); anything else is an error.
 BACKENDS: dict[str, str] = {
-    "fast": "c4forge.filters.langdetect_fast: numba kernels replaying langdetect bit for bit",
+    "fast": "c4forge.langid.langdetect_fast: numba kernels replaying langdetect bit for bit",
     "stock": "langdetect itself (same results, ~50x slower): the escape hatch and benchmark baseline",
 }
 # Read once per process (Beam and Spark workers inherit it); checked by backend().
@@ -49,7 +49,7 @@ def backend() -> str:
             + ", ".join(f"{name} ({why})" for name, why in BACKENDS.items())
         )
     if _BACKEND == "fast":
-        from c4forge.filters import langdetect_fast
+        from c4forge.langid import langdetect_fast
 
         langdetect_fast.backend()  # loads the kernels now, or says why they do not load
     return _BACKEND
@@ -58,11 +58,11 @@ def backend() -> str:
 def _detect_langs(text: str) -> list[tuple[str, float]]:
     """``[(lang, prob), …]`` best first, exactly ``langdetect.detect_langs`` with seed 0.
 
-    The one swap point for a faster backend (``c4forge.filters.langdetect_fast``); it must
+    The one swap point for a faster backend (``c4forge.langid.langdetect_fast``); it must
     raise langdetect's ``LangDetectException`` where langdetect does (e.g. no features).
     """
     if _BACKEND != "stock" and backend() == "fast":
-        from c4forge.filters.langdetect_fast import detect_langs_fast
+        from c4forge.langid.langdetect_fast import detect_langs_fast
 
         # Bit-identical to stock langdetect with seed 0 (tests/test_langdetect_fast.py), ~50x
         # faster, and lock-free: the seed is fixed per call, not process-global state.

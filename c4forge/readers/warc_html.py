@@ -35,10 +35,10 @@ from typing import BinaryIO
 from warcio.bufferedreaders import BufferedReader, ChunkedDataReader
 from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
 
+from c4forge.clean.counting import Count, Flow
 from c4forge.errors import InputError
-from c4forge.filters import wet
-from c4forge.filters.counting import Count, Flow
-from c4forge.filters.wet import Page, page_text
+from c4forge.readers import wet
+from c4forge.readers.wet import Page, page_text
 
 STAGE = "wet"
 # Record outcomes of crawl WARC input (c4forge extensions of §13): listed in stats.json only

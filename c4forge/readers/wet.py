@@ -18,10 +18,10 @@ from warcio.exceptions import ArchiveLoadFailed
 from warcio.recordloader import ArcWarcRecordLoader
 from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParserException
 
+from c4forge.clean.counting import Count
+from c4forge.dedup.urls import normalize_url
 from c4forge.errors import InputError
-from c4forge.filters.counting import Count
-from c4forge.filters.gzip_stream import DecodedStream, open_decoded
-from c4forge.filters.urls import normalize_url
+from c4forge.readers.gzip_stream import DecodedStream, open_decoded
 
 STAGE = "wet"
 # Counted per input file and per record (not a page): listed in stats.json, zeros included.

@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from c4forge.datasheet.write import write_report
+    from c4forge.report.write import write_report
 
     path = write_report(
         args.clean_dir,

@@ -22,7 +22,7 @@ import numpy as np
 from c4forge.errors import InputError, VerificationError
 from c4forge.io import storage
 
-FORMAT = "c4forge.datasheet"
+FORMAT = "c4forge.datasheet"  # report.json format name (kept as released)
 FORMAT_VERSION = 1
 TOP_DOMAINS = 50
 TOP_TLDS = 20
@@ -92,8 +92,8 @@ def scan_documents(
 ) -> dict[str, Any]:
     """One pass over the shards: per document characters, lines, sentences (Punkt), tokens;
     domains, TLDs, crawl months; documents and characters per split."""
-    from c4forge.filters.sentences import split_sentences
     from c4forge.formats.clean_docs import iter_documents
+    from c4forge.rules.sentences import split_sentences
 
     chars: list[int] = []
     lines: list[int] = []
@@ -207,7 +207,7 @@ def contamination_summary(report: Mapping) -> dict[str, Any]:
 
 
 def samples_block(clean_dir: str) -> dict[str, Any]:
-    from c4forge.filters.drop_samples import read_samples
+    from c4forge.clean.drop_samples import read_samples
 
     out = {}
     for key, recs in read_samples(clean_dir).items():
@@ -276,7 +276,7 @@ def collect(
     storage.check_format(stats, stats_path, "c4forge.clean.stats")
     vocab = None
     if vocab_path:
-        from c4forge.tokenizers.vocab import Vocabulary
+        from c4forge.vocab.vocab import Vocabulary
 
         vocab = Vocabulary.load(vocab_path)
     scan = scan_documents(shard_files(stats, clean_dir), vocab, progress)

@@ -22,9 +22,9 @@ def write_report(
     progress: bool = False,
 ) -> str:
     """Write the datasheet of ``clean_dir`` into ``out_dir``; returns the HTML page's path."""
-    from c4forge.datasheet.collect import collect
-    from c4forge.datasheet.plots import figures
-    from c4forge.datasheet.render import render_html, render_readme
+    from c4forge.report.collect import collect
+    from c4forge.report.plots import figures
+    from c4forge.report.render import render_html, render_readme
 
     report, _ = collect(clean_dir, vocab, shards, contamination, progress)
     stats = storage.read_json(os.path.join(clean_dir, "stats.json"))

@@ -22,9 +22,9 @@ import re
 import threading
 from dataclasses import dataclass
 
+from c4forge.clean import drop_samples as ds
+from c4forge.clean.counting import Count, Flow
 from c4forge.errors import ConfigError, VerificationError
-from c4forge.filters import drop_samples as ds
-from c4forge.filters.counting import Count, Flow
 
 STAGE = "badwords"
 # A kept page is one of three kinds: soft-passed (a match spared by the fraction), no list for

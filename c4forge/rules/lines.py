@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from c4forge.filters import drop_samples as ds
-from c4forge.filters.counting import Count, Flow
-from c4forge.filters.sentences import split_sentences
+from c4forge.clean import drop_samples as ds
+from c4forge.clean.counting import Count, Flow
+from c4forge.rules.sentences import split_sentences
 
 STAGE = "clean"
 LENGTH_STAGE = "length"

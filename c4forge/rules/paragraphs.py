@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import heapq
 
-from c4forge.filters import drop_samples as ds
-from c4forge.filters.counting import Count, Flow
+from c4forge.clean import drop_samples as ds
+from c4forge.clean.counting import Count, Flow
 
 STAGE = "paragraph"
 REASONS: tuple[str, ...] = ("too_few_paragraphs", "passed")

@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from c4forge.clean.counting import Count, Flow
 from c4forge.errors import ConfigError, InputError
-from c4forge.filters.counting import Count, Flow
 
 STAGE = "realnews"
 REASONS: tuple[str, ...] = ("bad_domain", "bad_subdomain", "passed")

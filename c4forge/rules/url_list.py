@@ -23,10 +23,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from c4forge.clean.counting import Count, Flow
+from c4forge.dedup.urls import normalize_url
 from c4forge.errors import InputError
-from c4forge.filters.counting import Count, Flow
-from c4forge.filters.gzip_stream import DecodedStream
-from c4forge.filters.urls import normalize_url
+from c4forge.readers.gzip_stream import DecodedStream
 
 STAGE = "webtext"
 # Page outcomes (each page after URL dedup counted once) and list-side information.

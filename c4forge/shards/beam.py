@@ -45,7 +45,7 @@ class BuildRows(beam.DoFn):
 
     def setup(self) -> None:
         # Once per worker: the model bytes came with the build, no shared filesystem needed.
-        from c4forge.tokenizers.vocab import Vocabulary
+        from c4forge.vocab.vocab import Vocabulary
 
         vocab = Vocabulary.__new__(Vocabulary)
         vocab.__setstate__(self.build.vocab_state)

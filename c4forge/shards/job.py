@@ -81,7 +81,7 @@ def parse_num_shards(spec: str | None) -> dict[str, int | None]:
 
 
 def load_vocabulary(path: str, extra_ids: int | None) -> Any:
-    from c4forge.tokenizers.vocab import Vocabulary
+    from c4forge.vocab.vocab import Vocabulary
 
     return Vocabulary.load(path, extra_ids=extra_ids)
 
@@ -209,7 +209,7 @@ def source_block(docs: str, clean_files: dict[str, list[str]]) -> dict[str, Any]
 
 def resolve(job: ShardsJob) -> ShardsBuild:
     """Read the vocabulary and list the clean shards; refuse missing inputs before any work."""
-    from c4forge.tokenizers.vocab_files import source_files
+    from c4forge.vocab.vocab_files import source_files
 
     vocab = load_vocabulary(job.vocab, job.extra_ids)
     cfg = job.objective

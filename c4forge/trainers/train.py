@@ -42,8 +42,6 @@ import torch
 from c4forge import __version__
 from c4forge.errors import ConfigError, OutputExistsError, VerificationError
 from c4forge.io.storage import read_json
-from c4forge.tokenizers import vocab_files
-from c4forge.tokenizers.vocab_files import check_vocab_dir, copy_run_vocab, read_descriptor
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers import distributed as dist
 from c4forge.trainers import models
@@ -62,6 +60,8 @@ from c4forge.trainers.optim import build_optimizer, schedule_note, set_lr, weigh
 from c4forge.trainers.options import FAMILY_OPTIMIZER, TrainOptions
 from c4forge.trainers.schedules import schedule_fn
 from c4forge.trainers.summary import RunSummary
+from c4forge.vocab import vocab_files
+from c4forge.vocab.vocab_files import check_vocab_dir, copy_run_vocab, read_descriptor
 
 __all__ = ["FAMILY_OPTIMIZER", "RunSummary", "TrainOptions", "setup", "run", "train"]
 

@@ -4,6 +4,6 @@ Not named `tokenizers` at top level on purpose: it lives inside c4forge so it ne
 HF's `tokenizers` package.
 """
 
-from c4forge.tokenizers.vocab import Vocabulary
+from c4forge.vocab.vocab import Vocabulary
 
 __all__ = ["Vocabulary"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from c4forge.tokenizers.options import VocabOptions
+from c4forge.vocab.options import VocabOptions
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from c4forge.tokenizers.train import iter_summary, vocab_from_options
+    from c4forge.vocab.train import iter_summary, vocab_from_options
 
     opts = VocabOptions.from_args(args)
     desc = vocab_from_options(opts)

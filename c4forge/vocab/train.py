@@ -23,8 +23,8 @@ from c4forge.formats import clean_docs
 from c4forge.io.storage import atomic_write_bytes, sha256_file, write_json
 
 if TYPE_CHECKING:
-    from c4forge.tokenizers.options import VocabOptions
-from c4forge.tokenizers.vocab import (
+    from c4forge.vocab.options import VocabOptions
+from c4forge.vocab.vocab import (
     DEFAULT_EXTRA_IDS,
     DESCRIPTOR_FILE,
     EXTRA_IDS_MODEL_FILE,

@@ -18,7 +18,7 @@ from typing import Any
 
 from c4forge.errors import ConfigError, InputError, VerificationError
 from c4forge.io.storage import check_format, read_json
-from c4forge.tokenizers.vocab_files import (
+from c4forge.vocab.vocab_files import (
     DESCRIPTOR_FILE,
     EXTRA_IDS_MODEL_FILE,
     MODEL_FILE,
