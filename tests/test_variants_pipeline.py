@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from test_variants_filters import REALNEWS_SURVIVORS  # noqa: E402
+from test_variants_rules import REALNEWS_SURVIVORS  # noqa: E402
 
 from c4forge import cli  # noqa: E402
 from c4forge.clean import cli as clean_cli  # noqa: E402
@@ -134,7 +134,7 @@ def test_realnewslike_survivors_and_counters(inputs, runs_root) -> None:
     # every C4 document from a RealNews domain survives cleaning; no derived page is news
     assert set(docs) == REALNEWS_SURVIVORS
     assert all(docs[u]["text"] == en[u]["text"] for u in docs)
-    # the 36 + 12 C4 pages of test_variants_filters, and one derived page (a wordpress.com
+    # the 36 + 12 C4 pages of test_variants_rules, and one derived page (a wordpress.com
     # blog) from a domain whose list does not name its subdomain
     assert c["realnews"] == {"passed": 36, "bad_subdomain": 13, "bad_domain": c["length"]["passed"] - 49}
     assert stats_of(out)["config"]["resources"]["realnews_domains"]["domains"] == 5036
