@@ -14,10 +14,13 @@ pyspark = pytest.importorskip("pyspark")
 
 from c4forge.clean import cli as clean_cli  # noqa: E402
 from c4forge.clean.config import CleanJob  # noqa: E402
+from c4forge.clean.documents import Doc  # noqa: E402
 from c4forge.clean.driver import run_clean  # noqa: E402
-from c4forge.clean.plan import NearDedupStage  # noqa: E402
-from c4forge.clean.steps import Doc  # noqa: E402
-from c4forge.dedup.minhash import MAX_ROUNDS, make_params  # noqa: E402
+from c4forge.dedup.minhash import (  # noqa: E402
+    MAX_ROUNDS,
+    NearDedupStage,  # noqa: E402
+    make_params,
+)
 from c4forge.engines.local import LocalEngine  # noqa: E402
 from c4forge.engines.spark import (  # noqa: E402
     SparkEngine,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from c4forge.clean.counting import CounterBag
-from c4forge.clean.resources import constants, fingerprints
+from c4forge.clean.resources import constants, resource_fingerprints
 from c4forge.dedup.urls import choose_url_copy, normalize_url
 from c4forge.langid import langdetect_filter as langid
 from c4forge.readers.wet import Page, read_wet
@@ -179,10 +179,10 @@ def test_langdetect_fingerprint():
 
 
 def test_fingerprints_block():
-    fp = fingerprints("en")
-    assert fp["badwords"]["entries"] == 377 and fp["badwords"]["fraction"] == 1.0
+    fp = resource_fingerprints("en")
+    assert fp["badwords"]["entries"] == 377
     assert fp["punkt"]["ortho_context"] == 20366
-    assert fp["langdetect"]["version"] == "1.0.9" and fp["nltk_version"]
+    assert fp["langdetect"]["version"] == "1.0.9" and fp["versions"]["nltk"]
     c = constants()
     assert (
         c["min_words_per_line"],

@@ -17,7 +17,7 @@ import pytest
 from clean_fixtures import corpus_stage, run_corpus_stage
 
 from c4forge.clean.counting import CounterBag
-from c4forge.clean.steps import Doc
+from c4forge.clean.documents import Doc
 from c4forge.clean.variants import VARIANTS, get_variant
 from c4forge.dedup.exact import apply_line_dedup, apply_span_removals
 from c4forge.dedup.urls import normalize_url

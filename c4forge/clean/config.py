@@ -346,8 +346,8 @@ class CleanJob(CliConfig):
     def record(self) -> dict[str, Any]:
         """stats.json's ``config``: everything that changes the output, nothing that does not
         (workers, runner, engine, paths); constants and resource fingerprints included."""
+        from c4forge.clean.resources import job_resources
         from c4forge.clean.stats import constants
-        from c4forge.clean.variant_resources import job_resources
 
         config: dict[str, Any] = {
             "variant": self.spec.describe(),

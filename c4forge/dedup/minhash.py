@@ -16,6 +16,10 @@ than one key's values. Steps (``--near-dedup minhash``, after the exact dedup of
 5. The survivor of a component is its smallest node; a node is ``md5(url)`` hex, so the
    survivor is the page with the smallest md5 of its URL. Every other node is ``removed``.
 
+The whole stage is this module: the pure functions above, the plan's per-element steps
+(``emit_bands`` → the graph in ``NearDedupStage.decide`` → ``mark_removed``) and ``stage(job)``,
+which ``c4forge.clean.plan.build_plan`` lists.
+
 Counters (stage ``near_dedup``): ``candidates``, ``true_pairs`` (info), ``removed``, ``passed``
 (pages in = removed + passed), ``unconverged`` (info: components not finished within the round
 bound; 0 on every graph we have seen, see ``MAX_ROUNDS``).
@@ -28,10 +32,13 @@ import hashlib
 import importlib.metadata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from c4forge.clean.counting import Count, Flow
+from c4forge.clean.documents import Doc
+from c4forge.clean.drop_samples import sample
 from c4forge.errors import ConfigError
 
 STAGE = "near_dedup"
@@ -245,3 +252,149 @@ def removed_node(edge: tuple[str, str]) -> str:
     """A converged edge is (leaf, centre) with centre = component minimum: the leaf goes."""
     leaf, _centre = edge
     return leaf
+
+
+# ------------------------------------------------------------------------------------------
+# The plan's stage, keys only: ``emit`` per document in its chunk pass, ``decide`` through the
+# engine primitives (``c4forge.engines.base``), ``apply`` in the next chunk pass. A graph node
+# is ``md5hex(url):chunk:record``: md5 first (fixed width), so string order and the component
+# minimum (the survivor) are md5(url)'s; the suffix routes a decision back to its chunk.
+
+
+def node_of(loc: tuple, doc: Doc) -> str:
+    return f"{node_id(doc.url)}:{loc[0]}:{loc[1]}"
+
+
+def loc_of_node(node: str) -> tuple[int, int]:
+    _, chunk, record = node.rsplit(":", 2)
+    return int(chunk), int(record)
+
+
+def emit_bands(loc: tuple, doc: Doc, count: Count, *, params: MinHashParams) -> Iterator[tuple]:
+    sig = signature(doc.text, params)
+    if sig is not None:
+        yield from band_entries(node_of(loc, doc), sig, params)
+
+
+def _bucket_pairs(key: Any, members: Iterable[tuple], count: Count, *, params: Any) -> Iterator:
+    yield from bucket_pairs(members, params)
+
+
+def _either(flags: Iterable[bool]) -> bool:
+    """One entry per distinct pair: true when any bucket verified it."""
+    return any(flags)
+
+
+def _pair_edge(item: tuple, count: Count) -> Iterator[tuple[str, str]]:
+    pair, ok = item
+    yield from pair_edge(pair, [ok], count)
+
+
+def _canonical_edge(edge: tuple[str, str], count: Count) -> Iterator[tuple[str, str]]:
+    e = canonical(edge)
+    if e is not None:
+        yield e
+
+
+def _large_star_input(edge: tuple[str, str], count: Count) -> Iterator[tuple[str, str]]:
+    yield from large_star_input(edge)
+
+
+def _small_star_input(edge: tuple[str, str], count: Count) -> Iterator[tuple[str, str]]:
+    yield from small_star_input(edge)
+
+
+def _large_star(node: str, nbrs: Iterable[str], count: Count) -> Iterator[tuple[str, str]]:
+    yield from large_star(node, nbrs)
+
+
+def _small_star(node: str, nbrs: Iterable[str], count: Count) -> Iterator[tuple[str, str]]:
+    yield from small_star(node, nbrs)
+
+
+def _count_unconverged(node: str, nbrs: Iterable[str], count: Count) -> Iterator[Any]:
+    if not is_star_node(node, nbrs):
+        count(STAGE, "unconverged")
+    return iter(())
+
+
+def _removed_node(edge: tuple[str, str], count: Count) -> Iterator[str]:
+    yield removed_node(edge)
+
+
+def _removed_loc(node: str, count: Count) -> Iterator[tuple[tuple[int, int], bool]]:
+    yield loc_of_node(node), True
+
+
+def mark_removed(loc: tuple, doc: Doc, removed: Iterable[bool], count: Count) -> Iterator[Doc]:
+    if any(True for _ in removed):
+        count(STAGE, "removed")
+        sample(count, STAGE, "removed", doc.text, doc.url)
+    else:
+        count(STAGE, "passed")
+        yield doc
+
+
+def _star_step(engine: Any, edges: Any, label: str, prep: Any, star: Any) -> Any:
+    grouped = engine.group(engine.flat_map(edges, f"{label}/emit", prep), label, star)
+    return engine.flat_map(grouped, f"{label}/canonical", _canonical_edge)
+
+
+def _star_round(engine: Any, edges: Any, label: str) -> Any:
+    """One large-star + small-star round; on a converged edge set it changes nothing."""
+    large = _star_step(engine, edges, f"{label}/large", _large_star_input, _large_star)
+    small = _star_step(engine, large, f"{label}/small", _small_star_input, _small_star)
+    return engine.distinct(small, f"{label}/distinct")
+
+
+@dataclass(frozen=True)
+class NearDedupStage:
+    """MinHash-LSH as a corpus stage: LSH buckets → verified pairs → connected components by
+    large-star/small-star rounds in a bounded loop (every engine: until the edge set stops
+    changing, at most ``max_rounds``; nodes not yet in a star are counted ``unconverged``) →
+    one survivor per component (smallest md5(url))."""
+
+    name: str
+    params: Any
+    max_rounds: int
+    shuffle_key: str = "LSH band, then graph node"
+    flow: Flow | None = None
+
+    @property
+    def emit(self) -> Any:
+        return functools.partial(emit_bands, params=self.params)
+
+    apply = staticmethod(mark_removed)
+
+    def decide(self, engine: Any, bands: Any) -> Any:
+        n = self.name
+        pairs = engine.group(
+            bands, f"{n}/pairs", functools.partial(_bucket_pairs, params=self.params)
+        )
+        distinct_pairs = engine.combine(pairs, f"{n}/distinct_pairs", _either)
+        edges = engine.flat_map(distinct_pairs, f"{n}/edges", _pair_edge)
+        stars = self.components(engine, edges)
+        removed = engine.distinct(
+            engine.flat_map(stars, f"{n}/removed", _removed_node), f"{n}/removed/distinct"
+        )
+        return engine.flat_map(removed, f"{n}/removed/loc", _removed_loc)
+
+    def components(self, engine: Any, edges: Any) -> Any:
+        """Edges → star edges ``(leaf, component minimum)``: canonical distinct edges, then the
+        bounded loop of star rounds; nodes not in a star after it are counted ``unconverged``."""
+        n = self.name
+        edges = engine.distinct(
+            engine.flat_map(edges, f"{n}/canonical", _canonical_edge), f"{n}/distinct_edges"
+        )
+        stars = engine.loop(edges, f"{n}/round", _star_round, self.max_rounds)
+        stars = engine.shared(stars)
+        check = engine.flat_map(stars, f"{n}/check/emit", _large_star_input)
+        engine.drain(engine.group(check, f"{n}/check", _count_unconverged), f"{n}/check/drain")
+        return stars
+
+
+def stage(job: Any) -> NearDedupStage | None:
+    """``--near-dedup minhash``: after exact dedup, before decontamination and language ID."""
+    if job.near_dedup != "minhash":
+        return None
+    return NearDedupStage(STAGE, job.minhash_params(), MAX_ROUNDS, flow=FLOW)

@@ -1,4 +1,4 @@
-"""URL normalization and URL dedup choice (c4_rules.md §4).
+"""URL normalization and URL dedup (c4_rules.md §4): the plan's ``url_dedup`` stage.
 
 ``normalize_url`` copies the reference's three regex steps verbatim, quirks included (it is
 not a URL canonicaliser: it only has to give the same keys as TFDS c4/en 3.1.0).
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from c4forge.clean.counting import Flow
 from c4forge.clean.drop_samples import sample
@@ -74,3 +74,25 @@ def choose_url_copy_counted(pages: Sequence[P], count: Count) -> P:
         count("url_dedup", "tie_text_md5")
     count("url_dedup", "passed")
     return kept
+
+
+# --- the plan's stage: key every page by its normalized URL, keep one copy per key ------------
+
+
+def key_by_normalized_url(entry: Any, count: Count) -> Iterator[tuple[str, Any]]:
+    yield entry.normalized_url, entry
+
+
+def url_dedup(key: str, pages: Iterable[Any], count: Count) -> Iterator[Any]:
+    """One normalized URL's pages (or ``UrlEntry``s) → the kept copy (§4.2, D3), counted once
+    here."""
+    yield choose_url_copy_counted(list(pages), count)
+
+
+def stage(job: Any) -> Any:
+    """Every plan has it, between the page stages and ``clean``."""
+    from c4forge.clean.plan import GroupStage
+
+    return GroupStage(
+        "url_dedup", key_by_normalized_url, url_dedup, "normalized URL", flow=DEDUP_FLOW
+    )

@@ -1,7 +1,7 @@
 """The Beam engine: the plan's primitives as Beam transforms (DirectRunner/FnApiRunner,
 Dataflow, Flink, Spark runner).
 
-The per-element functions live in ``c4forge.clean.steps`` (module level), wrapped here in four
+The per-element functions live in the stage modules (module level), wrapped here in four
 generic DoFns whose ``count`` is bound to Beam counters (namespace = stage, name = reason), so
 every drop is a counter on every runner. DoFns live in a module (not ``__main__``), so remote
 workers unpickle them from the installed package and ``save_main_session`` is not needed.

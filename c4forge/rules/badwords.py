@@ -20,10 +20,13 @@ import hashlib
 import importlib.resources
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from c4forge.clean import drop_samples as ds
 from c4forge.clean.counting import Count, Flow
+from c4forge.clean.documents import Doc
 from c4forge.errors import ConfigError, VerificationError
 
 STAGE = "badwords"
@@ -217,3 +220,44 @@ def badwords_fingerprint(language: str) -> dict:
 def list_languages() -> list[str]:
     """Language codes that have a list (mC4's per-language filter), sorted."""
     return sorted(_files())
+
+
+# --- the plan's stage: one list (C4) or each page's own language's list (mC4) ----------------
+
+
+def badwords(doc: Doc, count: Count, *, language: str, fraction: float) -> Iterator[Doc]:
+    counted = ds.with_url(count, doc.url)
+    if badwords_filter(doc.text, language, doc.normalized_url, counted, fraction):
+        yield doc
+
+
+def badwords_by_language(doc: Doc, count: Count, *, fraction: float) -> Iterator[Doc]:
+    """mC4: each page against its own language's list (none → ``no_list``)."""
+    bag: dict[str, int] = {}
+
+    def both(stage: str, reason: str, n: int = 1) -> None:
+        count(stage, reason, n)
+        bag[reason] = n
+
+    kept = badwords_filter(doc.text, doc.language, doc.normalized_url, both, fraction)
+    for reason, n in bag.items():
+        count(STAGE, f"{reason}:{doc.language}", n)
+    if not kept:
+        ds.sample(count, STAGE, f"contains_badword:{doc.language}", doc.text, doc.url)
+    if kept:
+        yield doc
+
+
+def stage(job: Any) -> Any:
+    """After language ID; none for variants that keep every page (``en.noblocklist``)."""
+    import functools
+
+    from c4forge.clean.plan import MapStage
+
+    if job.spec.badwords_fraction <= 0.0:
+        return None
+    if job.spec.multilingual:
+        fn = functools.partial(badwords_by_language, fraction=job.badwords_fraction)
+    else:
+        fn = functools.partial(badwords, language=job.language, fraction=job.badwords_fraction)
+    return MapStage(STAGE, fn, flow=FLOW)

@@ -3,15 +3,24 @@
 This is TFDS c4/en 3.1.0 ``clean_page`` with the same counters; every consequence of its
 order (a page-level ``{`` only counts on a line that survived the earlier line checks, the
 final strip touches only the first line…) is reference behaviour and is kept on purpose.
+
+Two stages of the plan live here, both the page rules of §5–§6 with their constants recorded
+together in stats.json: ``length`` (per page, before URL dedup: ``length_stage``) and ``clean``
+(the page → ``Doc`` slot after URL dedup: ``stage``; the page as it is for the variants
+without C4's line rules).
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from c4forge.clean import drop_samples as ds
 from c4forge.clean.counting import Count, Flow
+from c4forge.clean.documents import Doc
 from c4forge.rules.sentences import split_sentences
 
 STAGE = "clean"
@@ -154,3 +163,51 @@ def length_filter(page_text: str, count: Count) -> bool:
         return False
     count(LENGTH_STAGE, "passed")
     return True
+
+
+# --- the plan's stages ------------------------------------------------------------------------
+
+
+def length(page: Any, count: Count) -> Iterator[Any]:
+    """Drop pages over 190,000 characters (§5), before URL dedup as in the reference."""
+    if length_filter(page.text, ds.with_url(count, page.url)):
+        yield page
+
+
+def clean(page: Any, count: Count, *, keep_sentences: bool) -> Iterator[Doc]:
+    """Line and page heuristics (§6). With span dedup only the sentences are kept (span dedup
+    rebuilds the text from them)."""
+    cleaned = clean_page(page.text, ds.with_url(count, page.url))
+    if cleaned is None:
+        return
+    if keep_sentences:
+        yield Doc(page.url, page.timestamp, page.normalized_url, "", cleaned.sentences)
+    else:
+        yield Doc(page.url, page.timestamp, page.normalized_url, cleaned.text)
+
+
+def as_is(page: Any, count: Count, *, keep_sentences: bool) -> Iterator[Doc]:
+    """The ``clean`` slot of variants without C4's line rules: the page as it is (nothing
+    counted). Span dedup, if asked for, gets each line's Punkt sentences."""
+    if keep_sentences:
+        sentences = [split_sentences(line) for line in page.text.splitlines()]
+        yield Doc(page.url, page.timestamp, page.normalized_url, "", sentences)
+    else:
+        yield Doc(page.url, page.timestamp, page.normalized_url, page.text)
+
+
+def length_stage(job: Any) -> Any:
+    from c4forge.clean.plan import MapStage
+
+    return MapStage(LENGTH_STAGE, length, flow=LENGTH_FLOW)
+
+
+def stage(job: Any) -> Any:
+    """The page → document slot: the rules, or (``en.noclean``, ``multilingual``) the page
+    unchanged, then not a funnel stage (``flow=None``)."""
+    from c4forge.clean.plan import MapStage
+
+    keep_sentences = job.dedup == "spans"
+    if job.spec.clean:
+        return MapStage(STAGE, functools.partial(clean, keep_sentences=keep_sentences), flow=FLOW)
+    return MapStage(STAGE, functools.partial(as_is, keep_sentences=keep_sentences))

@@ -9,9 +9,12 @@ in code points. Runs right after URL dedup, before line dedup.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
+from typing import Any
 
 from c4forge.clean import drop_samples as ds
 from c4forge.clean.counting import Count, Flow
+from c4forge.clean.documents import Doc
 
 STAGE = "paragraph"
 REASONS: tuple[str, ...] = ("too_few_paragraphs", "passed")
@@ -33,3 +36,19 @@ def paragraph_filter(text: str, count: Count) -> bool:
         return False
     count(STAGE, "passed")
     return True
+
+
+# --- the plan's stage ----------------------------------------------------------------------
+
+
+def paragraph(doc: Doc, count: Count) -> Iterator[Doc]:
+    if paragraph_filter(doc.text, ds.with_url(count, doc.url)):
+        yield doc
+
+
+def stage(job: Any) -> Any:
+    """``--variant multilingual``: a document stage after ``clean`` (which keeps the page as
+    it is there)."""
+    from c4forge.clean.plan import MapStage
+
+    return MapStage(STAGE, paragraph, flow=FLOW) if job.spec.paragraph_filter else None

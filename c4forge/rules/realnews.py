@@ -24,7 +24,7 @@ import importlib.resources
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,3 +166,23 @@ def tldextract_fingerprint() -> dict:
         "private_domains": False,
         "network": False,
     }
+
+
+# --- the plan's stage ----------------------------------------------------------------------
+
+
+def realnews(page: Any, count: Count, *, domains: DomainList) -> Iterator[Any]:
+    """RealNews domain filter on the normalized URL (after length, before URL dedup)."""
+    if realnews_filter(page.normalized_url, domains, count):
+        yield page
+
+
+def stage(job: Any) -> Any:
+    """``--variant realnewslike`` only: a page stage after ``length``."""
+    import functools
+
+    from c4forge.clean.plan import MapStage
+
+    if not job.spec.realnews:
+        return None
+    return MapStage(STAGE, functools.partial(realnews, domains=job.domains), flow=FLOW)

@@ -7,8 +7,11 @@ every run, runner and worker count.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from typing import Any
 
-from c4forge.clean.counting import Flow
+from c4forge.clean.counting import Count, Flow
+from c4forge.clean.documents import Doc
 
 STAGE = "split"
 # Every document goes to one split (the funnel's "written" row, not a stage row).
@@ -32,3 +35,31 @@ def release_split_name(split: str, language: str | None = None) -> str:
     if language is None:
         return split
     return language if split == "train" else f"{language}-validation"
+
+
+# --- the plan's stage: the last one, it yields ``(output key, OutDoc)`` ----------------------
+
+
+def split(doc: Doc, count: Count) -> Iterator[tuple[str, Any]]:
+    """→ (split, OutDoc): the output key of the document (c4_rules.md §11)."""
+    from c4forge.clean.output import make_out_doc
+
+    name = split_of(doc.normalized_url)
+    count(STAGE, name)
+    yield name, make_out_doc(doc.url, doc.text, doc.timestamp)
+
+
+def split_by_language(doc: Doc, count: Count) -> Iterator[tuple[str, Any]]:
+    """→ (``{lang}`` / ``{lang}-validation``, OutDoc): one shard set per language (mC4)."""
+    from c4forge.clean.output import make_out_doc
+
+    name = split_of(doc.normalized_url)
+    count(STAGE, name)
+    count(STAGE, f"{name}:{doc.language}")
+    yield release_split_name(name, doc.language), make_out_doc(doc.url, doc.text, doc.timestamp)
+
+
+def stage(job: Any) -> Any:
+    from c4forge.clean.plan import MapStage
+
+    return MapStage(STAGE, split_by_language if job.spec.multilingual else split, flow=FLOW)

@@ -19,11 +19,12 @@ import glob
 import hashlib
 import io
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from c4forge.clean.counting import Count, Flow
+from c4forge.clean.documents import Doc
 from c4forge.dedup.urls import normalize_url
 from c4forge.errors import InputError
 from c4forge.readers.gzip_stream import DecodedStream
@@ -188,3 +189,41 @@ def webtext_join(pages: Sequence[P], list_entries: int, count: Count) -> P | Non
         return None
     count(STAGE, "passed")
     return pages[0]
+
+
+# --- the plan's stage: the list read on the workers, co-grouped with the documents ----------
+
+
+def list_urls(path: str, count: Count) -> Iterator[tuple[str, int]]:
+    """One URL-list file → ``(normalized URL, 1)`` per listed URL, streamed."""
+    for url in iter_list_urls(path, count):
+        yield url, 1
+
+
+def normalized_url_of(doc: Doc) -> str:
+    return doc.normalized_url
+
+
+def join_listed(key: str, locs: Iterable[Any], listed: Iterable[int], count: Count) -> Iterator[Any]:
+    """One normalized URL: the location of its document (at most one) if the list names it."""
+    kept = webtext_join(list(locs), sum(listed), count)
+    if kept is not None:
+        yield kept
+
+
+def stage(job: Any) -> Any:
+    """``--variant webtextlike``: the first document stage (the join decides on the normalized
+    URL alone, as the reference does)."""
+    from c4forge.clean.plan import ListJoinStage
+
+    if not job.spec.webtext:
+        return None
+    return ListJoinStage(
+        STAGE,
+        job.url_list_files,
+        list_urls,
+        normalized_url_of,
+        join_listed,
+        "normalized URL",
+        flow=FLOW,
+    )
