@@ -13,10 +13,30 @@ reasons stats.json lists, zeros included, and the conservation identities are re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
-Count = Callable[..., None]  # count(stage: str, reason: str, n: int = 1) -> None
+
+class Count(Protocol):
+    """What every rule reports through: ``count(stage, reason, n)`` adds ``n`` to the counter
+    ``stage.reason``. A plain function fits; the engines bind it to their counters."""
+
+    def __call__(self, stage: str, reason: str, n: int = 1) -> None: ...
+
+
+class SampleCount(Count, Protocol):
+    """A ``Count`` that also keeps, per ``stage/reason``, the dropped items of smallest hash
+    (``--keep-samples``; ``c4forge.clean.drop_samples``): ``CounterBag``, the Beam engine's
+    counter callback, ``drop_samples.WithUrl``. ``keep`` is how many per reason (0: none, and
+    then nothing else is called); ``sample`` reports a dropped text, ``add_record`` a record
+    already sampled elsewhere (a resumed chunk's). Rules call ``drop_samples.sample(count, …)``,
+    which checks ``keep`` first, so a plain ``Count`` needs none of this."""
+
+    keep: int
+
+    def sample(self, stage: str, reason: str, text: str, url: str = "") -> None: ...
+
+    def add_record(self, key: str, rec: tuple[str, str, str]) -> None: ...
 
 
 class Flow(NamedTuple):
@@ -71,9 +91,9 @@ def listed_reasons(
 
 
 class CounterBag:
-    """A plain ``{stage: {reason: n}}`` collector that is also a ``Count`` callback; with
-    ``keep > 0`` it also keeps per reason the ``keep`` dropped items of smallest hash
-    (``--keep-samples``, ``c4forge.clean.drop_samples``)."""
+    """A plain ``{stage: {reason: n}}`` collector that is a ``SampleCount``: with ``keep > 0``
+    it also keeps per reason the ``keep`` dropped items of smallest hash (``--keep-samples``,
+    ``c4forge.clean.drop_samples``)."""
 
     def __init__(self, keep: int = 0) -> None:
         self.counts: dict[str, dict[str, int]] = {}
@@ -85,9 +105,16 @@ class CounterBag:
             return
         from c4forge.clean import drop_samples as ds
 
+        self.add_record(ds.key_of(stage, reason), ds.record(text, url))
+
+    def add_record(self, key: str, rec: tuple[str, str, str]) -> None:
+        if self.keep <= 0:
+            return
         if self._samples is None:
+            from c4forge.clean import drop_samples as ds
+
             self._samples = ds.SampleBag(self.keep)
-        self._samples.add(ds.key_of(stage, reason), ds.record(text, url))  # type: ignore[attr-defined]
+        self._samples.add(key, rec)  # type: ignore[attr-defined]
 
     @property
     def samples(self) -> dict[str, list[tuple[str, str, str]]]:

@@ -32,10 +32,19 @@ def record(text: str, url: str) -> Record:
 
 
 def sample(count: Any, stage: str, reason: str, text: str, url: str = "") -> None:
-    """Report a dropped item to ``count`` if it samples (``--keep-samples``); else nothing."""
-    fn = getattr(count, "sample", None)
-    if fn is not None:
-        fn(stage, reason, text, url)
+    """Report a dropped item to ``count`` if it samples (a ``SampleCount`` with ``keep > 0``,
+    ``--keep-samples``); else nothing."""
+    if sampling(count):
+        count.sample(stage, reason, text, url)
+
+
+def add_records(count: Any, samples: Mapping[str, Iterable[Iterable[str]]]) -> None:
+    """Samples recorded elsewhere (``{stage/reason: [(hash, text, url)…]}``, a resumed chunk's)
+    into ``count``'s sample, when it keeps one."""
+    if samples and sampling(count):
+        for key, recs in samples.items():
+            for rec in recs:
+                count.add_record(key, tuple(rec))
 
 
 def merge(parts: Iterable[Iterable[Record]], n: int) -> tuple[Record, ...]:
@@ -124,12 +133,13 @@ def read_samples(output: str) -> dict[str, list[dict]]:
 
 
 def sampling(count: Any) -> bool:
-    """True when ``count`` keeps samples (rules check once per page, not per line)."""
+    """True when ``count`` is a ``SampleCount`` that keeps samples (rules check once per page,
+    not per line). An attribute read, not ``isinstance`` of the protocol: it runs per page."""
     return getattr(count, "keep", 0) > 0
 
 
 class WithUrl:
-    """``count`` whose samples carry the page's URL (the rules see text only)."""
+    """A ``SampleCount`` whose samples carry the page's URL (the rules see text only)."""
 
     __slots__ = ("count", "url", "keep")
 
@@ -141,6 +151,9 @@ class WithUrl:
 
     def sample(self, stage: str, reason: str, text: str, url: str = "") -> None:
         self.count.sample(stage, reason, text, url or self.url)
+
+    def add_record(self, key: str, rec: tuple[str, str, str]) -> None:
+        self.count.add_record(key, rec)
 
 
 def with_url(count: Any, url: str) -> Any:

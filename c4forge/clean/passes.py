@@ -154,17 +154,9 @@ def front(chunk: pg.Chunk, count: Count, *, plan: Plan, output: str) -> Iterator
 
 def add_samples(count: Count, samples: dict[str, list]) -> None:
     """Recorded samples (``{stage/reason: [(hash, text, url)…]}``) into ``count``'s sample."""
-    if not samples:
-        return
-    merge = getattr(count, "merge_samples", None)  # a CounterBag
-    if merge is not None:
-        merge(samples)
-        return
-    add = getattr(count, "add_record", None)  # Beam's counter callback
-    if add is not None:
-        for key, recs in samples.items():
-            for rec in recs:
-                add(key, tuple(rec))
+    from c4forge.clean.drop_samples import add_records
+
+    add_records(count, samples)
 
 
 def url_survivor(entry: UrlEntry, count: Count) -> Iterator[tuple[int, int]]:

@@ -32,8 +32,8 @@ from c4forge.objectives.functions import (
 from c4forge.objectives.packing import first_fit_pack, pack_arrays, pad_concat
 from c4forge.objectives.seeding import example_key, example_keys, piece_rng
 from c4forge.objectives.transforms import TooManySpans
+from c4forge.vocab.vocab import EOS_ID
 
-EOS_ID = 1
 HOLD_EXAMPLES = 4096  # full-piece examples held back so that group tails batch together
 CHUNK_STREAM = 1_000_003  # seed slot marking select_random_chunk draws (objective-independent)
 

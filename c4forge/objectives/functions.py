@@ -17,8 +17,7 @@ import numpy as np
 from c4forge.errors import ConfigError
 from c4forge.objectives import noise as nz
 from c4forge.objectives import transforms as tf
-
-EOS_ID = 1
+from c4forge.vocab.vocab import EOS_ID
 
 
 def _as_tokens(tokens: np.ndarray | list[int]) -> np.ndarray:

@@ -14,8 +14,9 @@ from c4forge.clean.counting import Count, Flow
 from c4forge.clean.documents import Doc
 
 STAGE = "split"
+SPLITS = ("train", "validation")  # C4's splits: every other module reads them from here
 # Every document goes to one split (the funnel's "written" row, not a stage row).
-FLOW = Flow((), ("train", "validation"))
+FLOW = Flow((), SPLITS)
 VALIDATION_MODULUS = 1000  # ≈ 0.1 % of pages go to validation
 
 
@@ -30,7 +31,7 @@ def release_split_name(split: str, language: str | None = None) -> str:
     mC4 release (TFDS multilingual split names) ``{lang}`` / ``{lang}-validation`` for
     ``--variant multilingual``, so shards are ``c4-de.00000-of-00004.json.gz`` and
     ``c4-de-validation.00000-of-00001.json.gz`` (``und`` included)."""
-    if split not in ("train", "validation"):
+    if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}")
     if language is None:
         return split
