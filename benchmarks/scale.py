@@ -1,4 +1,4 @@
-"""Crawl scale (issue 19): memory, CPU and shuffle bytes of `c4forge clean` as the corpus grows.
+"""Crawl scale: memory, CPU and shuffle bytes of `c4forge clean` as the corpus grows.
 
 Corpus: ``benchmarks/corpus.py --unique`` (the bundled real text recombined, every prose line
 rebuilt from at least three drawn sentences, so three-sentence spans are unique and dedup

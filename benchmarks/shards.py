@@ -19,7 +19,7 @@ figure is tokens per second per core. Stages (all counted in source tokens):
            (``per_document``)
 * write    sort by key, split into shards and write uncompressed Arrow stream files
 
-corrupt, pack and write run once per packing mode. Goal (issue 3): encoding ≥ 80 % of
+corrupt, pack and write run once per packing mode. Goal: encoding ≥ 80 % of
 encode + corrupt + pack + write, i.e. corrupt + pack + write ≤ 0.25 × encode, in each mode.
 
 Usage: ``python benchmarks/shards.py [--repeat 8] [--inputs-length 512] [--vocab DIR]``

@@ -1,4 +1,4 @@
-"""Resumable Beam runs (issue 5): `c4forge clean --resume` killed with SIGKILL mid-run, resumed,
+"""Resumable Beam runs: `c4forge clean --resume` killed with SIGKILL mid-run, resumed,
 byte-identical to an uninterrupted run without --resume; a finished run is not recomputed.
 
 Inputs: six WET files written with warcio from real C4 pages (clean_fixtures), plus a genuine

@@ -3,7 +3,7 @@
 Two pipeline runs are shared by every test here (module fixtures; Beam takes seconds to
 start): the same inputs with ``--workers 1`` (in-process) and ``--workers 2`` (two SDK worker
 processes). Inputs: the genuine Common Crawl WET excerpts, the WET derived from real WARC
-HTML, and WET files written with warcio from real C4 pages, among them the defects of issue 2
+HTML, and WET files written with warcio from real C4 pages, among them the defects the rules must count
 (cut gzip, invalid UTF-8, empty file, a 50 MB line) and a span-dedup case with a known owner.
 """
 

@@ -1,4 +1,4 @@
-"""``c4forge.cliconfig``: the one way from the command line to a typed config (issue 16, item 7).
+"""``c4forge.cliconfig``: the one way from the command line to a typed config.
 
 Real argparse parsers (the commands' own, from ``c4forge.cli.build_parser``) and the real config
 dataclasses; nothing is mocked.

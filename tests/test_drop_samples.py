@@ -1,4 +1,4 @@
-"""``clean --keep-samples N`` (issue 17): the per-reason sample of dropped items is the N
+"""``clean --keep-samples N``: the per-reason sample of dropped items is the N
 smallest by md5, whatever the engine, the worker count, the bundle split or a resumed front.
 
 Cross-engine byte identity (Beam 1/2 workers, Spark, local) is checked on the planted corpus in

@@ -1,4 +1,4 @@
-"""Issue 16 item 6: no hidden knobs. C4FORGE_LANGDETECT takes a documented value or stops the
+"""No hidden knobs. C4FORGE_LANGDETECT takes a documented value or stops the
 job; a fast backend that does not load is an error; stats.json says which backend ran;
 objective functions name their parameters (a misspelt one is an error). (Every `train` flag
 being a TrainOptions field: tests/test_cliconfig.py.)"""

@@ -1,4 +1,4 @@
-"""The local engine (issue 19): shuffles spilled to disk, a worker pool, shards written by an
+"""The local engine: shuffles spilled to disk, a worker pool, shards written by an
 external merge sort. Its output equals the Beam engine's (the byte-identity matrix is
 ``benchmarks/identity.py``); here: small runs and buckets give the same bytes as the default
 ones, so the spill paths (many sorted runs per shard, many buckets) are the ones exercised."""

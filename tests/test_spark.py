@@ -225,7 +225,7 @@ def test_bad_near_dedup_parameters_fail_before_spark(tmp_path: Path) -> None:
         )
 
 
-# --- issue 12: the divergences between the engines, now one driver and one plan -------------
+# --- where the engines once diverged: now one driver and one plan ---------------------------
 
 
 def _engine(name: str, sc):
@@ -262,8 +262,8 @@ def _path_graph(n: int) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("rounds", [2, MAX_ROUNDS])
 def test_near_dedup_loop_is_the_same_on_every_engine(sc, rounds: int) -> None:
     """The bounded loop of star rounds: every engine stops at the same fixed point within the
-    same bound, and counts the same unconverged nodes when the bound is hit (before issue 12
-    Beam ran a fixed 10 rounds and Spark looped up to 16)."""
+    same bound, and counts the same unconverged nodes when the bound is hit (Beam once ran
+    a fixed 10 rounds and Spark looped up to 16)."""
     import apache_beam as beam
     from apache_beam.testing.util import assert_that, equal_to
 

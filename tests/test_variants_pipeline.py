@@ -1,4 +1,4 @@
-"""`c4forge clean --variant …` end to end (issue 10) on the bundled real samples: every variant
+"""`c4forge clean --variant …` end to end on the bundled real samples: every variant
 byte-identical on Beam and on the Spark engine, the funnel's conservation identities, the exact
 RealNews survivors among the 1,000 real C4 documents, the URL-list join, mC4's per-language
 shard sets, and the one-line errors for bad input. One Spark JVM for the module."""

@@ -1,4 +1,4 @@
-"""Engine-free pieces of the corpus variants (issue 10): RealNews domains, the WebText-like URL
+"""Engine-free pieces of the corpus variants: RealNews domains, the WebText-like URL
 list, mC4's paragraph filter, CLD3 language ID, line dedup without a sentence minimum, the
 variant table and mC4 split names. Real data: the 1,000 real C4 documents and real
 multilingual Common Crawl pages (tests/data/langdetect, c4forge/data/sample)."""

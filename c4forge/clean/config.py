@@ -55,7 +55,7 @@ class CleanJob(CliConfig):
         default="en",
         metavar="NAME",
         help="corpus variant (TFDS c4 configs; default en): " + variants_help(),
-    )  # issue 10: c4forge.clean.variants
+    )  # the table: c4forge.clean.variants
     dedup: str | None = option(
         "--dedup",
         default=None,  # None: the variant's default (``en``: spans)
@@ -151,7 +151,7 @@ class CleanJob(CliConfig):
         help="remove documents sharing a word n-gram with an evaluation set: glue (the bundled "
         "GLUE dev sets) and/or NAME=FILE[#FIELD,...] (.tsv, .csv, .jsonl; text field 'text' by "
         "default); counted per benchmark under decontaminate.contaminated:NAME",
-    )  # issue 17
+    )
     decontaminate_ngram: int = option(
         "--decontaminate-ngram",
         default=13,
@@ -166,7 +166,7 @@ class CleanJob(CliConfig):
         metavar="N",
         help="keep, per drop reason, N dropped lines or pages (the N smallest by a stable hash: "
         "the same on every engine and worker count) under OUTPUT/samples/",
-    )  # issue 17
+    )
     resume: bool = option(
         "--resume",
         default=False,
@@ -200,7 +200,7 @@ class CleanJob(CliConfig):
     def replace(self, **changes: Any) -> CleanJob:
         return dataclasses.replace(self, **changes)
 
-    # -- variants (issue 10) ----------------------------------------------------------------------
+    # -- variants ------------------------------------------------------------------------------
     @property
     def spec(self) -> Any:
         """The ``Variant`` this job builds (``c4forge.clean.variants``)."""

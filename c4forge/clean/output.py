@@ -54,7 +54,7 @@ def pack_doc(doc: OutDoc) -> PackedDoc:
     """``OutDoc`` → ``(url_md5, url, payload)``, the value that crosses the output shuffle.
 
     Why: documents cross one shuffle, into the output shards, and they are most of the
-    shuffle bytes of a keys-only run (issue 19). Spark compresses its shuffle files (lz4 by
+    shuffle bytes of a keys-only run. Spark compresses its shuffle files (lz4 by
     default) but Beam's runners do not compress what crosses a GroupByKey (the DirectRunner
     holds it in memory, Dataflow's shuffle service is billed per byte), and the local engine
     pickles; so the plan compresses the payload once, for every engine. zlib level 1: about

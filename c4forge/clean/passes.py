@@ -1,4 +1,4 @@
-"""The clean plan run keys-only (issue 19): page text stays in the chunk that read it.
+"""The clean plan run keys-only: page text stays in the chunk that read it.
 
 Why: whole pages crossing every shuffle made memory grow with the corpus on Beam's local
 runner (12.7 GB for 400,000 pages) and made shuffle bytes ≈ 3.7× the text. Here a chunk (one
@@ -50,7 +50,7 @@ def _path(work: pg.WorkDir, chunk: pg.Chunk, suffix: str) -> str:
     return storage.join(work.root, chunk.name + suffix)
 
 
-# --- JSON-lines scratch files (why JSON: see progress.write_records) ---------------------------
+# --- JSON-lines scratch files: plain data, read back by any engine's workers ------------------
 
 
 class _LineWriter:

@@ -39,11 +39,10 @@ FORMAT_VERSION = 1
 # Inputs per chunk: a Common Crawl WET file (~100 MB of text, ~40,000 pages) is a chunk: the unit
 # of the passes (its records, its decisions) and of --resume. Override with C4FORGE_CHUNK_FILES.
 DEFAULT_CHUNK_FILES = 1
-BEAM_DATA_SUFFIX = ".pages.gz"  # Beam: one gzip JSON-lines file of FrontRecords per chunk
-# Beam counter namespace of the front's decisions (inputs skipped / processed): reported in the
+BEAM_DATA_SUFFIX = ".pages.gz"  # a chunk's front records, one gzip JSON-lines file (every engine)
+# Counter namespace of the front's decisions (inputs skipped / processed): reported in the
 # log, kept out of stats.json so a resumed run's stats equal an uninterrupted one's.
 RESUME_NAMESPACE = "c4forge.resume"
-RECORDS_GZIP_LEVEL = 1  # scratch data read once: speed over size
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,9 @@ def plan_chunks(files: Sequence[InputFile], chunk_files: int) -> list[Chunk]:
 class WorkDir:
     """The ``_work`` folder of one output: job record, chunk data, chunk records.
 
-    ``data_suffix`` names the engine's chunk data: "" (a folder, Spark) or ``BEAM_DATA_SUFFIX``.
+    ``data_suffix`` names a chunk's data file: ``BEAM_DATA_SUFFIX`` (its front records, as the
+    chunk passes write them on every engine); "" for a caller that only reads and writes the
+    job and chunk records.
     """
 
     def __init__(self, output: str, data_suffix: str = "") -> None:

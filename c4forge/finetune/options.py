@@ -235,7 +235,7 @@ class GlueOptions(CliConfig):
         "--exclude", default=None, metavar="REPORT",
         help="a `c4forge contamination` report: also score every task without its contaminated "
         "dev examples (a second table)",
-    )  # fmt: skip  # issue 17
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,7 +260,7 @@ class EvaluateOptions(CliConfig):
         "--exclude", default=None, metavar="REPORT",
         help="a `c4forge contamination` report: also score the subset without its contaminated "
         "examples",
-    )  # fmt: skip  # issue 17
+    )  # fmt: skip
     batch_size: int = option("--batch-size", default=64, type=int)
     device: str = _device(group=None)
     progress: bool = _progress(group=None)

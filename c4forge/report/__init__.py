@@ -1,1 +1,2 @@
-"""`c4forge report`: the datasheet of a clean corpus (issue 17)."""
+"""`c4forge report`: the datasheet of a clean corpus (HTML page, figures, report.json, a
+dataset-card README.md)."""
