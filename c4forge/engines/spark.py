@@ -339,9 +339,9 @@ def hadoop_list(sc: Any, specs: list[str], input_format: str = "auto") -> list[I
     spec that matches nothing is an InputError, as for local paths (C3)."""
     import fnmatch
 
-    from c4forge.io.inputs import _dir_patterns
+    from c4forge.io.inputs import dir_patterns
 
-    patterns = _dir_patterns(input_format)
+    patterns = dir_patterns(input_format)
     jvm = sc._jvm
     conf = sc._jsc.hadoopConfiguration()
     out: dict[str, InputFile] = {}
@@ -375,11 +375,11 @@ def hadoop_list(sc: Any, specs: list[str], input_format: str = "auto") -> list[I
 def resolve_all(sc: Any, specs: list[str], input_format: str) -> list[InputFile]:
     """Local specs (and ``@lists``) through the Beam job's resolver, Hadoop ones through Hadoop;
     each file once."""
-    from c4forge.io.inputs import _read_path_list, resolve_inputs
+    from c4forge.io.inputs import read_path_list, resolve_inputs
 
     expanded: list[str] = []
     for spec in specs:
-        expanded += _read_path_list(spec) if spec.startswith("@") else [spec]
+        expanded += read_path_list(spec) if spec.startswith("@") else [spec]
     local = [s for s in expanded if not is_hadoop_path(s)]
     remote = [s for s in expanded if is_hadoop_path(s)]
     found: list[InputFile] = []
