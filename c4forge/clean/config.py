@@ -12,8 +12,9 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from c4forge.clean.variants import variants_help
+from c4forge.clean.variants import DEFAULT_VARIANT, variants_help
 from c4forge.cliconfig import CliConfig, option
+from c4forge.contamination.ngrams import DEFAULT_N
 from c4forge.errors import ConfigError
 from c4forge.io.storage import is_remote
 from c4forge.pipeline.cli_common import runner_option, workers_option
@@ -52,7 +53,7 @@ class CleanJob(CliConfig):
     )
     variant: str = option(
         "--variant",
-        default="en",
+        default=DEFAULT_VARIANT,
         metavar="NAME",
         help="corpus variant (TFDS c4 configs; default en): " + variants_help(),
     )  # the table: c4forge.clean.variants
@@ -154,7 +155,7 @@ class CleanJob(CliConfig):
     )
     decontaminate_ngram: int = option(
         "--decontaminate-ngram",
-        default=13,
+        default=DEFAULT_N,
         type=int,
         metavar="N",
         help="word n-gram size of --decontaminate (default 13, as GPT-3)",

@@ -177,9 +177,6 @@ def json_line(doc: OutDoc) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
-local_output = storage.normalize  # ``file:///x`` → ``/x`` (Beam has no ``file`` filesystem)
-
-
 def sorted_docs(docs: Iterable[OutDoc]) -> list[OutDoc]:
     return sorted(docs, key=doc_order)
 

@@ -180,9 +180,3 @@ def read_report(path: str) -> dict:
     obj = storage.read_json(path)
     storage.check_format(obj, path, FORMAT)
     return obj
-
-
-def excluded_examples(report: dict, benchmark: str, split: str = "dev") -> set[int]:
-    """0-based row indexes of the contaminated examples of one benchmark split."""
-    s = report.get("benchmarks", {}).get(benchmark, {}).get("splits", {}).get(split)
-    return {ex["index"] for ex in s["contaminated_examples"]} if s else set()
