@@ -14,7 +14,6 @@ from typing import Any
 
 from c4forge.clean.variants import DEFAULT_VARIANT, variants_help
 from c4forge.cliconfig import CliConfig, option
-from c4forge.contamination.ngrams import DEFAULT_N
 from c4forge.errors import ConfigError
 from c4forge.io.storage import is_remote
 from c4forge.pipeline.cli_common import runner_option, workers_option
@@ -155,7 +154,7 @@ class CleanJob(CliConfig):
     )
     decontaminate_ngram: int = option(
         "--decontaminate-ngram",
-        default=DEFAULT_N,
+        default=13,
         type=int,
         metavar="N",
         help="word n-gram size of --decontaminate (default 13, as GPT-3)",
