@@ -22,7 +22,7 @@ STATS_NAME = "stats.json"
 
 
 def constants() -> dict[str, Any]:
-    """c4_rules.md §2 as the filters actually use them (read from their modules, so stats.json
+    """c4_rules.md §2 as the rules actually use them (read from their modules, so stats.json
     records the rules a corpus was built with, not a copy that could drift), plus the two
     constants the pipeline adds."""
     from c4forge.clean.output import DOCS_PER_SHARD
