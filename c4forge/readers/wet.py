@@ -389,8 +389,8 @@ def is_crawl_warc(types: list[str]) -> bool:
 
 def open_binary(path: str) -> BinaryIO:
     """Open any path ``c4forge.io.storage`` reads (local, ``file://``, ``gs://``, ``s3://``,
-    ``hdfs://``, fsspec schemes) as raw bytes; the rules and readers import no engine, the storage layer
-    does the dispatch.
+    ``hdfs://``, fsspec schemes) as raw bytes; the rules and readers import no engine, the
+    storage layer does the dispatch.
 
     Always uncompressed: ``read_wet`` detects gzip from the magic bytes (C1), so a ``.gz``
     name must not make a filesystem decompress it first. Unopenable paths are a user error (C3).
