@@ -24,6 +24,7 @@ from c4forge.formats import clean_docs
 from c4forge.formats import shards as fmt
 from c4forge.io import storage
 from c4forge.objectives.registry import ObjectiveConfig, make_config
+from c4forge.rules.split import SPLITS
 from c4forge.shards.options import ShardsOptions
 
 COMPRESSIONS = ("none", "lz4")
@@ -170,7 +171,7 @@ class ShardsBuild:
 
     @property
     def splits(self) -> list[str]:
-        return [s for s in fmt.SPLITS if self.clean_files.get(s)]
+        return [s for s in SPLITS if self.clean_files.get(s)]
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -221,7 +222,7 @@ def resolve(job: ShardsJob) -> ShardsBuild:
         job.token_dtype,
         max_predictions=cfg.targets_length,
     )
-    clean_files = {s: clean_docs.list_clean_shards(job.docs, s) for s in fmt.SPLITS}
+    clean_files = {s: clean_docs.list_clean_shards(job.docs, s) for s in SPLITS}
     if not clean_files["train"]:
         raise InputError(
             f"{job.docs}: no c4-train.NNNNN-of-NNNNN.json.gz files (a `c4forge clean` output "
