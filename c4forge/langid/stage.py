@@ -13,8 +13,7 @@ from typing import Any
 from c4forge.clean.counting import Count
 from c4forge.clean.documents import Doc
 from c4forge.clean.drop_samples import with_url
-
-STAGE = "langid"
+from c4forge.langid.langdetect_filter import STAGE
 
 
 def langdetect(doc: Doc, count: Count, *, language: str) -> Iterator[Doc]:
