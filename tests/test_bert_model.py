@@ -169,3 +169,23 @@ def test_registry_builds_and_loads_every_family(tmp_path):
         models.build_model("t5", make_config("bert-tiny", 1152))
     with pytest.raises(InputError, match="no such run"):
         models.load_pretrained(str(tmp_path / "absent"))
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_full_rows_attend_without_a_mask(attn):
+    """Rows without padding declared full: same MLM/NSP logits and gradients as the masked path."""
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(3, 500, (2, 24), generator=g)
+    types = (torch.arange(24) >= 12).long().expand(2, -1)
+    positions = torch.tensor([[1, 5, 9], [2, 3, 20]])
+    out = {}
+    for full in (False, True):
+        torch.manual_seed(0)
+        model = BertForPreTraining(make_config("bert-tiny", 512, attn=attn, dropout_rate=0.0))
+        mlm, nsp = model(ids, types, positions, full_rows=full)
+        (mlm.logsumexp(-1).sum() + nsp.logsumexp(-1).sum()).backward()
+        out[full] = (mlm.detach(), nsp.detach(), {n: p.grad for n, p in model.named_parameters()})
+    torch.testing.assert_close(out[True][0], out[False][0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(out[True][1], out[False][1], atol=1e-5, rtol=0)
+    for name, grad in out[False][2].items():
+        torch.testing.assert_close(out[True][2][name], grad, atol=1e-5, rtol=1e-4, msg=name)
