@@ -121,7 +121,7 @@ def profile_kernels(step, data, dev, n: int = 3) -> None:
 
 
 @phase("t5: c4forge vs HF, step breakdown, kernels")
-def t5_phase(args, dev, compile_, peak) -> float | None:
+def t5_phase(args, dev, compile_, peak) -> dict | None:
     args.targets_length = t5_lengths(args.inputs_length)
     data = batches(args, args.embedding_size, 4)
     cfg = make_config(args.preset, args.embedding_size, ffn="geglu")
@@ -150,7 +150,8 @@ def t5_phase(args, dev, compile_, peak) -> float | None:
 
     print("step variants (same compiled model; mean of the timed steps after warm-up):")
     bare = make_step("c4forge", model, dev, compile_, "none", fwd=fwd, full_inputs=True)
-    row("c4forge forward + backward only", timer(cycle(bare), args.warmup, args.steps))
+    fwd_bwd = timer(cycle(bare), args.warmup, args.steps)
+    row("c4forge forward + backward only", fwd_bwd)
     ours = make_step("c4forge", model, dev, compile_, "adafactor", fwd=fwd, full_inputs=True)
     headline = timer(cycle(ours), args.warmup, args.steps)
     row("c4forge + sync-free Adafactor (the trainer)", headline)
@@ -177,7 +178,27 @@ def t5_phase(args, dev, compile_, peak) -> float | None:
     print("profile of the trainer's step (c4forge + sync-free Adafactor):")
     profile_kernels(ours, data, dev)
     util = mfu(flops, args.batch_size / headline, peak) if peak else None
-    return util
+    return {"t5_mfu": util, "t5_fwd_bwd_s": fwd_bwd}
+
+
+@phase("flex: T5 forward + backward with FlexAttention (--attn flex)")
+def flex_phase(args, dev, compile_, peak, sdpa_fwd_bwd: float | None) -> None:
+    """The bias read in a score_mod, padding in a block mask: against the SDPA figure of phase 1
+    (opt-in: one more compile of the model)."""
+    args.targets_length = t5_lengths(args.inputs_length)
+    data = batches(args, args.embedding_size, 4)
+    cfg = make_config(args.preset, args.embedding_size, ffn="geglu", attn="flex")
+    torch.manual_seed(0)
+    model = GLUTransformer(cfg).to(dev.device)
+    fwd = torch.compile(model) if compile_ else model
+    step = make_step("c4forge", model, dev, compile_, "none", fwd=fwd, full_inputs=True)
+    it = iter(range(10**9))
+    sec = Timer(dev)(lambda: step(data[next(it) % len(data)]), args.warmup, args.steps)
+    flops = flops_per_example(cfg, args.inputs_length, args.targets_length)
+    util = mfu(flops, args.batch_size / sec, peak) if peak else math.nan
+    print(f"flex forward + backward: {1000 * sec:.1f} ms ({100 * util:.1f} % MFU)")
+    if sdpa_fwd_bwd:
+        print(f"SDPA forward + backward (phase t5): {1000 * sdpa_fwd_bwd:.1f} ms")
 
 
 @phase("bert: c4forge vs HF (bert-base, AdamW)")
@@ -251,7 +272,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="tiny shapes, no compile: any device")
     ap.add_argument("--shards", help="t5 shards for the loader and CLI phases")
-    ap.add_argument("--phases", default="t5,bert,loader,cli")
+    ap.add_argument("--phases", default="t5,bert,loader,cli", help="and flex (opt-in)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--no-hf", action="store_true")
     ap.add_argument(
@@ -289,11 +310,13 @@ def main() -> None:
         with open(args.results) as f:
             results = json.load(f)
     if "t5" in phases:
-        results["t5_mfu"] = t5_phase(args, dev, compile_, peak)
+        results.update(t5_phase(args, dev, compile_, peak) or {})
         if args.results:
             with open(args.results, "w") as f:
                 json.dump(results, f)
     bench_mfu = results.get("t5_mfu")
+    if "flex" in phases:
+        flex_phase(args, dev, compile_, peak, results.get("t5_fwd_bwd_s"))
     if dev.kind == "cuda":
         torch.cuda.empty_cache()
     if "bert" in phases:

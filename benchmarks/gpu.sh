@@ -11,6 +11,8 @@
 #                                 carry the folder to the GPU machine if it lacks Beam
 #   benchmarks/gpu.sh             everything (builds the shards first when they are missing)
 #   benchmarks/gpu.sh --smoke     tiny shapes, a few steps, no compile: checks the script anywhere
+#   GPU_BENCH_FLEX=1 benchmarks/gpu.sh   also T5 forward + backward with --attn flex (one more
+#                                 compile, ~2 min more: over the 8-minute budget)
 #
 # The log goes to stdout and to $OUT/gpu-bench.log (or $C4FORGE_GPU_BENCH/gpu-bench.log).
 set -u
@@ -70,6 +72,7 @@ run() {
         run 270 --phases t5
         run 120 --phases bert
         run 150 --phases loader,cli
+        [ "${GPU_BENCH_FLEX:-0}" = 1 ] && run 150 --phases flex
     fi
     echo "done $(date -u +%FT%TZ)"
 } 2>&1 | tee "$LOG"
