@@ -99,7 +99,7 @@ class Adafactor(torch.optim.Optimizer):
     """``torch.optim.Adafactor(lr, beta2_decay, eps, d, weight_decay)`` without host syncs.
 
     ``compile``: run the update under ``torch.compile`` (default: when the parameters are on
-    CUDA). The trainer sets ``group["lr"]`` before each step, as for any torch optimizer.
+    CUDA; never on XLA). The trainer sets ``group["lr"]`` before each step, as for any torch optimizer.
     """
 
     def __init__(
@@ -171,6 +171,7 @@ class Adafactor(torch.optim.Optimizer):
     def _update_fn(self, device: torch.device) -> Callable[..., None]:
         if self._update is None:
             use = self.compile if self.compile is not None else device.type == "cuda"
+            use = use and device.type != "xla"  # torch_xla traces the eager ops itself
             self._update = torch.compile(update_all, dynamic=False) if use else update_all
         return self._update
 
