@@ -477,7 +477,8 @@ def setup_optimizer(opts: TrainOptions, t: dict[str, Any], model: torch.nn.Modul
         if t["optimizer"] == "adamw"
         else model.parameters()
     )
-    optimizer = build_optimizer(t["optimizer"], params, lr=t["lr"])
+    # --no-compile / --compile decide for the optimizer's update too (None: compiled on CUDA)
+    optimizer = build_optimizer(t["optimizer"], params, lr=t["lr"], compile=opts.compile)
     return Optim(optimizer, schedule_fn(t["schedule"], opts.steps, warmup=t["warmup"], lr=t["lr"]))
 
 
