@@ -282,6 +282,17 @@ class TrainStream(_iterable_base()):  # type: ignore[misc]
     def __len__(self) -> int:
         return (self.end_step - self.start_step) * self.plan.grad_accum
 
+    def open_reader(self) -> Any:
+        """This worker's reader (a mixture's stream reads several shard sets)."""
+        return ShardReader(
+            self.shard_set, self.paths, self.rows, columns=self.columns, check=self.check
+        )
+
+    def read(self, reader: Any, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The rows of global indices ``rows``, in that order."""
+        shard, within = self.order.locate(rows)
+        return reader.gather(shard, within)
+
     def micro_rows(self, step: int, micro: int) -> np.ndarray:
         """Global row indices of micro-batch ``micro`` of this rank at ``step``."""
         p = self.plan
@@ -299,15 +310,12 @@ class TrainStream(_iterable_base()):  # type: ignore[misc]
                 worker, num_workers = info.id, info.num_workers
         except ImportError:
             pass
-        reader = ShardReader(
-            self.shard_set, self.paths, self.rows, columns=self.columns, check=self.check
-        )
+        reader = self.open_reader()
         accum = self.plan.grad_accum
         for i in range(worker, len(self), num_workers):
             step, micro = divmod(i, accum)
             step += self.start_step
-            shard, within = self.order.locate(self.micro_rows(step, micro))
-            data = reader.gather(shard, within)
+            data = self.read(reader, self.micro_rows(step, micro))
             if self.host_dtype is not None:  # narrow unsigned token columns only
                 data = {
                     k: v.astype(self.host_dtype) if v.dtype.kind == "u" else v
