@@ -131,3 +131,27 @@ def test_a_task_set_trains_in_a_mixture_with_c4(vocab_dir, tmp_path):
     summary = train(opts)
     assert np.isfinite(summary.final_loss)
     assert "sst2" in summary.text() and summary.evaluation["eval_nll_sst2"] > 0
+    # the multi-task checkpoint's text head, scored as it is (a small dev file: decoding is slow)
+    small = tmp_path / "glue" / "SST-2"
+    small.mkdir(parents=True)
+    lines = open(os.path.join(GLUE, "SST-2", "dev.tsv"), encoding="utf-8").readlines()[:17]
+    (small / "dev.tsv").write_text("".join(lines), encoding="utf-8")
+    zs = tmp_path / "zero-shot"
+    argv = ["evaluate", str(tmp_path / "run"), "--task", "sst2", "--data", str(small.parent),
+            "-o", str(zs), "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    res = json.loads((zs / "results.json").read_text())
+    assert res["init"] == "pretrained (no fine-tuning)" and res["examples"] == {"dev": 16}
+    preds = [json.loads(x) for x in (zs / "predictions.jsonl").read_text().splitlines()]
+    right = np.mean([p["label"] == p["prediction"] for p in preds])
+    assert res["metrics"]["dev"]["accuracy"] == pytest.approx(right)
+    assert res["invalid_outputs"]["dev"] == sum(p["prediction"] == -1 for p in preds)
+    # … and it fine-tunes like any other checkpoint
+    small_train = tmp_path / "glue" / "SST-2" / "train.tsv"
+    small_train.write_text("".join(lines), encoding="utf-8")
+    ft = tmp_path / "ft"
+    argv = ["finetune", str(tmp_path / "run"), "--task", "sst2", "--data", str(small.parent),
+            "-o", str(ft), "--head", "text", "--steps", "2", "--batch-size", "4",
+            "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    assert json.loads((ft / "results.json").read_text())["init"] == "pretrained"
