@@ -63,6 +63,7 @@ class Mixture:
     targets_length: int
     columns: tuple[str, ...]  # the layout every row comes out in
     dtypes: dict[str, np.dtype]
+    direct: tuple[bool, ...] = ()  # per source: its rows are already in the layout
 
     @property
     def names(self) -> list[str]:
@@ -157,6 +158,19 @@ class MixtureReader:
         for k in dict.fromkeys(source.tolist()):  # first-appearance order, deterministic
             sel = np.nonzero(source == k)[0]
             shard, at = m.sources[k].order.locate(within[sel])
+            if m.direct and m.direct[k]:  # copy each row once, straight into the batch
+                first = int(shard[0])
+                if (shard == first).all():  # the usual case: one shard of this source
+                    data = self.readers[k].shard(first)
+                    for c in m.columns:
+                        out[c][sel] = data[c][at]
+                    continue
+                for sh in dict.fromkeys(shard.tolist()):
+                    hit = shard == sh
+                    data = self.readers[k].shard(sh)
+                    for c in m.columns:
+                        out[c][sel[hit]] = data[c][at[hit]]
+                continue
             part = m.conform(self.readers[k].gather(shard, at))
             for c in m.columns:
                 out[c][sel] = part[c]
@@ -258,6 +272,16 @@ def open_mixture(
         found = [_column_dtype(sh, c if c in sh.columns else side) for _, sh, _ in opened]
         dtypes[c] = np.result_type(*found)
     rates = mixing_rates(spec, [sum(r) for _, _, r in opened])
+    widths = {"inputs": inputs_length, "targets": targets_length}
+    direct = tuple(
+        all(
+            c in sh.columns
+            and _column_dtype(sh, c) == dtypes[c]
+            and int(sh.index["objective"][f"{c.split('_')[0]}_length"]) == widths[c.split("_")[0]]
+            for c in columns
+        )
+        for _, sh, _ in opened
+    )
     return Mixture(
         spec=spec,
         sources=tuple(
@@ -270,6 +294,7 @@ def open_mixture(
         targets_length=targets_length,
         columns=columns,
         dtypes=dtypes,
+        direct=direct,
     )
 
 

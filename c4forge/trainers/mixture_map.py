@@ -89,9 +89,14 @@ class MixtureMap:
         """Global row indices → (source index, row index within that source), int64 arrays."""
         rows = np.asarray(rows, np.int64)
         block, slot = np.divmod(rows, BLOCK)
+        base = np.asarray(self.counts, np.int64)
+        if len(rows) and block.min() == block.max():  # the usual case: one block
+            b = int(block[0])
+            src, rank = _block(self.counts, self.seed, b)
+            s = src[slot].astype(np.int64)
+            return s, b * base[s] + rank[slot]
         source = np.empty_like(rows)
         within = np.empty_like(rows)
-        base = np.asarray(self.counts, np.int64)
         for b in np.unique(block):
             sel = block == b
             src, rank = _block(self.counts, self.seed, int(b))
