@@ -731,7 +731,7 @@ def run_config(s: Setup) -> dict[str, Any]:
         "steps": s.opts.steps,
         "inputs_length": d.inputs_length,
         "targets_length": d.targets_length,
-        "shards": os.path.abspath(s.opts.shards),
+        "shards": os.path.abspath(d.mixture.sources[0].path if d.mixture else s.opts.shards),
         "shards_index_sha256": d.index_sha,
         "dataset_fingerprint": d.shards.fingerprint,
         "vocabulary": d.vocabulary,
