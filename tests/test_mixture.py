@@ -100,6 +100,21 @@ def test_rows_depend_on_seed_and_row_only(data, weights, seed, world, accum, shu
                 np.testing.assert_array_equal(it[c], r[c][lo : lo + per])
 
 
+def test_loader_workers_give_the_same_micro_batches(data):
+    root, desc = data
+    mixture = open_mixture(_flags_spec(root), vocab=desc, seed=3)
+    plan = DataPlan(batch_size=8, grad_accum=2, seed=3, shuffle_window=2)
+    ref = _items(mixture, plan, 5, 9)
+    loader = torch.utils.data.DataLoader(
+        MixtureStream(mixture, plan, 5, 9), batch_size=None, num_workers=2
+    )
+    got = list(loader)
+    assert [(it["step"], it["micro"]) for it in got] == [(it["step"], it["micro"]) for it in ref]
+    for a, b in zip(got, ref):
+        for c in ("source", "inputs", "targets", "inputs_positions"):
+            np.testing.assert_array_equal(a[c].numpy(), b[c])
+
+
 def test_rows_come_from_their_source_in_one_layout(data):
     root, desc = data
     mixture = open_mixture(_flags_spec(root), vocab=desc, seed=1)
