@@ -83,7 +83,10 @@ def collect(root: str) -> dict[str, Any]:
         source = f"{rel}/pretrain/metrics.jsonl"
         mixed = mix_source_names(info["recipe"])[0] if info["recipe"].get("mix") else None
         value, step = held_out_loss(os.path.join(root, source), mixed)
-        arm["loss"].append({"seed": run["seed"], "value": value, "step": step, "source": source})
+        key = f"eval_nll_{mixed}" if mixed else "eval_nll"
+        arm["loss"].append(
+            {"seed": run["seed"], "value": value, "step": step, "source": source, "key": key}
+        )
         arm["curves"].append(source)
         for role in run["stages"]:
             if not role.startswith("ft-"):
@@ -266,7 +269,8 @@ def markdown(res: dict[str, Any], recipe_line: str = "", description: str = "") 
         f"{len(res['arms'])} arms × {len(res['seeds'])} seeds (seeds {res['seeds']}). Held-out "
         "loss: the pretraining run's last `eval_nll` (nats per target token) on its shards' "
         "validation split. Task scores: dev-set points (100 × the task score), fine-tuned from "
-        "the arm's checkpoint; gain = pretrained − random start, same seed. Mean ± sample std "
+        "the arm's checkpoint (an arm with finetune.steps = 0: the checkpoint's own text head, "
+        "no fine-tuning); gain = pretrained − random start, same seed. Mean ± sample std "
         "over seeds. `vs base`: difference of the means; * = the 95 % paired-bootstrap "
         f"interval ({res['bootstrap']['resamples']} resamples of seeds × dev examples, "
         "seeded) excludes 0. Held-out loss is tested only from 3 seeds on (fewer: the "
