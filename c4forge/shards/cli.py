@@ -43,10 +43,9 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="the clean documents folder, `verify` followed by a shard folder, or `task` and a "
         "GLUE task name (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli) or custom",
     )
-    from c4forge.shards.tasks import add_task_flags
+    from c4forge.shards.tasks import task_flags
 
-    task_flags = add_task_flags(p)
-    ShardsOptions.add_flags(p, cli_only=("target", *task_flags))
+    ShardsOptions.add_flags(p, cli_only=("target",), insert_after={"quiet": task_flags()})
     return p
 
 

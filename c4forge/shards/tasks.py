@@ -268,20 +268,20 @@ def _already_built(req: TaskShardsRequest, manifest: dict[str, Any]) -> bool:
 
 # ----------------------------------------------------------------------------- the command
 
-TASK_FLAGS = ("data", "validation_data", "input_field", "target_field")
+def task_flags() -> list[Any]:
+    """The flags only `shards task` reads (CLI-only dests, listed after the build's own)."""
+    from c4forge.cliconfig import flag
 
-
-def add_task_flags(parser: Any) -> list[str]:
-    """The flags only `shards task` reads (CLI-only dests of the shards parser)."""
-    g = parser.add_argument_group("shards task NAME (supervised text-to-text rows)")
-    g.add_argument(
-        "--data", default=None,
-        help="GLUE-layout folder (default: the bundled GLUE files), or custom's train file",
-    )  # fmt: skip
-    g.add_argument("--validation-data", default=None, help="custom: the validation file")
-    g.add_argument("--input-field", default="input", help="custom: the input text field")
-    g.add_argument("--target-field", default="target", help="custom: the target text field")
-    return list(TASK_FLAGS)
+    return [
+        flag(
+            "--data", default=None,
+            help="shards task: GLUE-layout folder (default: the bundled GLUE files), or custom's "
+            "train file",
+        ),
+        flag("--validation-data", default=None, help="shards task custom: the validation file"),
+        flag("--input-field", default="input", help="shards task custom: the input text field"),
+        flag("--target-field", default="target", help="shards task custom: the target field"),
+    ]  # fmt: skip
 
 
 def task_command(args: Any, extra: Sequence[str]) -> int:
