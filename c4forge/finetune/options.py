@@ -242,7 +242,11 @@ class GlueOptions(CliConfig):
 class EvaluateOptions(CliConfig):
     """Score a fine-tuned model on a split (``c4forge evaluate``)."""
 
-    ft: str = option("ft", help="a `c4forge finetune` output folder")
+    ft: str = option(
+        "ft",
+        help="a `c4forge finetune` output folder, or a t5 training run or checkpoint (its own "
+        "text-to-text head, no fine-tuning: a multi-task model)",
+    )
     task: str = option("--task", required=True, help=TASK_HELP)
     data: str = option(
         "--data", required=True, help="GLUE folder, or the custom file to score"

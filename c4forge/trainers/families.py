@@ -85,18 +85,22 @@ class T5Training:
     def nonpad(self, batch: Any) -> torch.Tensor:
         return (batch.input_ids != 0).sum() + (batch.targets != 0).sum()
 
-    def forward_sums(
-        self, model: Any, batch: Any, z_loss: float, autocast: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def logits(self, model: Any, batch: Any, autocast: Any) -> torch.Tensor:
         with autocast:
-            logits = model(
+            return model(
                 batch.input_ids,
                 batch.decoder_input_ids,
                 batch.encoder_segment_ids,
                 batch.decoder_segment_ids,
                 full_inputs=getattr(batch, "full_inputs", False),
             )
-        loss_sum, _ = weighted_cross_entropy(logits, batch.targets, z_loss)
+
+    def forward_sums(
+        self, model: Any, batch: Any, z_loss: float, autocast: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        loss_sum, _ = weighted_cross_entropy(
+            self.logits(model, batch, autocast), batch.targets, z_loss
+        )
         return loss_sum[None], loss_sum.new_zeros(0)
 
     def check_rows(self, data: dict[str, np.ndarray], where: str, cfg: Any) -> None:
