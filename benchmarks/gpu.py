@@ -36,13 +36,13 @@ import time
 import traceback
 
 import torch
+from c4forge.trainers.hf_reference import build_hf_model
 from train import batches, describe, make_step, t5_lengths
 
 from c4forge.trainers.config import make_config
 from c4forge.trainers.data import DataPlan, TrainStream, open_shard_set
 from c4forge.trainers.device import resolve_device
 from c4forge.trainers.flops import flops_per_example, mfu
-from c4forge.trainers.hf_reference import build_hf_model
 from c4forge.trainers.models.t5 import GLUTransformer
 
 # kernel names of attention (fused SDPA backends, Flex/Triton attention, softmax of the math path)
