@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import math
 import os
@@ -36,14 +37,16 @@ import time
 import traceback
 
 import torch
-from c4forge.trainers.hf_reference import build_hf_model
-from train import batches, describe, make_step, t5_lengths
+from train import batches, describe, make_step, t5_lengths  # also puts tests/ on sys.path
 
 from c4forge.trainers.config import make_config
 from c4forge.trainers.data import DataPlan, TrainStream, open_shard_set
 from c4forge.trainers.device import resolve_device
 from c4forge.trainers.flops import flops_per_example, mfu
 from c4forge.trainers.models.t5 import GLUTransformer
+
+# the HF reference models are test helpers (tests/hf_reference.py), on sys.path through `train`
+build_hf_model = importlib.import_module("hf_reference").build_hf_model
 
 # kernel names of attention (fused SDPA backends, Flex/Triton attention, softmax of the math path)
 ATTENTION_KERNELS = ("attention", "fmha", "flash", "softmax", "sdpa", "attn", "efficient")

@@ -11,10 +11,10 @@ import os
 import numpy as np
 import pytest
 import train_fixtures as fx
-from c4forge.tokenizers.vocab import Vocabulary
 
 from c4forge.cli import main
 from c4forge.formats.shards import ShardSet
+from c4forge.vocab.vocab import Vocabulary
 
 GLUE = os.path.join(os.path.dirname(__file__), "data", "glue")
 

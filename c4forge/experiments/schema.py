@@ -379,7 +379,7 @@ def mix_source_names(r: dict[str, dict[str, Any]]) -> list[str]:
 
 def check_mix(where: str, r: dict[str, dict[str, Any]]) -> None:
     """A mixture section: known sources, and the rates the trainer would accept."""
-    from c4forge.filters.variants import get_variant
+    from c4forge.clean.variants import get_variant
     from c4forge.finetune.tasks import get_task, split_file
     from c4forge.trainers.mixture_spec import MixtureSource, MixtureSpec
 

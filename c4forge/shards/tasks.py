@@ -152,8 +152,8 @@ def row_keys(seed: int, task: str, split: str, first: np.ndarray) -> np.ndarray:
 def build_task_shards(req: TaskShardsRequest) -> dict[str, Any]:
     """Write the task's shard set (see the module docstring); returns its index.json."""
     from c4forge.objectives.packing import pack_arrays
-    from c4forge.tokenizers.vocab import Vocabulary
-    from c4forge.tokenizers.vocab_files import source_files, write_vocab_copy
+    from c4forge.vocab.vocab import Vocabulary
+    from c4forge.vocab.vocab_files import source_files, write_vocab_copy
 
     task = req.task.lower()
     for name, value in (
