@@ -18,7 +18,6 @@ from c4forge.tokenizers.memory import Need, check_fits, trainer_peak
 from c4forge.tokenizers.train import (
     DEFAULT_SAMPLE_CHARS,
     Source,
-    drain,
     expected_need,
     sample_lines,
     train_model,
@@ -99,7 +98,7 @@ def test_a_sample_beyond_memory_is_refused_before_any_work(tmp_path, capsys):
 
 def test_default_sample_keeps_the_old_bytes_on_a_small_corpus(small_clean, tmp_path):
     """A corpus under both budgets is sampled whole by the old and the new default: same model
-    bytes; handing the lines over by ``drain`` does not change them either."""
+    bytes."""
     out_new, out_old = str(tmp_path / "new"), str(tmp_path / "old")
     assert _vocab([small_clean, "-o", out_new, "--vocab-size", "500", "--quiet"]) == 0
     old_flag = ["--sample-chars", str(OLD_DEFAULT_SAMPLE_CHARS), "--quiet"]
@@ -107,9 +106,8 @@ def test_default_sample_keeps_the_old_bytes_on_a_small_corpus(small_clean, tmp_p
     new = open(os.path.join(out_new, "sentencepiece.model"), "rb").read()
     old = open(os.path.join(out_old, "sentencepiece.model"), "rb").read()
     assert new == old
+    # and both are the model of the whole corpus, trained directly
     lines, _, _ = sample_lines(
         [Source("en", small_clean)], seed=0, sample_chars=None, progress=False
     )
-    opts = trainer_options(500, input_sentence_size=len(lines))
-    assert train_model(list(lines), opts) == new  # a plain list, kept by the caller
-    assert train_model(drain(lines), opts) == new and lines == []
+    assert train_model(lines, trainer_options(500, input_sentence_size=len(lines))) == new

@@ -13,7 +13,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -366,18 +366,7 @@ _TOO_HIGH = re.compile(
 _TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
 
 
-def drain(lines: list[str]) -> Iterator[str]:
-    """``lines`` in order, each dropped from the list once handed over.
-
-    Why: SentencePiece copies every sentence into its own buffers while it loads them, before
-    its peak (the suffix array); Python's copies would only add to that peak. Empties ``lines``.
-    """
-    lines.reverse()
-    while lines:
-        yield lines.pop()
-
-
-def train_model(lines: Iterable[str], options: dict[str, Any], *, verbose: bool = False) -> bytes:
+def train_model(lines: list[str], options: dict[str, Any], *, verbose: bool = False) -> bytes:
     """Run SentencePiece on `lines` (in this order); SentencePiece errors become ConfigErrors."""
     import io
 
@@ -504,7 +493,7 @@ def build_vocab(
         input_sentence_size=len(lines),
     )
     sampled = time.monotonic()
-    proto = train_model(drain(lines), options, verbose=verbose)
+    proto = train_model(lines, options, verbose=verbose)
     os.makedirs(output, exist_ok=True)
     if os.path.exists(desc_path):  # --overwrite: the folder is incomplete until vocab.json is back
         os.remove(desc_path)
