@@ -48,7 +48,10 @@ def run_one(docs: str, vocab_size: int, sample_chars: int | None, out: Path, pyt
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load = os.getloadavg()[0]
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # cwd "/": `python -m` puts the working folder first on sys.path, ahead of PYTHONPATH
+    proc = subprocess.Popen(
+        cmd, env=env, cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     with PeakSampler(proc.pid, interval=0.2) as sampler:
         stdout, stderr = proc.communicate()
     wall = time.monotonic() - started
@@ -60,7 +63,7 @@ def run_one(docs: str, vocab_size: int, sample_chars: int | None, out: Path, pyt
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     first = next((ln for ln in stderr.splitlines() if ln.startswith("vocab:")), "")
     return {
-        "code": str(Path(cmd[0]).name) + " " + os.environ.get("PYTHONPATH", ""),
+        "code": os.environ.get("PYTHONPATH", ""),
         "docs": docs,
         "vocab_size": vocab_size,
         "sample_chars_flag": sample_chars,
