@@ -181,7 +181,9 @@ def run(corpus: Path, config: str, workers: int, tmp: Path, keep: bool = False) 
         "load_1min": round(m["load"], 2),
         "documents": stats["totals"]["documents_out"],
         "crawl_cpu_days": round(CRAWL_PAGES / (pages / cpu) / 86400, 1),
-        "first_line": (m["stderr"].splitlines() or [""])[0],
+        "first_line": next(
+            (x for x in m["stderr"].splitlines() if x.startswith("c4forge clean")), ""
+        ),
     }
     if profile.exists():
         prof = json.loads(profile.read_text())
