@@ -216,7 +216,7 @@ def run_vocab(clean: Path, pages: int, vocab_size: int, tmp: Path) -> dict:
     timing = re.search(r"sampling ([\d.]+) s, training ([\d.]+) s", m["stdout"])
     sample_s, train_s = (float(timing[1]), float(timing[2])) if timing else (0.0, m["wall"])
     # CPU split between the sampling pass (one thread) and training, in proportion to wall time
-    sample_cpu = min(m["cpu"], sample_s) if timing else 0.0
+    sample_cpu = m["cpu"] * sample_s / (sample_s + train_s) if timing else 0.0
     return {
         "stage": "vocab",
         "config": "default",
