@@ -31,10 +31,12 @@ class VocabOptions(CliConfig):
     )
     sample_chars: int | None = option(
         "--sample-chars",
-        default=None,  # None: 5e8 unless sample_sentences is given alone
+        default=None,  # None: the default sample unless sample_sentences is given alone
         type=int,
-        help="character budget of the training sample (default 5e8 unless --sample-sentences "
-        "is given alone: ~10-14 GB of trainer memory)",
+        help="character budget of the training sample (default 1e8 with a 5e6-line budget, "
+        "unless --sample-sentences is given alone: under 3 GB of memory on any corpus; the "
+        "trainer needs about 21 bytes per character, said on the first line, and a sample "
+        "beyond this machine's available memory is refused before any work)",
     )
     sample_sentences: int | None = option(
         "--sample-sentences",

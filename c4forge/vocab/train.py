@@ -24,6 +24,8 @@ from c4forge.io.storage import atomic_write_bytes, sha256_file, write_json
 
 if TYPE_CHECKING:
     from c4forge.vocab.options import VocabOptions
+from c4forge.proctree import available_memory
+from c4forge.vocab.memory import TYPICAL_LINE_CHARS, Need, check_fits, fit_text, gb
 from c4forge.vocab.vocab import (
     DEFAULT_EXTRA_IDS,
     DESCRIPTOR_FILE,
@@ -35,7 +37,11 @@ from c4forge.vocab.vocab import (
 )
 
 MAX_SENTENCE_BYTES = 4192
-DEFAULT_SAMPLE_CHARS = 500_000_000
+# The default sample (objectives.md §1.4): sized by the trainer's measured memory fit
+# (``memory.py``) so that a default run stays under 3 GB on any corpus. The line budget binds
+# only on text whose lines average under 20 characters (C4's average ≈ 240).
+DEFAULT_SAMPLE_CHARS = 100_000_000
+DEFAULT_SAMPLE_SENTENCES = DEFAULT_SAMPLE_CHARS // 20
 HASH_SPACE = 1 << 128
 
 # T5's trainer configuration (objectives.md §1.3). num_threads is part of it: it changes the model.
@@ -284,6 +290,57 @@ def sample_lines(
     return lines, stats, {"sources": described}
 
 
+def expected_need(
+    sources: list[Source], sample_chars: int | None, sample_sentences: int | None
+) -> Need:
+    """The sample's expected size, from the budgets and each source's stats.json (no reading of
+    documents): a bound where a source's size is not recorded (a single file, AllenAI C4)."""
+    total_weight = sum(s.weight for s in sources)
+    chars = lines = 0
+    bound = False
+    for source in sources:
+        share = source.weight / total_weight
+        cstats = (
+            None if os.path.isfile(source.directory) else clean_docs.clean_stats(source.directory)
+        )
+        total = clean_docs.split_characters(cstats, "train")
+        budget = None if sample_sentences is None else max(1, round(sample_sentences * share))
+        if sample_chars is not None:
+            c = (
+                int(sample_chars * share)
+                if total is None
+                else min(int(sample_chars * share), total)
+            )
+        elif total is not None:
+            c = total
+        else:  # a pure line budget on a source of unknown size: lines of the longest kind kept
+            c = (budget or 0) * MAX_SENTENCE_BYTES
+        n = -(-c // TYPICAL_LINE_CHARS)
+        if budget is not None and n > budget:
+            n = budget
+        bound = bound or total is None
+        chars += c
+        lines += n
+    return Need(chars, lines, bound)
+
+
+def need_line(
+    need: Need, have: int | None, sample_chars: int | None, sample_sentences: int | None
+) -> str:
+    """The run's first line: what the sample and SentencePiece's trainer will need."""
+    budgets = []
+    if sample_chars is not None:
+        budgets.append(f"--sample-chars {sample_chars:,}")
+    if sample_sentences is not None:
+        budgets.append(f"--sample-sentences {sample_sentences:,}")
+    about = "at most" if need.bound else "≈"
+    avail = "" if have is None else f"; {gb(have)} available"
+    return (
+        f"vocab: sample {about} {need.chars:,} characters ({', '.join(budgets)}): training needs "
+        f"{about} {gb(need.peak_bytes)} of memory (peak PSS; measured fit {fit_text()}){avail}"
+    )
+
+
 def trainer_options(
     vocab_size: int,
     *,
@@ -353,9 +410,9 @@ def vocab_from_options(opts: VocabOptions) -> dict[str, Any]:
     """``build_vocab`` for a `c4forge vocab` request: its corpus (DOCS or ``--mix``) and sample
     budget (``--sample-sentences`` alone is a pure line budget; otherwise the character budget
     applies). Returns vocab.json's content."""
-    sample_chars = opts.sample_chars
-    if sample_chars is None and opts.sample_sentences is None:
-        sample_chars = DEFAULT_SAMPLE_CHARS
+    sample_chars, sample_sentences = opts.sample_chars, opts.sample_sentences
+    if sample_chars is None and sample_sentences is None:
+        sample_chars, sample_sentences = DEFAULT_SAMPLE_CHARS, DEFAULT_SAMPLE_SENTENCES
     if opts.mix:
         sources = parse_mix(opts.mix, opts.docs)
     elif opts.docs:
@@ -368,7 +425,7 @@ def vocab_from_options(opts: VocabOptions) -> dict[str, Any]:
         vocab_size=opts.vocab_size,
         seed=opts.seed,
         sample_chars=sample_chars,
-        sample_sentences=opts.sample_sentences,
+        sample_sentences=sample_sentences,
         extra_ids=opts.extra_ids,
         byte_fallback=opts.byte_fallback,
         character_coverage=opts.character_coverage,
@@ -407,6 +464,11 @@ def build_vocab(
             f"{output} already holds a vocabulary ({DESCRIPTOR_FILE}); pass --overwrite"
         )
     started = time.monotonic()
+    need = expected_need(sources, sample_chars, sample_sentences)
+    have = available_memory()
+    if progress:
+        print(need_line(need, have, sample_chars, sample_sentences), file=sys.stderr, flush=True)
+    check_fits(need, have, what="this sample")
     lines, stats, source_desc = sample_lines(
         sources,
         seed=seed,
@@ -414,6 +476,15 @@ def build_vocab(
         progress=progress,
         sample_sentences=sample_sentences,
     )
+    drawn = Need(stats.characters, stats.lines)
+    if progress:
+        print(
+            f"vocab: sampled {stats.lines:,} lines, {stats.characters:,} characters; "
+            f"training needs ≈ {gb(drawn.peak_bytes)}",
+            file=sys.stderr,
+            flush=True,
+        )
+    check_fits(drawn, available_memory(), what="the drawn sample")
     options = trainer_options(
         vocab_size,
         character_coverage=character_coverage,
