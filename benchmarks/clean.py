@@ -17,7 +17,7 @@ Two measurements:
    reaches langid and scaled, to show what the fast backend saves.
 
 ``--langdetect fast|stock|as-is`` chooses the backend of the end-to-end job through the
-``C4FORGE_LANGDETECT`` environment variable, which ``c4forge.filters.langid`` reads in every
+``C4FORGE_LANGDETECT`` environment variable, which ``c4forge.langid.langdetect_filter`` reads in every
 process (workers included); ``as-is`` leaves the environment alone (fast by default).
 
 Usage: ``python benchmarks/clean.py [--workers 1 2] [--langdetect fast] [--skip-e2e]``
@@ -86,7 +86,7 @@ def run_job(files_dir: Path, workers: int, langdetect: str, extra: list[str]) ->
     shutil.rmtree(out)
     env = dict(os.environ)
     if langdetect != "as-is":
-        # c4forge.filters.langid reads it in every worker process: "fast" (default) or "stock".
+        # c4forge.langid.langdetect_filter reads it in every worker process: "fast" (default) or "stock".
         env["C4FORGE_LANGDETECT"] = langdetect
     cmd = [sys.executable, "-m", "c4forge", "clean", str(files_dir), "--output", str(out)]
     cmd += ["--workers", str(workers), "--quiet", *extra]
@@ -143,14 +143,14 @@ def _digest(content_hashes: list[str]) -> str:
 def stage_profile(files: list[Path], stock_every: int) -> None:
     """The clean plan on the in-process local engine, CPU time per stage (one process)."""
     from c4forge.clean.config import CleanJob
+    from c4forge.clean.counting import CounterBag
     from c4forge.clean.plan import build_plan
     from c4forge.engines.local import LocalEngine
-    from c4forge.filters import clean as clean_mod
-    from c4forge.filters import langid
-    from c4forge.filters.badwords import badwords_filter
-    from c4forge.filters.counting import CounterBag
-    from c4forge.filters.langdetect_fast import detect_langs_fast
     from c4forge.io.inputs import InputFile
+    from c4forge.langid import langdetect_filter as langid
+    from c4forge.langid.langdetect_fast import detect_langs_fast
+    from c4forge.rules import lines as clean_mod
+    from c4forge.rules.badwords import badwords_filter
 
     # warm-ups outside the timed regions (tables, Punkt parameters, bad-words regex)
     detect_langs_fast("warm up")

@@ -106,7 +106,7 @@ def load_sources(extra: list[Path]) -> dict[str, list[tuple[str, str]]]:
 def _language(text: str) -> str:
     from langdetect import LangDetectException
 
-    from c4forge.filters.langdetect_fast import detect_langs_fast
+    from c4forge.langid.langdetect_fast import detect_langs_fast
 
     try:
         result = detect_langs_fast(text)

@@ -11,7 +11,7 @@ near-dedup on its own at two corpus sizes.
 2. **Near-dedup alone** (``--near-pages``, default 1,000 and 4,000): pages are made *inside*
    the workers from the 1,000 real C4 documents (page ``i`` = document ``i % 1000`` with 1 % of
    its words replaced for every further copy, so each document has ``n / 1000`` near copies),
-   then the plan's MinHash-LSH near-dedup stage runs (``c4forge.clean.plan.NearDedupStage``
+   then the plan's MinHash-LSH near-dedup stage runs (``c4forge.dedup.minhash.NearDedupStage``
    on ``engines.beam.BeamEngine`` / ``engines.spark.SparkEngine``). Printed: pages/s, removed pages, and peak RSS of the
    largest *worker* process versus the driver/JVM. The claim under test: a worker's memory
    does not grow with the number of pages (each holds one bucket / one node at a time); the
@@ -217,7 +217,7 @@ def make_page(i: int):  # -> Doc, built inside the worker
     import gzip
     import random
 
-    from c4forge.clean.steps import Doc
+    from c4forge.clean.documents import Doc
 
     if not _DOCS:
         with gzip.open(C4_SAMPLE, "rt", encoding="utf-8") as f:
@@ -235,8 +235,7 @@ def make_page(i: int):  # -> Doc, built inside the worker
 
 
 def near_only(engine: str, n: int) -> None:
-    from c4forge.clean.plan import NearDedupStage
-    from c4forge.filters.minhash import MAX_ROUNDS, make_params
+    from c4forge.dedup.minhash import MAX_ROUNDS, NearDedupStage, make_params
 
     stage = NearDedupStage("near_dedup", make_params(), MAX_ROUNDS)
     t0 = time.monotonic()

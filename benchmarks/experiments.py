@@ -1,4 +1,4 @@
-"""The four shipped experiments end to end (issue 18): glu_table1, t5_objectives, t5_corpora, hire.
+"""The four shipped experiments end to end: glu_table1, t5_objectives, t5_corpora, hire.
 
 Each runs as ``c4forge experiment NAME -o WORK/NAME --stages WORK/stages`` in a child process,
 one after another (``--parallel 2``: two chains at once, for a busy shared machine), all with one

@@ -2,7 +2,7 @@
 near-dedup on, both engines, 1 and 2 workers, on real bundled text.
 
 Why a script and not a test: the matrix is ~40 full runs (minutes of CPU); a test suite cannot
-afford it, a change to how the job is computed (issue 19: keys-only shuffles) must pass it.
+afford it, a change to how the job is computed (keys-only shuffles, say) must pass it.
 
     # 1. reference outputs with the code before the change (e.g. a checkout of main)
     PYTHONPATH=/path/to/main python3 benchmarks/identity.py run --out /tmp/ref
@@ -56,9 +56,9 @@ WORKERS = (1, 2)
 
 def build_inputs(d: Path, pages: int) -> list[str]:
     """The corpus + the bundled samples as WET files, and the URL list (``d/urls.txt.gz``)."""
-    from c4forge.filters.counting import CounterBag
-    from c4forge.filters.urls import normalize_url
-    from c4forge.filters.wet import open_binary, read_wet
+    from c4forge.clean.counting import CounterBag
+    from c4forge.dedup.urls import normalize_url
+    from c4forge.readers.wet import open_binary, read_wet
     from c4forge.samples import demo_inputs
 
     d.mkdir(parents=True, exist_ok=True)

@@ -1,11 +1,11 @@
-"""Stock langdetect (seed 0) vs ``c4forge.filters.langdetect_fast``: speed and exact identity.
+"""Stock langdetect (seed 0) vs ``c4forge.langid.langdetect_fast``: speed and exact identity.
 
 Two page sets, both real text:
 
 * ``real``: every page of the real data in the repo (1,000 C4 documents, the derived WET's
   191 records, the genuine WET excerpts, the multilingual Common Crawl excerpt, the synthetic
   cc_net WET fixtures, the datatrove peer outputs, the text of the WARC HTML responses via
-  ``c4forge.filters.warc_html``) plus, when
+  ``c4forge.readers.warc_html``) plus, when
   present, the full multilingual dolma CC file in ``c4forge/data/sample`` and any ``--extra``
   ``.jsonl[.gz]`` file: raw page text, many languages.
 * ``corpus``: the first ``--pages`` pages of the benchmark corpus (``benchmarks/corpus.py``)
@@ -51,7 +51,7 @@ def stock_detect(text: str):
 def fast_detect(text: str):
     from langdetect import LangDetectException
 
-    from c4forge.filters.langdetect_fast import detect_langs_fast
+    from c4forge.langid.langdetect_fast import detect_langs_fast
 
     try:
         return [tuple(lp) for lp in detect_langs_fast(text)]
@@ -82,8 +82,8 @@ def real_pages(extra: list[Path]) -> dict[str, list[str]]:
             corpus_mod.TESTS_DATA / "langdetect" / "dolma-cc-multilingual.jsonl.gz"
         )
     ]
-    from c4forge.filters.counting import CounterBag
-    from c4forge.filters.wet import read_wet
+    from c4forge.clean.counting import CounterBag
+    from c4forge.readers.wet import read_wet
 
     synthetic = []
     for path in sorted(corpus_mod.TESTS_DATA.glob("synthetic/*.wet")):
@@ -95,13 +95,13 @@ def real_pages(extra: list[Path]) -> dict[str, list[str]]:
         for _, t in corpus_mod._read_jsonl(path)
     ]
     try:
-        from c4forge.filters.warc_html import read_warc
+        from c4forge.readers.warc_html import read_warc
 
         html = []
         for path in sorted(corpus_mod.TESTS_DATA.glob("warc/*.warc.gz")):
             with open(path, "rb") as f:
                 html += [page.text for page in read_warc(f, str(path), CounterBag())]
-        sets["tests/data WARC HTML -> text (c4forge.filters.warc_html)"] = html
+        sets["tests/data WARC HTML -> text (c4forge.readers.warc_html)"] = html
     except ImportError:  # the HTML reader is optional for this benchmark
         pass
     if corpus_mod.DOLMA.exists():
@@ -115,9 +115,9 @@ def real_pages(extra: list[Path]) -> dict[str, list[str]]:
 
 
 def corpus_pages(pages: int) -> list[str]:
-    from c4forge.filters.clean import clean_page
-    from c4forge.filters.counting import CounterBag
-    from c4forge.filters.wet import read_wet
+    from c4forge.clean.counting import CounterBag
+    from c4forge.readers.wet import read_wet
+    from c4forge.rules.lines import clean_page
 
     out = corpus_mod.build(corpus_mod.default_out(20_000, 0), 20_000, 0, 20, [])
     texts: list[str] = []
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extra", type=Path, nargs="*", default=[])
     args = ap.parse_args(argv)
 
-    from c4forge.filters import langdetect_fast
+    from c4forge.langid import langdetect_fast
 
     t = time.perf_counter()
     fast_detect("warm-up: tables, numba kernels (cached after the first compile)")

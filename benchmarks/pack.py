@@ -1,4 +1,4 @@
-"""CPU cost and size of the packed documents that cross the output shuffle (issue 19).
+"""CPU cost and size of the packed documents that cross the output shuffle.
 
 Every conversion record of the given WET files becomes an ``OutDoc`` (md5 of the URL, URL,
 page text, WARC-Date), as the plan's last pass makes them; each is packed

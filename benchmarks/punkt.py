@@ -33,8 +33,8 @@ TESTS_WET = ROOT / "tests" / "data" / "wet"
 
 
 def load_pages(extra: list[str]) -> tuple[list[str], dict[str, int]]:
-    from c4forge.filters.counting import CounterBag
-    from c4forge.filters.wet import read_wet
+    from c4forge.clean.counting import CounterBag
+    from c4forge.readers.wet import read_wet
     from c4forge.samples import iter_c4_sample
 
     wet_files = [SAMPLE / "real-warc-html-to-wet.resiliparse.warc.wet.gz"]
@@ -53,8 +53,8 @@ def load_pages(extra: list[str]) -> tuple[list[str], dict[str, int]]:
 
 
 def run_clean(texts: list[str]):  # noqa: ANN201
-    from c4forge.filters.clean import clean_page
-    from c4forge.filters.counting import CounterBag
+    from c4forge.clean.counting import CounterBag
+    from c4forge.rules.lines import clean_page
 
     bag = CounterBag()
     start = time.process_time()
@@ -70,8 +70,8 @@ def main() -> int:
 
     import nltk
 
-    from c4forge.filters import clean as clean_mod
-    from c4forge.filters import sentences
+    from c4forge.rules import lines as clean_mod
+    from c4forge.rules import sentences
 
     texts, sources = load_pages(args.wet)
     n_pages = len(texts)

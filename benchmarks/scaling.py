@@ -281,7 +281,9 @@ def cmd_shuffle(args: argparse.Namespace) -> int:
 WORKER_IMPORTS = """
 from apache_beam.runners.worker import sdk_worker_main
 import c4forge.engines.beam
-from c4forge.filters import badwords, clean, langid
+from c4forge.rules import badwords
+from c4forge.rules import lines as clean
+from c4forge.langid import langdetect_filter as langid
 langid.langid_filter("This is a fairly long English sentence for the detector.", lambda *a: None)
 """
 

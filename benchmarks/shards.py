@@ -19,7 +19,7 @@ figure is tokens per second per core. Stages (all counted in source tokens):
            (``per_document``)
 * write    sort by key, split into shards and write uncompressed Arrow stream files
 
-corrupt, pack and write run once per packing mode. Goal (issue 3): encoding ≥ 80 % of
+corrupt, pack and write run once per packing mode. Goal: encoding ≥ 80 % of
 encode + corrupt + pack + write, i.e. corrupt + pack + write ≤ 0.25 × encode, in each mode.
 
 Usage: ``python benchmarks/shards.py [--repeat 8] [--inputs-length 512] [--vocab DIR]``
@@ -50,7 +50,7 @@ from c4forge.objectives.examples import (  # noqa: E402
     rows_of_block,
 )
 from c4forge.objectives.registry import make_config  # noqa: E402
-from c4forge.tokenizers.vocab import Vocabulary  # noqa: E402
+from c4forge.vocab.vocab import Vocabulary  # noqa: E402
 
 SAMPLE = ROOT / "c4forge" / "data" / "sample" / "c4-sample.00000-of-00001.json.gz"
 CACHE = Path(os.path.expanduser("~/.cache/c4forge-bench"))
@@ -61,7 +61,7 @@ def get_vocab(path: str | None, pieces: int) -> Vocabulary:
         return Vocabulary.load(path)
     out = CACHE / f"shards-vocab-{pieces}"
     if not (out / "vocab.json").exists():
-        from c4forge.tokenizers.train import Source, build_vocab
+        from c4forge.vocab.train import Source, build_vocab
 
         with tempfile.TemporaryDirectory() as tmp:
             docs = Path(tmp) / "c4-train.00000-of-00001.json.gz"

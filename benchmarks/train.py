@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -30,10 +33,13 @@ from c4forge.trainers.config import make_config
 from c4forge.trainers.data import DataPlan, TrainStream, decoder_input_tokens, open_shard_set
 from c4forge.trainers.device import resolve_device
 from c4forge.trainers.flops import flops_per_example, mfu
-from c4forge.trainers.hf_reference import build_hf_model
 from c4forge.trainers.loss import weighted_cross_entropy
 from c4forge.trainers.models.t5 import GLUTransformer
-from c4forge.trainers.optim import build_optimizer
+from c4forge.trainers.optim import build_optimizer, torch_adafactor
+
+# The HF reference models are test helpers (tests/hf_reference.py), not part of the package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from hf_reference import build_hf_model  # noqa: E402
 
 
 def t5_lengths(inputs_length: int) -> int:
@@ -73,11 +79,24 @@ def batches(args, embedding_size: int, n: int) -> list[dict[str, torch.Tensor]]:
     ]
 
 
-def make_step(name, model, dev, compile_):
-    """One training step of ``model`` on a batch (Adafactor), as a closure."""
+def make_optimizer(kind: str, model) -> torch.optim.Optimizer | None:
+    """``adafactor``: c4forge's (sync-free); ``torch-adafactor``: torch.optim.Adafactor, the
+    reference; ``none``: forward + backward only (the step without its optimizer)."""
+    if kind == "none":
+        return None
+    if kind == "torch-adafactor":
+        return torch_adafactor(model.parameters())
+    return build_optimizer(kind, model.parameters())
+
+
+def make_step(name, model, dev, compile_, optimizer="adafactor", fwd=None, full_inputs=False):
+    """One training step of ``model`` on a batch, as a closure. ``fwd``: an already compiled
+    model to share (variants of one model then compile once); ``full_inputs``: the rows have no
+    padding (c4forge's model then attends without a padding mask, as the trainer does)."""
     model.train()
-    opt = build_optimizer("adafactor", model.parameters())
-    fwd = torch.compile(model) if compile_ else model
+    opt = make_optimizer(optimizer, model)
+    if fwd is None:
+        fwd = torch.compile(model) if compile_ else model
     autocast = (
         torch.autocast(dev.kind, dtype=torch.bfloat16)
         if dev.kind == "cuda"
@@ -94,12 +113,17 @@ def make_step(name, model, dev, compile_):
                     input_ids=inputs, attention_mask=inputs != 0, decoder_input_ids=dec
                 ).logits
             else:
-                logits = fwd(inputs, dec)
+                logits = fwd(inputs, dec, full_inputs=full_inputs)
         loss_sum, weight = weighted_cross_entropy(logits.float(), targets)
         (loss_sum / weight.clamp_min(1)).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        if opt is None:
+            model.zero_grad(set_to_none=True)
+        else:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
         return loss_sum
+
+    step.optimizer = opt
 
     return step
 
@@ -213,7 +237,9 @@ def main() -> None:
     models = [("c4forge", GLUTransformer(cfg).to(dev.device))]
     if not args.no_hf:
         models.append(("hf-t5", build_hf_model(cfg).to(dev.device)))
-    report(models, make_step, data, dev, compile_, args, flops, tokens, nonpad, peak)
+    full = all(bool((b["inputs"] != 0).all()) for b in data)  # as the trainer's host check
+    make = functools.partial(make_step, full_inputs=full)
+    report(models, make, data, dev, compile_, args, flops, tokens, nonpad, peak)
 
 
 if __name__ == "__main__":

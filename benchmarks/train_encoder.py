@@ -12,6 +12,8 @@ NSP loss its own way: ours gathers the masked positions before the vocabulary ma
 from __future__ import annotations
 
 import contextlib
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -20,9 +22,11 @@ from train import describe, report
 from c4forge.trainers.data import DataPlan, TrainStream, open_shard_set
 from c4forge.trainers.families import BERT_COLUMNS, BertTraining
 from c4forge.trainers.flops import bert_flops_per_example
-from c4forge.trainers.hf_reference import build_hf_bert
 from c4forge.trainers.models.bert import BertForPreTraining, make_config
 from c4forge.trainers.optim import build_optimizer, weight_decay_groups
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # hf_reference
+from hf_reference import build_hf_bert  # noqa: E402
 
 
 def bert_batches(args, vocab_size: int, n: int) -> list[dict[str, torch.Tensor]]:

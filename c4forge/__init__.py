@@ -1,8 +1,9 @@
 """c4forge: Common Crawl WET files to a trained GLU-Transformer.
 
-Subpackages: ``filters`` (the C4 rules, plain functions), ``pipeline`` (Beam and Spark jobs),
-``tokenizers`` (SentencePiece vocabulary), ``objectives`` (T5/BERT objectives, packing),
-``formats`` (on-disk artefacts), ``trainers`` (model, optimisers, training loop, export).
+One subpackage per command (``clean``, ``vocab``, ``shards``, ``trainers``, ``finetune``,
+``report``, ``contamination``, ``experiments``) and the rooms of the clean stages (``readers``,
+``rules``, ``dedup``, ``langid``) and of what they share (``engines``, ``objectives``,
+``formats``, ``io``). docs/ARCHITECTURE.md is the map.
 """
 
 __version__ = "0.1.0"

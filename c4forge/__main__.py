@@ -4,8 +4,9 @@ import os
 import sys
 
 # Run as a script (`spark-submit …/c4forge/__main__.py`), Python puts this package's own folder
-# first on sys.path, where `tokenizers/` and `filters/` would shadow top-level packages of the
-# same names (HF tokenizers). c4forge itself is imported from the installed or shipped package.
+# first on sys.path, where its subpackages (`langid/`, `vocab/`, `report/` …) would shadow
+# top-level packages of the same names (the `langid` library). c4forge itself is imported from
+# the installed or shipped package.
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
     del sys.path[0]
 

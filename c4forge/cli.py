@@ -21,7 +21,7 @@ from c4forge.errors import C4ForgeError
 COMMANDS: dict[str, str] = {
     "demo": "c4forge.demo",
     "clean": "c4forge.clean.cli",
-    "vocab": "c4forge.tokenizers.cli",
+    "vocab": "c4forge.vocab.cli",
     "shards": "c4forge.shards.cli",
     "train": "c4forge.trainers.cli_train",
     "export": "c4forge.trainers.cli_export",
@@ -29,7 +29,7 @@ COMMANDS: dict[str, str] = {
     "evaluate": "c4forge.finetune.cli_evaluate",
     "glue": "c4forge.finetune.cli_glue",
     "contamination": "c4forge.contamination.cli",
-    "report": "c4forge.datasheet.cli",
+    "report": "c4forge.report.cli",
     "experiment": "c4forge.experiments.cli",
 }
 

@@ -1,4 +1,4 @@
-"""One way from the command line to a typed config (issue 16, item 7).
+"""One way from the command line to a typed config.
 
 Every command's options are a frozen dataclass whose fields declare their own flags in field
 metadata (``option(...)``): flag names, help, choices, type/parse function, argument group. Two

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             ],
         )
     report = os.path.join(work, "report")
-    if not done(os.path.join(report, "report.json")):  # the corpus datasheet (issue 17)
+    if not done(os.path.join(report, "report.json")):  # the corpus datasheet
         argv = ["report", clean, "--output", report, "--vocab", vocab, "--shards", shards]
         _stage("report", argv)
     if args.overwrite and os.path.isdir(runs):

@@ -18,6 +18,19 @@ def available() -> bool:
     return os.path.exists(f"/proc/{os.getpid()}/smaps_rollup")
 
 
+def available_memory() -> int | None:
+    """MemAvailable of this machine in bytes (None where /proc/meminfo is absent): what a job
+    may use before the kernel must reclaim or kill."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
 def tree(root: int) -> list[int]:
     kids: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):

@@ -25,7 +25,7 @@ import os
 import uuid
 from importlib import resources
 
-from c4forge.io.storage import atomic_write_bytes
+from c4forge.io.storage import write_bytes
 
 SAMPLE_PACKAGE = "c4forge.data"
 DERIVED_WET = "real-warc-html-to-wet.resiliparse.warc.wet.gz"
@@ -79,7 +79,7 @@ def c4_sample_as_wet(directory: str) -> str:
     """
     path = os.path.join(directory, "c4-sample-as-wet.warc.wet.gz")
     if not os.path.exists(path):
-        atomic_write_bytes(path, c4_docs_to_wet_bytes(iter_c4_sample()))
+        write_bytes(path, c4_docs_to_wet_bytes(iter_c4_sample()))
     return path
 
 
@@ -97,7 +97,7 @@ def dolma_sample_as_wet(directory: str) -> str:
     """Write (once) the dolma Common Crawl pages as a WET file and return its path."""
     path = os.path.join(directory, "dolma-cc-main-2019-30-as-wet.warc.wet.gz")
     if not os.path.exists(path):
-        atomic_write_bytes(path, c4_docs_to_wet_bytes(iter_dolma_sample()))
+        write_bytes(path, c4_docs_to_wet_bytes(iter_dolma_sample()))
     return path
 
 

@@ -91,7 +91,7 @@ def write(path: str, data: bytes) -> str:
 # fourth C4 page). The page whose URL has the smallest md5 keeps it; the others lose it.
 def span_scenario(docs: list[dict], donor: dict) -> tuple[list[dict], str, str]:
     """Returns (pages, shared line, owner url)."""
-    from c4forge.filters.sentences import split_sentences
+    from c4forge.rules.sentences import split_sentences
 
     shared = next(
         line
@@ -152,8 +152,8 @@ def run_corpus_stage(stage, docs: list, engine=None, collect=list) -> tuple[dict
     emitted keys go in as ``engine.source`` over the documents."""
     import functools
 
+    from c4forge.clean.counting import CounterBag
     from c4forge.engines.local import LocalEngine
-    from c4forge.filters.counting import CounterBag
 
     engine = engine or LocalEngine()
     located = [((0, i), d) for i, d in enumerate(docs)]

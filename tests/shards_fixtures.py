@@ -55,7 +55,7 @@ def write_c4_release(directory: Path, per_train_file: int, total: int | None = N
 
 def train_vocab(out: str, docs: str, vocab_size: int, sample_chars: int):
     """A real SentencePiece vocabulary on ``docs`` (the `c4forge vocab` code path)."""
-    from c4forge.tokenizers.train import Source, build_vocab
+    from c4forge.vocab.train import Source, build_vocab
 
     return build_vocab(
         [Source("en", docs)], out, vocab_size=vocab_size, sample_chars=sample_chars, progress=False
@@ -84,7 +84,7 @@ def corpus_fixtures(
 
     @pytest.fixture(scope="module")
     def vocab(vocab_dir):
-        from c4forge.tokenizers.vocab import Vocabulary
+        from c4forge.vocab.vocab import Vocabulary
 
         return Vocabulary.load(vocab_dir)
 

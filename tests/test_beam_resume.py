@@ -1,4 +1,4 @@
-"""Resumable Beam runs (issue 5): `c4forge clean --resume` killed with SIGKILL mid-run, resumed,
+"""Resumable Beam runs: `c4forge clean --resume` killed with SIGKILL mid-run, resumed,
 byte-identical to an uninterrupted run without --resume; a finished run is not recomputed.
 
 Inputs: six WET files written with warcio from real C4 pages (clean_fixtures), plus a genuine
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from clean_fixtures import GENUINE_WET_DIR, REPO, c4_docs, doc_records, span_scenario, wet_bytes
 
-from c4forge.clean import progress as pg
-from c4forge.filters.counting import CounterBag
+from c4forge.clean import resume_state as pg
+from c4forge.clean.counting import CounterBag
 
 FILES = 6
 PER_FILE = 30
@@ -169,9 +169,10 @@ def test_chunk_front_resumes_and_counts_the_survivor_only(tmp_path) -> None:
     (the chunk's record exists) it re-emits the same entries and counters without reading the
     input; URL dedup keeps the newer copy, and pass 0 counts the clean counters of that
     survivor only (the dropped older copy's counters vanish with it)."""
-    from c4forge.clean import passes, steps
+    from c4forge.clean import passes
     from c4forge.clean.config import CleanJob
     from c4forge.clean.plan import build_plan
+    from c4forge.dedup import urls
 
     doc = c4_docs(0, 1)[0]
     older = dict(doc, url=doc["url"] + "?utm_source=x", date="2000-01-01T00:00:00Z", text="Short.")
@@ -194,7 +195,7 @@ def test_chunk_front_resumes_and_counts_the_survivor_only(tmp_path) -> None:
         assert again.counts == first.counts
         (tmp_path / "moved").rename(wet)
         bag = CounterBag()
-        (kept,) = steps.url_dedup(entries[0][0], [e for _, e in entries], bag)
+        (kept,) = urls.url_dedup(entries[0][0], [e for _, e in entries], bag)
         assert kept.timestamp == "2019-07-20T00:00:00Z"
         assert bag.counts == {"url_dedup": {"duplicate_url": 1, "passed": 1}}
         pass0 = CounterBag()

@@ -19,11 +19,11 @@ from bert_fixtures import build_bert_data  # noqa: E402
 from c4forge.cli import main  # noqa: E402
 from c4forge.formats.shards import ShardSet  # noqa: E402
 from c4forge.io.storage import read_json  # noqa: E402
-from c4forge.tokenizers.vocab import Vocabulary  # noqa: E402
 from c4forge.trainers import models  # noqa: E402
 from c4forge.trainers.data import eval_batches  # noqa: E402
 from c4forge.trainers.families import BERT_COLUMNS, BertTraining  # noqa: E402
 from c4forge.trainers.train import TrainOptions, train  # noqa: E402
+from c4forge.vocab.vocab import Vocabulary  # noqa: E402
 
 
 @pytest.fixture(scope="module")

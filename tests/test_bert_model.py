@@ -3,17 +3,19 @@ FFN, padding, the fine-tuning API (hidden states, pooler) and the family registr
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from hf_reference import build_hf_bert  # noqa: E402
+
 from c4forge.errors import ConfigError, InputError  # noqa: E402
 from c4forge.trainers import checkpoint as ckpt  # noqa: E402
 from c4forge.trainers import models  # noqa: E402
 from c4forge.trainers.config import FFN_VARIANTS  # noqa: E402
-from c4forge.trainers.hf_reference import build_hf_bert  # noqa: E402
 from c4forge.trainers.models.bert import BertConfig, BertForPreTraining, make_config  # noqa: E402
 
 
@@ -169,3 +171,59 @@ def test_registry_builds_and_loads_every_family(tmp_path):
         models.build_model("t5", make_config("bert-tiny", 1152))
     with pytest.raises(InputError, match="no such run"):
         models.load_pretrained(str(tmp_path / "absent"))
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_full_rows_attend_without_a_mask(attn):
+    """Rows without padding declared full: same MLM/NSP logits and gradients as the masked path."""
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(3, 500, (2, 24), generator=g)
+    types = (torch.arange(24) >= 12).long().expand(2, -1)
+    positions = torch.tensor([[1, 5, 9], [2, 3, 20]])
+    out = {}
+    for full in (False, True):
+        torch.manual_seed(0)
+        model = BertForPreTraining(make_config("bert-tiny", 512, attn=attn, dropout_rate=0.0))
+        mlm, nsp = model(ids, types, positions, full_rows=full)
+        (mlm.logsumexp(-1).sum() + nsp.logsumexp(-1).sum()).backward()
+        out[full] = (mlm.detach(), nsp.detach(), {n: p.grad for n, p in model.named_parameters()})
+    torch.testing.assert_close(out[True][0], out[False][0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(out[True][1], out[False][1], atol=1e-5, rtol=0)
+    for name, grad in out[False][2].items():
+        torch.testing.assert_close(out[True][2][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_sparse_mlm_head_gives_the_dense_loss_and_counts_only_its_flops():
+    """The head runs at the P gathered positions only: its loss (the trainer's sums, padded
+    predictions weighing 0) equals the dense loss over logits at every position with labels
+    elsewhere ignored; the FLOPs count the P rows the head computes, not the T rows of a dense
+    head, so MFU is not inflated."""
+    import torch.nn.functional as F
+
+    from c4forge.trainers.families import BertTraining
+    from c4forge.trainers.flops import bert_flops_breakdown
+
+    ids, tt = _batch()
+    positions = torch.tensor([[1, 4, 7, 0], [2, 3, 9, 0], [5, 6, 8, 11]])  # last: padded for 2 rows
+    weights = torch.tensor([[1.0, 1, 1, 0], [1, 1, 1, 0], [1, 1, 1, 1]])
+    labels = torch.gather(ids, 1, positions)
+    item = {
+        "input_ids": ids,
+        "token_type_ids": tt,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": labels,
+        "masked_lm_weights": weights,
+        "next_sentence_label": torch.tensor([0, 1, 0]),
+    }
+    torch.manual_seed(0)
+    model = BertForPreTraining(make_config("bert-tiny", 1100, dropout_rate=0.0))
+    glue = BertTraining()
+    sums, _ = glue.forward_sums(model, glue.to_device(item, "cpu"), 0.0, contextlib.nullcontext())
+    dense_labels = torch.full_like(ids, -100)
+    dense_labels.scatter_(1, positions, torch.where(weights > 0, labels, -100))
+    dense = model.full_mlm_logits(ids, tt)
+    dense_sum = F.cross_entropy(dense.reshape(-1, 1100), dense_labels.reshape(-1), reduction="sum")
+    torch.testing.assert_close(sums[0], dense_sum, atol=1e-4, rtol=1e-6)
+    cfg = model.config
+    parts = bert_flops_breakdown(cfg, seq_length=24, predictions=4)
+    assert parts["mlm_decoder"] == 6.0 * cfg.d_model * cfg.vocab_size * 4  # P rows, not T = 24

@@ -80,7 +80,7 @@ def test_option_errors(tmp_path, capsys, option, message):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--dedupe", "lines"], "unknown option '--dedupe'"),  # issue 12: was exit 0, spans
+        (["--dedupe", "lines"], "unknown option '--dedupe'"),  # a near-miss of --dedup is an error, not spans
         (["--direct_num_workers=two"], "bad Beam pipeline option"),
         (["--engine", "spark", "--project", "p"], "unknown option for the Spark engine"),
         (["--engine", "spark", "--conf", "executor.memory=4g"], "start with 'spark.'"),
@@ -372,7 +372,7 @@ def test_a_clean_run_prints_only_our_lines(tmp_path):
 
 
 def test_direct_runner_refuses_an_input_larger_than_memory(tmp_path, capsys, monkeypatch):
-    """Issue 19: the DirectRunner holds every collection in memory, so `--engine beam` checks the
+    """The DirectRunner holds every collection in memory, so `--engine beam` checks the
     input size against the machine's available memory before any work. The machine's
     MemAvailable is what is replaced here (a small machine), not the check."""
     from c4forge.engines import beam as beam_engine

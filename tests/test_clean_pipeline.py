@@ -3,7 +3,7 @@
 Two pipeline runs are shared by every test here (module fixtures; Beam takes seconds to
 start): the same inputs with ``--workers 1`` (in-process) and ``--workers 2`` (two SDK worker
 processes). Inputs: the genuine Common Crawl WET excerpts, the WET derived from real WARC
-HTML, and WET files written with warcio from real C4 pages, among them the defects of issue 2
+HTML, and WET files written with warcio from real C4 pages, among them the defects the rules must count
 (cut gzip, invalid UTF-8, empty file, a 50 MB line) and a span-dedup case with a known owner.
 """
 
@@ -32,8 +32,8 @@ from clean_fixtures import (
 )
 
 from c4forge import cli
+from c4forge.clean.counting import conservation_errors
 from c4forge.clean.plan import recorded_plan
-from c4forge.filters.counting import conservation_errors
 from c4forge.io.storage import read_json
 
 
@@ -162,7 +162,7 @@ def test_conservation_identity(stats1):
 
 
 def test_every_reason_present(stats1):
-    from c4forge.filters.counting import listed_reasons
+    from c4forge.clean.counting import listed_reasons
 
     for stage, reasons in listed_reasons(recorded_plan(stats1["config"]).accounts).items():
         assert set(reasons) <= set(stats1["counters"][stage]), stage
@@ -209,7 +209,7 @@ def test_span_dedup_keeps_the_copy_on_the_smallest_md5_url(run1, stats1, scenari
 
 
 def test_url_dedup_keeps_newest_copy_and_validation_split(run1, stats1, scenario):
-    from c4forge.filters.urls import normalize_url
+    from c4forge.dedup.urls import normalize_url
 
     got = all_docs(run1, stats1)
     urls = {d["url"] for docs in got.values() for d in docs}

@@ -1,4 +1,4 @@
-"""The clean plan as data (issue 12): which stages a job gets, in which order, and that a
+"""The clean plan as data: which stages a job gets, in which order, and that a
 variant is a different plan run unchanged by an engine (here the in-process local engine)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from clean_fixtures import DERIVED_WET, reference_clean
 
 from c4forge.clean import passes, summary
 from c4forge.clean.config import CleanJob
+from c4forge.clean.counting import Flow, conservation_errors, full_counters
 from c4forge.clean.plan import MapStage, all_accounts, build_plan, recorded_plan
+from c4forge.clean.variants import VARIANTS
 from c4forge.engines.local import LocalEngine
 from c4forge.errors import ConfigError
-from c4forge.filters.counting import Flow, conservation_errors, full_counters
-from c4forge.filters.variants import VARIANTS
 from c4forge.io.inputs import resolve_inputs
 
 
@@ -112,7 +112,7 @@ def _with_domain_stage(base, host: str):
 
 
 def test_a_new_stage_with_a_flow_is_accounted_for_by_the_plan(tmp_path) -> None:
-    """Issue 19 item 3: a stage added to a plan with its own ``Flow`` shows up in the funnel,
+    """A stage added to a plan with its own ``Flow`` shows up in the funnel,
     in stats.json's zero-filled reasons, in the conservation identities and in the summary,
     with no table elsewhere to update; and a stage that miscounts (a page it neither kept nor
     dropped) is reported by the conservation check."""

@@ -20,9 +20,9 @@ import pytest
 from clean_fixtures import DERIVED_WET, GENUINE_WET_DIR
 from memfs import SCHEME, MemFileSystem
 
+from c4forge.clean.counting import CounterBag
 from c4forge.cli import main
 from c4forge.errors import InputError
-from c4forge.filters.counting import CounterBag
 from c4forge.io.inputs import resolve_inputs
 
 BUCKET = f"{SCHEME}://bucket"
@@ -180,7 +180,7 @@ def test_finished_bucket_output_is_kept_refused_or_replaced(remote_run, capsys):
 
 def test_fsspec_memory_input_reads_the_same_pages_as_the_local_file():
     fsspec = pytest.importorskip("fsspec")
-    from c4forge.filters.warc_html import open_input, read_path
+    from c4forge.readers.warc_html import open_input, read_path
 
     url = "memory://c4forge-remote-test/" + os.path.basename(DERIVED_WET)
     with fsspec.open(url, "wb") as f:

@@ -1,4 +1,4 @@
-"""``c4forge.cliconfig``: the one way from the command line to a typed config (issue 16, item 7).
+"""``c4forge.cliconfig``: the one way from the command line to a typed config.
 
 Real argparse parsers (the commands' own, from ``c4forge.cli.build_parser``) and the real config
 dataclasses; nothing is mocked.
@@ -18,9 +18,9 @@ from c4forge.cliconfig import CliConfig, CliDeclarationError, flag, option
 from c4forge.errors import ConfigError
 from c4forge.finetune.options import EvaluateOptions, FinetuneOptions, GlueOptions
 from c4forge.shards.options import ShardsOptions
-from c4forge.tokenizers.options import VocabOptions
 from c4forge.trainers.cli_export import ExportOptions
 from c4forge.trainers.options import TrainOptions
+from c4forge.vocab.options import VocabOptions
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -159,7 +159,9 @@ def test_every_train_flag_reaches_its_field():
         "--shuffle-batches", "6", "--device", "cpu", "--resume", "--eval-every", "2",
         "--eval-rows", "11", "--save-every", "3", "--keep-checkpoints", "4", "--log-every", "5",
         "--compile", "--verify-shards", "full", "--num-workers", "1", "--deterministic",
-        "--no-progress", "--stop-after-step", "8",
+        "--no-progress", "--stop-after-step", "8", "--mix", "a", "--mix", "b=c",
+        "--mix-rates", "1,2,3", "--mix-strategy", "rates", "--mix-limit", "7",
+        "--mix-temperature", "2", "--mix-pad",
     ]  # fmt: skip
     opts = TrainOptions.from_args(build_parser().parse_args(argv))
     defaults = TrainOptions(shards="x", output="y", steps=1)
@@ -170,3 +172,4 @@ def test_every_train_flag_reaches_its_field():
     ]
     assert unchanged == []
     assert opts.shuffle_window == 6 and opts.resume == "auto" and opts.compile is True
+    assert opts.mix == ("a", "b=c")

@@ -1,4 +1,4 @@
-"""`c4forge report` (issue 17), read the way a person reads it.
+"""`c4forge report`, read the way a person reads it.
 
 Browser-free (always runs): the page parsed with ``html.parser``: every listed section is there,
 every image is an inlined PNG whose chunks (CRC) and pixel data (zlib) decode, nothing points

@@ -1,4 +1,4 @@
-"""Decontamination (issue 17): real pages with real GLUE dev sentences planted in them.
+"""Decontamination: real pages with real GLUE dev sentences planted in them.
 
 The pages are 150 real C4 documents of the bundled sample (``clean_fixtures``); ten of them,
 chosen deterministically, get one line from a GLUE dev example (two per benchmark). The

@@ -14,10 +14,10 @@ import random
 
 from clean_fixtures import corpus_stage, run_corpus_stage
 
-from c4forge.clean.steps import Doc
-from c4forge.filters import dedup as dd
-from c4forge.filters.counting import CounterBag
-from c4forge.filters.sentences import split_sentences
+from c4forge.clean.counting import CounterBag
+from c4forge.clean.documents import Doc
+from c4forge.dedup import exact as dd
+from c4forge.rules.sentences import split_sentences
 
 URL_A = "https://a.example.com/1"  # alphabetically first, largest md5 of the three
 URL_B = "https://b.example.com/1"  # smallest md5: owns every shared span/line
@@ -87,7 +87,7 @@ def test_span_windows_short_lines_and_end_marks():
 
 def test_span_key_is_md5_of_lowercased_window_joined_by_newline():
     ((_, window),) = dd.span_windows(["Hello There.", "Second One!"])
-    assert dd.span_key(window) == md5("hello there.\nsecond one!")
+    assert dd.span_key(window) == hashlib.md5(b"hello there.\nsecond one!").digest()
 
 
 def test_span_shared_across_pages_survives_once_on_smallest_md5_url():
@@ -164,16 +164,17 @@ def test_span_result_independent_of_page_order():
 
 
 def test_span_removals_owner_tuple_order():
+    # (md5(url), loc, line, j, length): the owner is the smallest md5, then its first window
     occ = [
-        dd.SpanOccurrence(md5(URL_A), URL_A, 0, 0, 3),
-        dd.SpanOccurrence(md5(URL_B), URL_B, 4, 1, 3),
-        dd.SpanOccurrence(md5(URL_B), URL_B, 2, 5, 3),
+        (md5(URL_A), (0, 0), 0, 0, 3),
+        (md5(URL_B), (0, 1), 4, 1, 3),
+        (md5(URL_B), (0, 1), 2, 5, 3),
     ]
-    removals = dd.span_removals(occ)
+    removals = list(dd.iter_span_removals(occ))
     assert sorted(removals) == sorted(
-        [(URL_A, dd.SpanRemoval(0, 0, 3)), (URL_B, dd.SpanRemoval(4, 1, 3))]
+        [((0, 0), dd.SpanRemoval(0, 0, 3)), ((0, 1), dd.SpanRemoval(4, 1, 3))]
     )
-    assert dd.span_removals(occ[:1]) == []
+    assert list(dd.iter_span_removals(occ[:1])) == []
 
 
 # --- lines ------------------------------------------------------------------------------------
@@ -218,9 +219,6 @@ def test_lines_empty_page():
 
 
 def test_line_occurrences_once_per_distinct_key():
-    occ = list(dd.line_occurrences(URL_A, "Same line.\nsame LINE.\nOther."))
-    assert [k for k, _ in occ] == [md5("same line."), md5("other.")]
-    assert (
-        dd.line_owner([dd.LineOwner(md5(URL_A), URL_A), dd.LineOwner(md5(URL_B), URL_B)]).url
-        == URL_B
-    )
+    keys = list(dd.line_keys("Same line.\nsame LINE.\nOther."))
+    assert keys == [md5("same line."), md5("other.")]
+    assert dd.line_owner([(md5(URL_A), (0, 0)), (md5(URL_B), (1, 0))]) == (md5(URL_B), (1, 0))

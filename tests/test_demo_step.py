@@ -1,4 +1,4 @@
-"""The demo's closing lines (issue 16 item 12): held-out NLL of the pretrained model vs the same
+"""The demo's closing lines: held-out NLL of the pretrained model vs the same
 architecture at random init, on a real (tiny) training run, and the text that says only that."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``clean --keep-samples N`` (issue 17): the per-reason sample of dropped items is the N
+"""``clean --keep-samples N``: the per-reason sample of dropped items is the N
 smallest by md5, whatever the engine, the worker count, the bundle split or a resumed front.
 
 Cross-engine byte identity (Beam 1/2 workers, Spark, local) is checked on the planted corpus in
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from clean_fixtures import c4_docs, doc_records, wet_bytes
 
-from c4forge.filters import drop_samples as ds
-from c4forge.filters.counting import CounterBag
+from c4forge.clean import drop_samples as ds
+from c4forge.clean.counting import CounterBag
 
 
 def _records(n: int) -> list[tuple[str, str, str]]:

@@ -1,4 +1,4 @@
-"""The stage profile on Beam and Spark (issue 19, ``C4FORGE_ENGINE_PROFILE``): shuffle bytes
+"""The stage profile on Beam and Spark (``C4FORGE_ENGINE_PROFILE``): shuffle bytes
 per stage, as ``benchmarks/scale.py`` reads them, and the same output with and without it.
 
 Beam (DirectRunner): the encoded bytes entering each shuffle, from the pipeline's metrics; no

@@ -1,4 +1,4 @@
-"""``c4forge clean … --estimate`` (issue 19): the cost of a run before it starts, measured by
+"""``c4forge clean … --estimate`` the cost of a run before it starts, measured by
 running the plan on a sample. On an input smaller than the sample the sample is the whole
 input, so the projection must equal what a real run of it counts."""
 

@@ -62,8 +62,22 @@ def run_cli(tmp_path, text: str, capsys) -> tuple[int, str]:
         ("[arms.s]\ntrain.steps = 'ten'\n", "train.steps: expected integer"),
         ("[arms.w]\ncorpus.variant = 'webtextlike'\n", "needs corpus.url_list"),
         ("[arms.geglu]\nmodel.ffn = 'relu'\n", "name of the base recipe"),
+        ("[arms.m]\nmix.sources = ['realnewslik']\nmix.rates = [1.0, 1.0]\n",
+         "mix.sources: unknown --variant 'realnewslik'"),
+        ("[arms.m]\nmix.sources = ['task:rte']\nmix.strategy = 'equal'\n",
+         "mix.sources: " + os.path.join(schema.BUNDLED_GLUE, "RTE", "train.tsv")),
+        ("[arms.m]\nmix.sources = ['realnewslike']\nmix.rates = [1.0]\n",
+         "mix.rates: 1 rates for 2 sources (c4, realnewslike: the arm's corpus first)"),
+        ("[arms.m]\nmix.sources = ['realnewslike']\nmix.rates = [1.0, 0.0]\n",
+         "rate of 'realnewslike' must be a positive number"),
+        ("[arms.m]\nmix.sources = ['realnewslike']\n", "give mix.rates or mix.strategy"),
+        ("[arms.m]\nmix.sources = ['realnewslike']\nmix.strategy = 'temperature'\n",
+         "needs a temperature > 0"),
+        ("[arms.z]\nfinetune.steps = 0\n", "0, no fine-tuning, only with head \"text\""),
+        ("[arms.z]\nfinetune.steps = 0\nfinetune.head = 'text'\n",
+         "no random start without fine-tuning"),
     ],
-)
+)  # fmt: skip
 def test_bad_files_are_one_line_errors_before_any_work(tmp_path, capsys, extra, message):
     text = BASE + extra
     if "[base.model]\nffn_size" in extra:  # a second [base.model] table is invalid TOML
@@ -85,7 +99,8 @@ def test_unknown_top_level_and_experiment_keys(tmp_path):
 
 def test_shipped_configs_load_and_plan():
     names = sorted(n for n in os.listdir(CONFIGS) if n.endswith(".toml"))
-    assert {"glu_table1.toml", "t5_objectives.toml", "t5_corpora.toml", "hire.toml"} <= set(names)
+    assert {"glu_table1.toml", "t5_objectives.toml", "t5_corpora.toml", "hire.toml",
+            "t5_multitask.toml", "c4_mixtures.toml"} <= set(names)  # fmt: skip
     for name in names:
         exp = schema.load(os.path.join(CONFIGS, name))
         plan = build_plan(exp)
@@ -214,3 +229,58 @@ def test_paired_bootstrap_is_deterministic_and_reads_the_difference():
     loss = stats.paired_bootstrap_seeds([4.0, 4.1, 4.05], [4.3, 4.35, 4.32], 300)
     assert loss["ci_high"] < 0
     assert "better" in stats.verdict(loss, "loss", "nats", higher_is_better=False, n_seeds=3)
+
+
+def test_a_mixture_arm_plans_its_sources_and_shares_its_pretraining(tmp_path):
+    text = BASE + textwrap.dedent("""
+        [arms.mt]
+        mix.sources = ["task:sst2", "realnewslike"]
+        mix.strategy = "proportional"
+        mix.limit = 4096
+        finetune.steps = 0
+        finetune.head = "text"
+        finetune.random_baseline = false
+        [arms.mt_ft]
+        mix.sources = ["task:sst2", "realnewslike"]
+        mix.strategy = "proportional"
+        mix.limit = 4096
+        finetune.head = "text"
+        finetune.random_baseline = false
+        """)
+    plan = build_plan(schema.load(write(tmp_path, text)))
+    by = {(r.arm, r.seed): r.stages for r in plan.runs}
+    mt, ft, base = by[("mt", 0)], by[("mt_ft", 0)], by[("geglu", 0)]
+    assert mt["pretrain"] is ft["pretrain"] and mt["pretrain"] is not base["pretrain"]
+    assert {s.kind for s in mt["pretrain"].inputs} == {"shards", "vocab", "taskshards"}
+    assert mt["mix-sst2"].kind == "taskshards" and mt["mix-realnewslike"].kind == "shards"
+    assert mt["pretrain"].config["mix"]["names"] == ["c4", "sst2", "realnewslike"]
+    assert mt["ft-sst2-pretrained"].config["steps"] == 0  # scored as it is
+    assert ft["ft-sst2-pretrained"].config["steps"] > 0
+    # the sources' stage keys are key material: another task source, another pretraining
+    other = build_plan(schema.load(write(tmp_path, text.replace("task:sst2", "task:cola"))))
+    keys = {s.key for s in plan.stages}
+    changed = {s.kind for s in other.stages if s.key not in keys}
+    assert changed == {"taskshards", "pretrain", "finetune"}
+    # the train command names every source and the strategy
+    from c4forge.experiments.execute import train_argv
+
+    pre = mt["pretrain"]
+    dirs = {s.kind: f"/s/{s.name}" for s in pre.inputs}
+    dirs.update({f"stage:{s.name}": f"/s/{s.name}" for s in pre.inputs})
+    argv = train_argv(pre, "/s/out", dirs, "cpu")
+    assert argv[1] == f"c4=/s/{pre.inputs[0].name}"
+    assert f"sst2=/s/{mt['mix-sst2'].name}" in argv and "--mix-pad" in argv
+    assert argv[argv.index("--mix-strategy") + 1] == "proportional"
+    assert argv[argv.index("--mix-limit") + 1] == "4096"
+
+
+def test_no_p_value_without_a_test_and_enough_digits_for_small_intervals():
+    small = {"difference": 0.0004, "ci_low": 0.0001, "ci_high": 0.0009, "p_value": 0.0}
+    two = stats.verdict(small, "held-out loss", "nats", False, n_seeds=2)
+    assert "p =" not in two and "CI" not in two and "+0.00040 nats" in two
+    three = stats.verdict(small, "held-out loss", "nats", False, n_seeds=3)
+    assert "95 % CI +0.00010 … +0.00090, p < 0.001" in three
+    wide = {"difference": 1.5, "ci_low": -0.3, "ci_high": 3.2, "p_value": 0.2}
+    assert "(+1.50 points, 95 % CI -0.30 … +3.20, p = 0.200)" in stats.verdict(
+        wide, "sst2", "points"
+    )

@@ -227,7 +227,7 @@ def test_bad_checkpoints_are_refused(tmp_path, spm_model):
 @pytest.mark.parametrize("ffn, tied", [("gelu", False), ("bilinear", True)])
 def test_hf_reference_model_is_the_same_function(ffn, tied):
     """benchmarks/train.py compares speed against this HF model: it must compute the same thing."""
-    from c4forge.trainers.hf_reference import build_hf_model
+    from hf_reference import build_hf_model
 
     torch.manual_seed(0)
     model = GLUTransformer(make_config("tiny", E, ffn=ffn, tie_embeddings=tied)).eval()

@@ -1,4 +1,4 @@
-"""Fine-tuning defaults that fit the model (issue 16 item 11): the cls/hire learning rate
+"""Fine-tuning defaults that fit the model: the cls/hire learning rate
 follows the backbone's width, is stated in --help, and the rule that chose it is recorded."""
 
 from __future__ import annotations

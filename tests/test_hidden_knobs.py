@@ -1,4 +1,4 @@
-"""Issue 16 item 6: no hidden knobs. C4FORGE_LANGDETECT takes a documented value or stops the
+"""No hidden knobs. C4FORGE_LANGDETECT takes a documented value or stops the
 job; a fast backend that does not load is an error; stats.json says which backend ran;
 objective functions name their parameters (a misspelt one is an error). (Every `train` flag
 being a TrainOptions field: tests/test_cliconfig.py.)"""
@@ -15,7 +15,8 @@ import pytest
 from clean_fixtures import DERIVED_WET, REPO
 
 from c4forge.errors import ConfigError
-from c4forge.filters import langdetect_fast, langid
+from c4forge.langid import langdetect_fast
+from c4forge.langid import langdetect_filter as langid
 from c4forge.objectives import functions as fns
 from c4forge.objectives.registry import OBJECTIVES
 

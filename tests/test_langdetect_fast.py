@@ -21,9 +21,9 @@ from langdetect.detector_factory import init_factory
 from langdetect.utils.ngram import NGram
 from warcio.archiveiterator import ArchiveIterator
 
-from c4forge.filters import _langdetect_tables as tables
-from c4forge.filters import langdetect_fast
-from c4forge.filters.langdetect_fast import LangProb, detect_langs_fast
+from c4forge.langid import _langdetect_tables as tables
+from c4forge.langid import langdetect_fast
+from c4forge.langid.langdetect_fast import LangProb, detect_langs_fast
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -294,7 +294,7 @@ def test_kernel_sum_matches_both_interpreter_generations():
     """Sequential (<= 3.11) and Neumaier (>= 3.12) modes; the running one equals ``sum()``."""
     import sys
 
-    from c4forge.filters import _langdetect_kernels as kernels
+    from c4forge.langid import _langdetect_kernels as kernels
 
     rng = np.random.default_rng(7)
     for _ in range(2000):

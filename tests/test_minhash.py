@@ -12,16 +12,17 @@ import pytest
 from clean_fixtures import corpus_stage, run_corpus_stage
 from datasketch import MinHash, MinHashLSH
 
-from c4forge.clean.steps import Doc, loc_of_node
-from c4forge.engines.local import LocalEngine
-from c4forge.errors import ConfigError
-from c4forge.filters.minhash import (
+from c4forge.clean.documents import Doc
+from c4forge.dedup.minhash import (
     band_entries,
+    loc_of_node,
     make_params,
     node_id,
     shingles,
     signature,
 )
+from c4forge.engines.local import LocalEngine
+from c4forge.errors import ConfigError
 
 TS = "2019-04-18T00:00:00Z"
 
@@ -239,7 +240,7 @@ def test_beam_wiring_matches_local(docs: list[dict]) -> None:
 
 
 def test_node_ids_keep_md5_order_and_route_back() -> None:
-    from c4forge.clean.steps import node_of
+    from c4forge.dedup.minhash import node_of
 
     doc = Doc("https://a.example/x", TS, "a.example/x", "t")
     node = node_of((12, 345), doc)

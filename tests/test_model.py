@@ -345,3 +345,48 @@ def test_weighted_cross_entropy():
 def test_presets_table_shapes():
     assert PRESETS["base"]["d_model"] == 768 and PRESETS["base"]["num_layers"] == 12
     assert make_config("small", 32128).d_attn == 384  # d_attn need not equal d_model
+
+
+@pytest.fixture
+def deterministic():
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(before)
+
+
+def _full_rows_step(attn: str, full_inputs: bool):
+    """Logits and every gradient (the bias tables' included) on rows without padding."""
+    g = torch.Generator().manual_seed(3)
+    inputs = torch.randint(3, E, (2, 48), generator=g)
+    targets = torch.randint(3, E, (2, 16), generator=g)
+    model = tiny(attn=attn)
+    logits = model(inputs, decoder_inputs(targets), full_inputs=full_inputs)
+    loss_sum, w = weighted_cross_entropy(logits, targets)
+    (loss_sum / w).backward()
+    return logits.detach(), {n: p.grad for n, p in model.named_parameters()}
+
+
+def test_full_inputs_skip_the_masks_and_match_the_math_path():
+    """Rows declared full: the encoder attends with the bare bias, the cross-attention with no
+    mask; logits and gradients (the relative-position tables' included) match the masked SDPA
+    path and the eager matmul-softmax reference."""
+    fast = _full_rows_step("sdpa", True)
+    for reference in (_full_rows_step("sdpa", False), _full_rows_step("eager", False)):
+        torch.testing.assert_close(fast[0], reference[0], atol=1e-5, rtol=0)
+        for name, grad in reference[1].items():
+            torch.testing.assert_close(fast[1][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+    bias = "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+    assert fast[1][bias].abs().sum() > 0
+    model = tiny()
+    inputs, targets, enc_seg, dec_seg = packed_batch()
+    with pytest.raises(ValueError, match="without segments"):
+        model(inputs, decoder_inputs(targets, dec_seg), enc_seg, dec_seg, full_inputs=True)
+
+
+def test_deterministic_mode_keeps_the_masked_path(deterministic):
+    """Under torch.use_deterministic_algorithms the hint changes nothing: the same bits."""
+    fast = _full_rows_step("sdpa", True)
+    masked = _full_rows_step("sdpa", False)
+    assert torch.equal(fast[0], masked[0])
+    assert all(torch.equal(fast[1][n], g) for n, g in masked[1].items())

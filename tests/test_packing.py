@@ -6,17 +6,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from c4forge.objectives import (
+from objective_references import (
     attention_masks,
     derive_decoder_features,
     first_fit_pack,
-    make_config,
+    next_fit_row_count,
     pad_concat,
     rows_of,
-    shard_examples,
 )
-from c4forge.objectives.packing import next_fit_row_count
+
+from c4forge.objectives import make_config, shard_examples
 
 LI, LT = 64, 16
 

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from c4forge.clean.counting import CounterBag
 from c4forge.errors import ConfigError
-from c4forge.filters import punkt_fast, sentences
-from c4forge.filters.clean import clean_page
-from c4forge.filters.counting import CounterBag
-from c4forge.filters.punkt_fast import FastPunkt
-from c4forge.filters.wet import read_wet
+from c4forge.readers.wet import read_wet
+from c4forge.rules import punkt_fast, sentences
+from c4forge.rules.lines import clean_page
+from c4forge.rules.punkt_fast import FastPunkt
 from c4forge.samples import iter_c4_sample
 
 ROOT = Path(__file__).resolve().parents[1]

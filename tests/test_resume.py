@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from c4forge.clean.progress import BEAM_DATA_SUFFIX, WorkDir, plan_chunks
+from c4forge.clean.resume_state import BEAM_DATA_SUFFIX, WorkDir, plan_chunks
 from c4forge.errors import ConfigError
 from c4forge.io.inputs import InputFile
 

@@ -209,7 +209,7 @@ SHARD_OPTS = ["--inputs-length", "64", "--num-shards", "train=2", "--workers", "
 def shard_sets(s3, s3_clean, tmp_path_factory) -> dict[str, str]:
     """The s3 clean output made into shards twice: from a local copy into a local folder (the
     reference), and from s3:// into s3://; with the real SentencePiece vocabulary of both."""
-    from c4forge.tokenizers.train import Source, build_vocab
+    from c4forge.vocab.train import Source, build_vocab
 
     work = tmp_path_factory.mktemp("shards")
     docs = s3.download(s3_clean, str(work / "docs"))

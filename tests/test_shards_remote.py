@@ -50,7 +50,7 @@ def docs(work):
 
 @pytest.fixture(scope="module")
 def vocab_dir(work, docs):
-    from c4forge.tokenizers.train import Source, build_vocab
+    from c4forge.vocab.train import Source, build_vocab
 
     out = str(work / "vocab")
     build_vocab([Source("en", docs)], out, vocab_size=500, sample_chars=200_000, progress=False)

@@ -18,7 +18,7 @@ from shards_fixtures import corpus_fixtures, shards_argv
 from c4forge.cli import main
 from c4forge.errors import VerificationError
 from c4forge.formats import shards as S
-from c4forge.tokenizers.vocab import Vocabulary
+from c4forge.vocab.vocab import Vocabulary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -14,9 +14,13 @@ pyspark = pytest.importorskip("pyspark")
 
 from c4forge.clean import cli as clean_cli  # noqa: E402
 from c4forge.clean.config import CleanJob  # noqa: E402
+from c4forge.clean.documents import Doc  # noqa: E402
 from c4forge.clean.driver import run_clean  # noqa: E402
-from c4forge.clean.plan import NearDedupStage  # noqa: E402
-from c4forge.clean.steps import Doc  # noqa: E402
+from c4forge.dedup.minhash import (  # noqa: E402
+    MAX_ROUNDS,
+    NearDedupStage,  # noqa: E402
+    make_params,
+)
 from c4forge.engines.local import LocalEngine  # noqa: E402
 from c4forge.engines.spark import (  # noqa: E402
     SparkEngine,
@@ -26,7 +30,6 @@ from c4forge.engines.spark import (  # noqa: E402
     resolve_all,
 )
 from c4forge.errors import ConfigError, InputError  # noqa: E402
-from c4forge.filters.minhash import MAX_ROUNDS, make_params  # noqa: E402
 from c4forge.passthrough import spark_conf_pairs  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
@@ -222,7 +225,7 @@ def test_bad_near_dedup_parameters_fail_before_spark(tmp_path: Path) -> None:
         )
 
 
-# --- issue 12: the divergences between the engines, now one driver and one plan -------------
+# --- where the engines once diverged: now one driver and one plan ---------------------------
 
 
 def _engine(name: str, sc):
@@ -259,8 +262,8 @@ def _path_graph(n: int) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("rounds", [2, MAX_ROUNDS])
 def test_near_dedup_loop_is_the_same_on_every_engine(sc, rounds: int) -> None:
     """The bounded loop of star rounds: every engine stops at the same fixed point within the
-    same bound, and counts the same unconverged nodes when the bound is hit (before issue 12
-    Beam ran a fixed 10 rounds and Spark looped up to 16)."""
+    same bound, and counts the same unconverged nodes when the bound is hit (Beam once ran
+    a fixed 10 rounds and Spark looped up to 16)."""
     import apache_beam as beam
     from apache_beam.testing.util import assert_that, equal_to
 

@@ -2,7 +2,7 @@
 
 The failing filesystem below is a real Beam ``FileSystem`` (registered by scheme, reached
 through Beam's ``FileSystems`` dispatch like gs:// or s3://) whose listing and reading fail,
-as a bucket does on a network or permission error. Before issue 12 both failures were read as
+as a bucket does on a network or permission error. Both failures were once read as
 "nothing there": stale shards survived a failed listing, and a failed read of a finished run's
 stats.json let the run be recomputed over it without --overwrite.
 """

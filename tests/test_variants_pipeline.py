@@ -1,4 +1,4 @@
-"""`c4forge clean --variant …` end to end (issue 10) on the bundled real samples: every variant
+"""`c4forge clean --variant …` end to end on the bundled real samples: every variant
 byte-identical on Beam and on the Spark engine, the funnel's conservation identities, the exact
 RealNews survivors among the 1,000 real C4 documents, the URL-list join, mC4's per-language
 shard sets, and the one-line errors for bad input. One Spark JVM for the module."""
@@ -14,16 +14,16 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from test_variants_filters import REALNEWS_SURVIVORS  # noqa: E402
+from test_variants_rules import REALNEWS_SURVIVORS  # noqa: E402
 
 from c4forge import cli  # noqa: E402
 from c4forge.clean import cli as clean_cli  # noqa: E402
+from c4forge.clean.counting import conservation_errors  # noqa: E402
 from c4forge.clean.driver import run_clean  # noqa: E402
 from c4forge.clean.plan import recorded_plan  # noqa: E402
+from c4forge.dedup.urls import normalize_url  # noqa: E402
 from c4forge.engines.local import LocalEngine  # noqa: E402
 from c4forge.engines.spark import SparkEngine, make_context  # noqa: E402
-from c4forge.filters.counting import conservation_errors  # noqa: E402
-from c4forge.filters.urls import normalize_url  # noqa: E402
 from c4forge.samples import (  # noqa: E402
     c4_sample_as_wet,
     dolma_sample_as_wet,
@@ -134,7 +134,7 @@ def test_realnewslike_survivors_and_counters(inputs, runs_root) -> None:
     # every C4 document from a RealNews domain survives cleaning; no derived page is news
     assert set(docs) == REALNEWS_SURVIVORS
     assert all(docs[u]["text"] == en[u]["text"] for u in docs)
-    # the 36 + 12 C4 pages of test_variants_filters, and one derived page (a wordpress.com
+    # the 36 + 12 C4 pages of test_variants_rules, and one derived page (a wordpress.com
     # blog) from a domain whose list does not name its subdomain
     assert c["realnews"] == {"passed": 36, "bad_subdomain": 13, "bad_domain": c["length"]["passed"] - 49}
     assert stats_of(out)["config"]["resources"]["realnews_domains"]["domains"] == 5036
@@ -196,8 +196,8 @@ def test_multilingual_layout_and_per_language_counts(inputs, runs_root) -> None:
     assert stats["config"]["resources"]["cld3"]["version"]
     assert set(stats["config"]["resources"]["badwords"]) >= {"de", "ja", "zh", "en"}
     # a document sits in the shard set of the language CLD3 gives its text
-    from c4forge.filters.counting import CounterBag
-    from c4forge.filters.langid_cld3 import MC4_LANGUAGES, cld3_language
+    from c4forge.clean.counting import CounterBag
+    from c4forge.langid.cld3_filter import MC4_LANGUAGES, cld3_language
 
     with gzip.open(out / "c4-es.00000-of-00001.json.gz", "rt", encoding="utf-8") as f:
         for line in f:

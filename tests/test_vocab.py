@@ -13,14 +13,15 @@ import shutil
 import numpy as np
 import pytest
 import sentencepiece as spm
+from objective_references import rows_of
 from train_fixtures import VOCABULARY_KEYS
 
 from c4forge.errors import ConfigError, InputError, OutputExistsError, VerificationError
 from c4forge.formats import clean_docs
-from c4forge.objectives import make_config, rows_of, shard_examples
-from c4forge.tokenizers import cli as vocab_cli
-from c4forge.tokenizers.train import Source, build_vocab, parse_mix, sample_lines
-from c4forge.tokenizers.vocab import Vocabulary, add_extra_ids
+from c4forge.objectives import make_config, shard_examples
+from c4forge.vocab import cli as vocab_cli
+from c4forge.vocab.train import Source, build_vocab, parse_mix, sample_lines
+from c4forge.vocab.vocab import Vocabulary, add_extra_ids
 
 SAMPLE = os.path.join(
     os.path.dirname(__file__), "..", "c4forge", "data", "sample", "c4-sample.00000-of-00001.json.gz"

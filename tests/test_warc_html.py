@@ -11,16 +11,16 @@ from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from c4forge.clean.counting import CounterBag
 from c4forge.errors import InputError
-from c4forge.filters.counting import CounterBag
-from c4forge.filters.warc_html import (
+from c4forge.readers.warc_html import (
     REASONS,
     detect_input_format,
     html_to_text,
     read_path,
     read_warc,
 )
-from c4forge.filters.wet import page_text, read_wet
+from c4forge.readers.wet import page_text, read_wet
 
 DATA = Path(__file__).parent / "data"
 WARCS = sorted((DATA / "warc").glob("*.warc.gz"))
@@ -251,7 +251,7 @@ def test_beam_filesystem_and_fsspec_memory_paths_read_the_same() -> None:
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
-    from c4forge.filters.warc_html import open_input
+    from c4forge.readers.warc_html import open_input
 
     path = WARCS[0]
     local = list(read_path(str(path), CounterBag()))

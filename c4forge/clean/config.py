@@ -12,6 +12,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from c4forge.clean.variants import DEFAULT_VARIANT, variants_help
 from c4forge.cliconfig import CliConfig, option
 from c4forge.engines.choose import AUTO_LOCAL_BYTES, ENGINES  # noqa: F401 - every stage's policy
 from c4forge.engines.options import (
@@ -21,7 +22,6 @@ from c4forge.engines.options import (
     workers_option,
 )
 from c4forge.errors import ConfigError
-from c4forge.filters.variants import variants_help
 from c4forge.io.storage import is_remote
 
 SUPPORTED_LANGUAGES = ("en",)  # D5: the language is a parameter; only English has resources
@@ -54,10 +54,10 @@ class CleanJob(CliConfig):
     )
     variant: str = option(
         "--variant",
-        default="en",
+        default=DEFAULT_VARIANT,
         metavar="NAME",
         help="corpus variant (TFDS c4 configs; default en): " + variants_help(),
-    )  # issue 10: c4forge.filters.variants
+    )  # the table: c4forge.clean.variants
     dedup: str | None = option(
         "--dedup",
         default=None,  # None: the variant's default (``en``: spans)
@@ -144,7 +144,7 @@ class CleanJob(CliConfig):
         help="remove documents sharing a word n-gram with an evaluation set: glue (the bundled "
         "GLUE dev sets) and/or NAME=FILE[#FIELD,...] (.tsv, .csv, .jsonl; text field 'text' by "
         "default); counted per benchmark under decontaminate.contaminated:NAME",
-    )  # issue 17
+    )
     decontaminate_ngram: int = option(
         "--decontaminate-ngram",
         default=13,
@@ -159,7 +159,7 @@ class CleanJob(CliConfig):
         metavar="N",
         help="keep, per drop reason, N dropped lines or pages (the N smallest by a stable hash: "
         "the same on every engine and worker count) under OUTPUT/samples/",
-    )  # issue 17
+    )
     resume: bool = option(
         "--resume",
         default=False,
@@ -193,11 +193,11 @@ class CleanJob(CliConfig):
     def replace(self, **changes: Any) -> CleanJob:
         return dataclasses.replace(self, **changes)
 
-    # -- variants (issue 10) ----------------------------------------------------------------------
+    # -- variants ------------------------------------------------------------------------------
     @property
     def spec(self) -> Any:
-        """The ``Variant`` this job builds (``c4forge.filters.variants``)."""
-        from c4forge.filters.variants import get_variant
+        """The ``Variant`` this job builds (``c4forge.clean.variants``)."""
+        from c4forge.clean.variants import get_variant
 
         return get_variant(self.variant)
 
@@ -220,13 +220,13 @@ class CleanJob(CliConfig):
             if value is not None and v.name != owner:
                 raise ConfigError(f"{flag} is an option of --variant {owner}, not {v.name}")
         if v.webtext:
-            from c4forge.filters.url_list import resolve_url_list
+            from c4forge.rules.url_list import resolve_url_list
 
             resolve_url_list(self.url_list or "")  # InputError: missing, empty glob, a folder
         if v.realnews:
             _ = self.domains  # InputError: damaged or missing domain list
         if v.multilingual:
-            from c4forge.filters.langid_cld3 import parse_languages, require_gcld3
+            from c4forge.langid.cld3_filter import parse_languages, require_gcld3
 
             require_gcld3()  # ConfigError that says what to install
             object.__setattr__(self, "languages", parse_languages(self.languages))
@@ -234,7 +234,7 @@ class CleanJob(CliConfig):
     @functools.cached_property
     def domains(self) -> Any:
         """The RealNews domain list (bundled unless ``--domain-list``), validated."""
-        from c4forge.filters.realnews import load_domain_list
+        from c4forge.rules.realnews import load_domain_list
 
         return load_domain_list(self.domain_list)
 
@@ -247,14 +247,14 @@ class CleanJob(CliConfig):
 
     @functools.cached_property
     def url_list_files(self) -> tuple[str, ...]:
-        from c4forge.filters.url_list import resolve_url_list
+        from c4forge.rules.url_list import resolve_url_list
 
         return tuple(resolve_url_list(self.url_list or ""))
 
     @functools.cached_property
     def url_list_info(self) -> Any:
         """One streamed pass over the whole URL list (sha256, URL count, not empty, intact)."""
-        from c4forge.filters.url_list import inspect_url_list
+        from c4forge.rules.url_list import inspect_url_list
 
         return inspect_url_list(self.url_list_files)
 
@@ -332,15 +332,15 @@ class CleanJob(CliConfig):
         return self.dedup == "spans"
 
     def minhash_params(self) -> Any:
-        from c4forge.filters.minhash import make_params
+        from c4forge.dedup.minhash import make_params
 
         return make_params(self.ngram, self.num_perm, self.threshold)
 
     def record(self) -> dict[str, Any]:
         """stats.json's ``config``: everything that changes the output, nothing that does not
         (workers, runner, engine, paths); constants and resource fingerprints included."""
+        from c4forge.clean.resources import job_resources
         from c4forge.clean.stats import constants
-        from c4forge.clean.variant_resources import job_resources
 
         config: dict[str, Any] = {
             "variant": self.spec.describe(),

@@ -20,15 +20,14 @@ import sys
 import time
 from typing import Any
 
+from c4forge.clean import counting, passes
 from c4forge.clean import output as co
-from c4forge.clean import passes
-from c4forge.clean import progress as pg
+from c4forge.clean import resume_state as pg
 from c4forge.clean import stats as cs
 from c4forge.clean.config import CleanJob
 from c4forge.clean.plan import Plan, build_plan
 from c4forge.engines.beam_options import LOCAL_RUNNERS
 from c4forge.errors import C4ForgeError, ConfigError, VerificationError
-from c4forge.filters import counting
 from c4forge.io import storage
 from c4forge.io.inputs import InputFile, inputs_block
 
@@ -73,7 +72,7 @@ def check_output(job: CleanJob) -> None:
 def prepare_output(job: CleanJob) -> None:
     """Create a local output folder; remove a chart of an older run (it would mislead next to
     this run's stats)."""
-    from c4forge.filters.drop_samples import SAMPLES_DIR
+    from c4forge.clean.drop_samples import SAMPLES_DIR
 
     storage.makedirs(job.output)
     co.remove_files(job.output, [FUNNEL_NAME])
@@ -108,7 +107,7 @@ def langdetect_backend(plan: Plan) -> str | None:
     uses = plan.language_id == "langdetect" and any(s.name == "langid" for s in plan.doc_stages)
     if not uses:
         return None
-    from c4forge.filters import langid
+    from c4forge.langid import langdetect_filter as langid
 
     return langid.backend()
 
@@ -198,7 +197,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
                 f"skipped; {resumed.get('processed', 0)} processed now",
             )
         if job.keep_samples:  # before stats.json, which marks the output complete
-            from c4forge.filters.drop_samples import write_samples
+            from c4forge.clean.drop_samples import write_samples
 
             write_samples(job.output, engine.samples(), job.keep_samples)
         stats = finish(job, plan, config, inputs, shard_stats, raw, backend)

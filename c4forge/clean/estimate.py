@@ -1,4 +1,4 @@
-"""`c4forge clean INPUT… -o OUT --estimate`: the cost of a run before it starts (issue 19).
+"""`c4forge clean INPUT… -o OUT --estimate`: the cost of a run before it starts.
 
 Why: a crawl is ~90,000 WET files; a user should know the CPU-hours, shuffle volume and memory
 of a job before paying for it. The plan itself is run, so every stage (and every variant's

@@ -11,24 +11,22 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import io
 import json
 import math
-import re
 import zlib
 from collections.abc import Iterable, Mapping
 from typing import IO, Any, NamedTuple
 
 from c4forge.errors import ConfigError
+from c4forge.formats import clean_docs
+from c4forge.formats.clean_docs import SHARD_RE
 from c4forge.io import storage
 from c4forge.io.storage import md5_hex
+from c4forge.rules.split import SPLITS
 
-SPLITS = ("train", "validation")
 DOCS_PER_SHARD = 356_000  # C4's average shard size (c4/en 3.0.1: 364.6M docs / 1024 shards)
 GZIP_LEVEL = 6
 EXTENSIONS = {"jsonl": "json.gz", "parquet": "parquet"}
-# train / validation, or a language's sets (mC4: c4-de.…, c4-de-validation.…, c4-zh-Latn.…)
-SHARD_RE = re.compile(r"^c4-([A-Za-z][A-Za-z-]*)\.(\d{5,})-of-(\d{5,})\.(json\.gz|parquet)$")
 
 
 class OutDoc(NamedTuple):
@@ -56,7 +54,7 @@ def pack_doc(doc: OutDoc) -> PackedDoc:
     """``OutDoc`` → ``(url_md5, url, payload)``, the value that crosses the output shuffle.
 
     Why: documents cross one shuffle, into the output shards, and they are most of the
-    shuffle bytes of a keys-only run (issue 19). Spark compresses its shuffle files (lz4 by
+    shuffle bytes of a keys-only run. Spark compresses its shuffle files (lz4 by
     default) but Beam's runners do not compress what crosses a GroupByKey (the DirectRunner
     holds it in memory, Dataflow's shuffle service is billed per byte), and the local engine
     pickles; so the plan compresses the payload once, for every engine. zlib level 1: about
@@ -82,7 +80,7 @@ def unpack_doc(packed: PackedDoc) -> OutDoc:
 
 
 def shard_name(split: str, index: int, count: int, fmt: str = "jsonl") -> str:
-    return f"c4-{split}.{index:05d}-of-{count:05d}.{EXTENSIONS[fmt]}"
+    return clean_docs.shard_name(split, index, count, EXTENSIONS[fmt])
 
 
 def auto_shards(documents: int) -> int:
@@ -179,28 +177,6 @@ def json_line(doc: OutDoc) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
-local_output = storage.normalize  # ``file:///x`` → ``/x`` (Beam has no ``file`` filesystem)
-
-
-class _HashingWriter(io.RawIOBase):
-    """Counts and sha256-hashes the bytes on their way to ``sink`` (the compressed file)."""
-
-    def __init__(self, sink: IO[bytes]) -> None:
-        self.sink = sink
-        self.sha = hashlib.sha256()
-        self.size = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, b: Any) -> int:
-        data = bytes(b)
-        self.sha.update(data)
-        self.size += len(data)
-        self.sink.write(data)
-        return len(data)
-
-
 def sorted_docs(docs: Iterable[OutDoc]) -> list[OutDoc]:
     return sorted(docs, key=doc_order)
 
@@ -229,7 +205,7 @@ def write_shard(
     characters = 0
     documents = 0
     with storage.atomic_writer(path) as raw:
-        sink = _HashingWriter(raw)
+        sink = storage.HashingWriter(raw)
         if fmt == "jsonl":
             with gzip.GzipFile(
                 filename="", mode="wb", compresslevel=GZIP_LEVEL, fileobj=sink, mtime=0
@@ -255,7 +231,7 @@ def write_shard(
         "documents": documents,
         "characters": characters,
         "bytes": sink.size,
-        "sha256": sink.sha.hexdigest(),
+        "sha256": sink.sha256.hexdigest(),
         "content_sha256": content.hexdigest(),
     }
 

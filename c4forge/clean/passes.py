@@ -1,4 +1,4 @@
-"""The clean plan run keys-only (issue 19): page text stays in the chunk that read it.
+"""The clean plan run keys-only: page text stays in the chunk that read it.
 
 Why: whole pages crossing every shuffle made memory grow with the corpus on Beam's local
 runner (12.7 GB for 400,000 pages) and made shuffle bytes ≈ 3.7× the text. Here a chunk (one
@@ -33,10 +33,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from c4forge.clean import output as co
-from c4forge.clean import progress as pg
+from c4forge.clean import resume_state as pg
+from c4forge.clean.counting import Count, CounterBag
+from c4forge.clean.documents import Doc, UrlEntry
 from c4forge.clean.plan import Plan, run_maps
-from c4forge.clean.steps import Doc, UrlEntry
-from c4forge.filters.counting import Count, CounterBag
 from c4forge.io import storage
 
 KEYS_SUFFIX = ".keys.gz"  # a chunk's URL entries (re-emitted by a resumed run)
@@ -51,7 +51,7 @@ def _path(work: pg.WorkDir, chunk: pg.Chunk, suffix: str) -> str:
     return storage.join(work.root, chunk.name + suffix)
 
 
-# --- JSON-lines scratch files (why JSON: see progress.write_records) ---------------------------
+# --- JSON-lines scratch files: plain data, read back by any engine's workers ------------------
 
 
 class _LineWriter:
@@ -101,7 +101,7 @@ def front(chunk: pg.Chunk, count: Count, *, plan: Plan, output: str) -> Iterator
     → clean, records (cleaned text, clean counters of the page) and URL entries written, then
     the chunk's done-record with its counters. Done by an earlier run (``--resume``) or an
     earlier attempt of this bundle: the recorded entries and counters, the input not read."""
-    from c4forge.filters.drop_samples import MAX_TEXT
+    from c4forge.clean.drop_samples import MAX_TEXT
 
     keep = getattr(count, "keep", 0)  # --keep-samples
     work = pg.WorkDir(output, pg.BEAM_DATA_SUFFIX)
@@ -155,17 +155,9 @@ def front(chunk: pg.Chunk, count: Count, *, plan: Plan, output: str) -> Iterator
 
 def add_samples(count: Count, samples: dict[str, list]) -> None:
     """Recorded samples (``{stage/reason: [(hash, text, url)…]}``) into ``count``'s sample."""
-    if not samples:
-        return
-    merge = getattr(count, "merge_samples", None)  # a CounterBag
-    if merge is not None:
-        merge(samples)
-        return
-    add = getattr(count, "add_record", None)  # Beam's counter callback
-    if add is not None:
-        for key, recs in samples.items():
-            for rec in recs:
-                add(key, tuple(rec))
+    from c4forge.clean.drop_samples import add_records
+
+    add_records(count, samples)
 
 
 def url_survivor(entry: UrlEntry, count: Count) -> Iterator[tuple[int, int]]:

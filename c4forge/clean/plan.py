@@ -1,11 +1,14 @@
 """The clean job as data: an ordered plan of stages, built from a ``CleanJob``.
 
 A stage has a name (its counter namespace, the funnel's row), the per-element functions it
-runs (``c4forge.clean.steps``), and the key it shuffles on, if any. ``clean.passes`` runs the
-plan keys-only through the engine primitives (``c4forge.engines.base``), so Beam, Spark and the
-local engine run the same plan: per-element stages inside the per-chunk passes, corpus-wide
-stages (``JoinStage``, ``ListJoinStage``, ``NearDedupStage``: ``emit`` keys → ``decide`` →
-``apply``) as shuffles of keys and ``(chunk, record)`` ids; nothing else knows the stage order.
+runs, and the key it shuffles on, if any. Each stage is one module that holds its rules, its
+``Flow``, those functions and a ``stage(job)`` that builds it (``c4forge.rules.*``,
+``c4forge.dedup.*``, ``c4forge.langid.stage``, ``c4forge.contamination.stage``); this module
+holds the kinds of stage and ``build_plan``, which lists them in order. ``clean.passes`` runs
+the plan keys-only through the engine primitives (``c4forge.engines.base``), so Beam, Spark
+and the local engine run the same plan: per-element stages inside the per-chunk passes,
+corpus-wide stages (``CorpusStage``: ``emit`` keys → ``decide`` → ``apply``) as shuffles of
+keys and ``(chunk, record)`` ids; nothing else knows the stage order.
 
 Shape of a plan (c4_rules.md §1)::
 
@@ -13,17 +16,17 @@ Shape of a plan (c4_rules.md §1)::
          ─ clean (page → Doc) ─ doc_stages (dedup, near_dedup, langid, badwords, split)
 
 ``page_stages`` + ``clean`` form the front, run per chunk of inputs (``passes.front``: clean
-before URL dedup, its counters kept per page and counted for the URL-dedup survivor only). The last doc stage yields ``(output key, OutDoc)`` pairs; the
-engine writes one group of files per key (the train/validation shards today).
+before URL dedup, its counters kept per page and counted for the URL-dedup survivor only).
+The last doc stage yields ``(output key, OutDoc)`` pairs; the engine writes one group of
+files per key (the train/validation shards today).
 
-A variant is a different plan: ``build_plan`` is the one place that chooses stages from the
-job, so a domain filter is one more ``MapStage`` in ``page_stages``, a URL-list join a
-``ListJoinStage``, a paragraph filter a ``MapStage`` after ``clean``, another language ID a
-different ``langid`` function, per-language outputs a different final stage's key.
+A variant is a different plan: a domain filter is one more ``MapStage`` in ``page_stages``, a
+URL-list join a ``ListJoinStage``, a paragraph filter a ``MapStage`` after ``clean``, another
+language ID a different ``langid`` function, per-language outputs a different final stage's key.
 
-Accounting comes from the plan (issue 19): each stage carries the ``Flow`` of what it counts
-(its drops, kept and info reasons, its funnel label; defined by the module that counts them),
-and ``Plan.accounts`` lists them in stage order, the read step's first. stats.json's reasons
+Accounting comes from the plan: each stage carries the ``Flow`` of what it counts (its drops,
+kept and info reasons, its funnel label; defined by the module that counts them), and
+``Plan.accounts`` lists them in stage order, the read step's first. stats.json's reasons
 (zeros included), the conservation identities and the summary's funnel are all read from it,
 so a new stage with a ``flow`` shows up in all three; a stage with ``flow=None`` counts
 nothing and is not a funnel row (the as-is ``clean`` slot of ``en.noclean``).
@@ -35,10 +38,9 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from c4forge.clean import steps
-from c4forge.filters.counting import Count, Flow
+from c4forge.clean.counting import Count, Flow
 
 Fn = Callable[..., Any]
 
@@ -101,7 +103,7 @@ class GroupStage:
     flow: Flow | None = None
 
 
-# Corpus-wide stages (issue 19: keys only). Each has ``emit(loc, doc, count) -> (k, v)*``, run
+# Corpus-wide stages (keys only: the documents never cross a shuffle). Each has ``emit(loc, doc, count) -> (k, v)*``, run
 # by the chunk pass over its documents (``loc = (chunk, record)``); ``decide(engine, emitted)``
 # through the engine primitives → ``(loc, decision)`` pairs, sent back to the chunk; and
 # ``apply(loc, doc, decisions, count) -> docs``, run by the next chunk pass. Only keys and small
@@ -163,65 +165,23 @@ def _kept(loc: Any, count: Count) -> Iterator[tuple[Any, bool]]:
     yield loc, True
 
 
-@dataclass(frozen=True)
-class NearDedupStage:
-    """MinHash-LSH (issue 5): LSH buckets → verified pairs → connected components by
-    large-star/small-star rounds in a bounded loop (every engine: until the edge set stops
-    changing, at most ``max_rounds``; nodes not yet in a star are counted ``unconverged``) →
-    one survivor per component (smallest md5(url))."""
+@runtime_checkable
+class CorpusStage(Protocol):
+    """What a corpus-wide stage offers the chunk passes (``JoinStage``, ``ListJoinStage``,
+    ``c4forge.dedup.minhash.NearDedupStage``): ``emit`` keys per document, ``decide`` through
+    the engine primitives → ``(loc, decision)`` pairs, ``apply`` the decisions per document."""
 
     name: str
-    params: Any
-    max_rounds: int
-    shuffle_key: str = "LSH band, then graph node"
-    flow: Flow | None = None
+    shuffle_key: str
+    flow: Flow | None
 
-    @property
-    def emit(self) -> Fn:
-        return functools.partial(steps.band_entries, params=self.params)
+    def emit(self, loc: Any, doc: Any, count: Count) -> Iterable[tuple[Any, Any]]: ...
 
-    apply = staticmethod(steps.mark_removed)
+    def decide(self, engine: Any, emitted: Any) -> Any: ...
 
-    def decide(self, engine: Any, bands: Any) -> Any:
-        n = self.name
-        pairs = engine.group(
-            bands, f"{n}/pairs", functools.partial(steps.bucket_pairs, params=self.params)
-        )
-        distinct_pairs = engine.combine(pairs, f"{n}/distinct_pairs", steps.either)
-        edges = engine.flat_map(distinct_pairs, f"{n}/edges", steps.pair_edge)
-        stars = self.components(engine, edges)
-        removed = engine.distinct(
-            engine.flat_map(stars, f"{n}/removed", steps.removed_node), f"{n}/removed/distinct"
-        )
-        return engine.flat_map(removed, f"{n}/removed/loc", steps.removed_loc)
-
-    def components(self, engine: Any, edges: Any) -> Any:
-        """Edges → star edges ``(leaf, component minimum)``: canonical distinct edges, then the
-        bounded loop of star rounds; nodes not in a star after it are counted ``unconverged``."""
-        n = self.name
-        edges = engine.distinct(
-            engine.flat_map(edges, f"{n}/canonical", steps.canonical_edge), f"{n}/distinct_edges"
-        )
-        stars = engine.loop(edges, f"{n}/round", _star_round, self.max_rounds)
-        stars = engine.shared(stars)
-        check = engine.flat_map(stars, f"{n}/check/emit", steps.large_star_input)
-        engine.drain(engine.group(check, f"{n}/check", steps.count_unconverged), f"{n}/check/drain")
-        return stars
+    def apply(self, loc: Any, doc: Any, decisions: Iterable[Any], count: Count) -> Iterable[Any]: ...
 
 
-def _star_step(engine: Any, edges: Any, label: str, prep: Fn, star: Fn) -> Any:
-    grouped = engine.group(engine.flat_map(edges, f"{label}/emit", prep), label, star)
-    return engine.flat_map(grouped, f"{label}/canonical", steps.canonical_edge)
-
-
-def _star_round(engine: Any, edges: Any, label: str) -> Any:
-    """One large-star + small-star round; on a converged edge set it changes nothing."""
-    large = _star_step(engine, edges, f"{label}/large", steps.large_star_input, steps.large_star)
-    small = _star_step(engine, large, f"{label}/small", steps.small_star_input, steps.small_star)
-    return engine.distinct(small, f"{label}/distinct")
-
-
-CORPUS_STAGES = (JoinStage, ListJoinStage, NearDedupStage)
 READ_STAGE = "wet"  # the read step's counter namespace (c4_rules.md §13)
 
 
@@ -255,7 +215,7 @@ class Plan:
         out: list[tuple[tuple[MapStage, ...], Any]] = []
         maps: list[MapStage] = []
         for stage in self.doc_stages:
-            if isinstance(stage, CORPUS_STAGES):
+            if isinstance(stage, CorpusStage):
                 out.append((tuple(maps), stage))
                 maps = []
             else:
@@ -278,124 +238,48 @@ class Plan:
 
 def build_plan(job: Any) -> Plan:
     """The stages of c4_rules.md §1 for ``job`` (a ``CleanJob``), in the reference order; the
-    job's corpus variant (issue 10, TFDS ``_get_pages_pcollection``) adds, swaps or drops
-    stages: read → length → [realnews] → URL dedup → clean or [as-is] → [webtext join] →
+    job's corpus variant (TFDS ``_get_pages_pcollection``) adds, swaps or drops stages:
+    read → length → [realnews] → URL dedup → clean or [as-is] → [webtext join] →
     [paragraph] → [dedup] → [near-dedup] → [decontaminate] → langdetect or [CLD3] → [bad words] → split.
 
-    The ``clean`` slot holds the page → document step: the line and page rules, or the page
-    unchanged for variants without them (``en.noclean``, ``multilingual``; then ``clean`` is
-    not a funnel stage). The URL-list join and the paragraph filter follow it as document
-    stages, so the resumable fronts (clean per page, before URL dedup) stay as they are. The
-    documents are the reference's: the join decides on the normalized URL alone and the
-    paragraph filter runs where there is no clean step. One consequence: with ``webtextlike``
-    the clean counters also count pages that the list then drops.
+    Each stage is one module with a ``stage(job)`` that returns the stage for this job, or
+    ``None`` when the job does not run it; this function only lists them, in order.
+
+    The URL-list join and the paragraph filter follow ``clean`` as document stages, so the
+    resumable fronts (clean per page, before URL dedup) stay as they are. The documents are
+    the reference's: the join decides on the normalized URL alone and the paragraph filter runs
+    where there is no clean step. One consequence: with ``webtextlike`` the clean counters
+    also count pages that the list then drops.
     """
-    from c4forge.clean import variant_steps as vs
-    from c4forge.filters import badwords, langid, langid_cld3, paragraphs, realnews, split, urls
-    from c4forge.filters import clean as rules
-    from c4forge.filters import dedup as dd
-    from c4forge.filters import minhash as mh
-    from c4forge.filters import url_list as ul
-    from c4forge.filters.warc_html import READ_FLOW
+    from c4forge import readers
+    from c4forge.contamination import stage as decontaminate
+    from c4forge.dedup import exact, minhash, urls
+    from c4forge.langid import stage as langid
+    from c4forge.readers.warc_html import READ_FLOW
+    from c4forge.rules import badwords, lines, paragraphs, realnews, split, url_list
 
-    v = job.spec
-    read = functools.partial(
-        steps.read_input, max_record_bytes=job.max_record_bytes, input_format=job.input_format
-    )
-    page_stages: tuple[MapStage, ...] = (
-        MapStage("length", steps.length, flow=rules.LENGTH_FLOW),
-    )
-    if v.realnews:
-        fn = functools.partial(vs.realnews, domains=job.domains)
-        page_stages += (MapStage("realnews", fn, flow=realnews.FLOW),)
-    url_dedup = GroupStage(
-        "url_dedup",
-        steps.key_by_normalized_url,
-        steps.url_dedup,
-        "normalized URL",
-        flow=urls.DEDUP_FLOW,
-    )
-    keep_sentences = job.dedup == "spans"
-    if v.clean:
-        fn = functools.partial(steps.clean, keep_sentences=keep_sentences)
-        clean = MapStage("clean", fn, flow=rules.FLOW)
-    else:  # the page as it is: nothing counted, no funnel row
-        clean = MapStage("clean", functools.partial(vs.to_doc, keep_sentences=keep_sentences))
-    doc_stages: list[Any] = []
-    if v.webtext:
-        doc_stages.append(
-            ListJoinStage(
-                "webtext",
-                job.url_list_files,
-                vs.list_urls,
-                vs.normalized_url_of,
-                vs.webtext_join,
-                "normalized URL",
-                flow=ul.FLOW,
-            )
-        )
-    if v.paragraph_filter:
-        doc_stages.append(MapStage("paragraph", vs.paragraph, flow=paragraphs.FLOW))
-    min_sentences = v.min_sentences_after_dedup
-    if job.dedup == "spans":
-        doc_stages.append(
-            JoinStage(
-                "dedup",
-                steps.span_occurrences,
-                steps.span_removals,
-                functools.partial(steps.apply_span_removals, min_sentences=min_sentences),
-                "md5 of a three-sentence span",
-                flow=dd.FLOWS["spans"],
-            )
-        )
-    elif job.dedup == "lines":
-        doc_stages.append(
-            JoinStage(
-                "dedup",
-                steps.line_occurrences,
-                steps.owner_to_loc,
-                functools.partial(steps.apply_line_dedup, min_sentences=min_sentences),
-                "md5 of a line",
-                combine=steps.line_owner,
-                flow=dd.FLOWS["lines"],
-            )
-        )
-    near = job.near_dedup == "minhash"
-    if near:
-        params = job.minhash_params()
-        doc_stages.append(NearDedupStage(mh.STAGE, params, mh.MAX_ROUNDS, flow=mh.FLOW))
-    if job.decontaminate:
-        from c4forge.contamination import stage as cs
+    def present(*stages: Any) -> tuple[Any, ...]:
+        return tuple(s for s in stages if s is not None)
 
-        index = job.benchmarks[0]
-        index = index.without_owners() if index is not None else None  # None: recorded_plan
-        doc_stages.append(BroadcastMapStage(cs.STAGE, cs.decontaminate, index, flow=cs.FLOW))
-    if v.multilingual:
-        fn = functools.partial(vs.langid_cld3, languages=frozenset(job.languages))
-        doc_stages.append(MapStage("langid", fn, flow=langid_cld3.FLOW))
-    else:
-        fn = functools.partial(steps.langid, language=job.language)
-        doc_stages.append(MapStage("langid", fn, flow=langid.FLOW))
-    if v.badwords_fraction > 0.0:
-        if v.multilingual:
-            fn = functools.partial(vs.badwords_by_language, fraction=job.badwords_fraction)
-        else:
-            fn = functools.partial(
-                steps.badwords, language=job.language, fraction=job.badwords_fraction
-            )
-        doc_stages.append(MapStage("badwords", fn, flow=badwords.FLOW))
-    fn = vs.split_by_language if v.multilingual else steps.split
-    doc_stages.append(MapStage("split", fn, flow=split.FLOW))
     return Plan(
-        read=read,
+        read=readers.stage(job),
         read_flow=READ_FLOW,
-        page_stages=page_stages,
-        url_dedup=url_dedup,
-        clean=clean,
-        doc_stages=tuple(doc_stages),
+        page_stages=present(lines.length_stage(job), realnews.stage(job)),
+        url_dedup=urls.stage(job),
+        clean=lines.stage(job),
+        doc_stages=present(
+            url_list.stage(job),
+            paragraphs.stage(job),
+            exact.stage(job),
+            minhash.stage(job),
+            decontaminate.stage(job),
+            langid.stage(job),
+            badwords.stage(job),
+            split.stage(job),
+        ),
         dedup=job.dedup,
-        near_dedup=near,
-        language_id="cld3" if v.multilingual else "langdetect",
+        near_dedup=job.near_dedup == "minhash",
+        language_id="cld3" if job.spec.multilingual else "langdetect",
     )
 
 
@@ -419,7 +303,7 @@ class _RecordedJob:
 
     @property
     def spec(self) -> Any:
-        from c4forge.filters.variants import get_variant
+        from c4forge.clean.variants import get_variant
 
         return get_variant(self.variant)
 
@@ -447,7 +331,7 @@ def all_accounts() -> tuple[tuple[str, Flow], ...]:
     dedup mode with every optional stage on; a stage whose flow differs between plans (exact
     dedup per mode, langdetect or CLD3) gets the union of their info reasons. For counters read
     back with no config at hand (a funnel of stats.json's counters alone)."""
-    from c4forge.filters.variants import VARIANTS
+    from c4forge.clean.variants import VARIANTS
 
     order: list[str] = []
     flows: dict[str, Flow] = {}

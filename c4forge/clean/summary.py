@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from c4forge.filters.counting import Accounts, Flow
-from c4forge.filters.warc_html import REASONS as WARC_REASONS
+from c4forge.clean.counting import Accounts, Flow
+from c4forge.readers.warc_html import REASONS as WARC_REASONS
 
 
 def _detail_reasons(flow: Flow) -> tuple[str, ...]:

@@ -1,2 +1,2 @@
-"""Evaluation-set contamination (issue 17): word n-grams of benchmark examples, the clean
+"""Evaluation-set contamination: word n-grams of benchmark examples, the clean
 plan's ``decontaminate`` stage, and the `c4forge contamination` report."""

@@ -80,10 +80,6 @@ def glue_sources() -> list[Source]:
     return out
 
 
-def benchmark_names(sources: list[Source]) -> list[str]:
-    return list(dict.fromkeys(s.benchmark for s in sources))
-
-
 def load_examples(source: Source) -> list[Example]:
     if source.task is not None:
         from c4forge.finetune.tasks import GLUE_TASKS, load_glue

@@ -19,7 +19,6 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-DEFAULT_N = 13
 MIN_WORDS = 8
 _NON_WORD = re.compile(r"[\W_]+")
 

@@ -28,7 +28,7 @@ MAX_DOCS_LISTED = 20  # documents listed per contaminated example (the count is 
 def corpus_files(paths: list[str]) -> list[str]:
     """Document files of ``paths``: a file as is; a folder's ``c4-*`` shards (every split) or,
     without any, its JSON-lines/Parquet files; sorted, each once."""
-    from c4forge.formats.clean_docs import _SHARD_RE
+    from c4forge.formats.clean_docs import SHARD_RE
 
     out: list[str] = []
     for p in paths:
@@ -38,7 +38,7 @@ def corpus_files(paths: list[str]) -> list[str]:
         if not os.path.isdir(p):
             raise InputError(f"corpus {p}: no such file or folder")
         names = sorted(os.listdir(p))
-        shards = [n for n in names if _SHARD_RE.match(n)]
+        shards = [n for n in names if SHARD_RE.match(n)]
         chosen = shards or [n for n in names if n.endswith(_CORPUS_SUFFIXES) and n != JSON_NAME]
         if not chosen:
             raise InputError(f"corpus {p}: no c4-*.json.gz, .jsonl or .parquet document files")
@@ -180,9 +180,3 @@ def read_report(path: str) -> dict:
     obj = storage.read_json(path)
     storage.check_format(obj, path, FORMAT)
     return obj
-
-
-def excluded_examples(report: dict, benchmark: str, split: str = "dev") -> set[int]:
-    """0-based row indexes of the contaminated examples of one benchmark split."""
-    s = report.get("benchmarks", {}).get(benchmark, {}).get("splits", {}).get(split)
-    return {ex["index"] for ex in s["contaminated_examples"]} if s else set()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from c4forge.filters.counting import Count, Flow
+from c4forge.clean.counting import Count, Flow
 
 STAGE = "decontaminate"
 FLOW = Flow(
@@ -21,7 +21,7 @@ FLOW = Flow(
 
 
 def decontaminate(doc: Any, count: Count, index: Any) -> Iterator[Any]:
-    from c4forge.filters.drop_samples import sample
+    from c4forge.clean.drop_samples import sample
 
     pos = index.first_match(doc.text)
     if pos is None:
@@ -32,3 +32,15 @@ def decontaminate(doc: Any, count: Count, index: Any) -> Iterator[Any]:
     count(STAGE, "contaminated")
     count(STAGE, f"contaminated:{name}")
     sample(count, STAGE, f"contaminated:{name}", doc.text, doc.url)
+
+
+def stage(job: Any) -> Any:
+    """``--decontaminate``: after exact and near dedup, before language ID. The n-gram index
+    is built once on the driver and travels with the plan (a broadcast resource)."""
+    from c4forge.clean.plan import BroadcastMapStage
+
+    if not job.decontaminate:
+        return None
+    index = job.benchmarks[0]
+    index = index.without_owners() if index is not None else None  # None: recorded_plan
+    return BroadcastMapStage(STAGE, decontaminate, index, flow=FLOW)

@@ -1,7 +1,7 @@
 """The Beam engine: the plan's primitives as Beam transforms (DirectRunner/FnApiRunner,
 Dataflow, Flink, Spark runner).
 
-The per-element functions live in ``c4forge.clean.steps`` (module level), wrapped here in four
+The per-element functions live in the stage modules (module level), wrapped here in four
 generic DoFns whose ``count`` is bound to Beam counters (namespace = stage, name = reason), so
 every drop is a counter on every runner. DoFns live in a module (not ``__main__``), so remote
 workers unpickle them from the installed package and ``save_main_session`` is not needed.
@@ -24,9 +24,9 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from c4forge.clean import drop_samples as ds
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
 from c4forge.errors import ConfigError, VerificationError
-from c4forge.filters import drop_samples as ds
 from c4forge.io import storage
 
 COLLECT_NAME = "_c4forge_collect-{}.json"  # a collected collection, handed to the driver
@@ -70,13 +70,13 @@ class BeamCount:
         self._bag: Any = None
 
     def sample(self, stage: str, reason: str, text: str, url: str = "") -> None:
-        from c4forge.filters import drop_samples as ds
+        from c4forge.clean import drop_samples as ds
 
         if self.keep > 0:
             self.add_record(ds.key_of(stage, reason), ds.record(text, url))
 
     def add_record(self, key: str, rec: tuple) -> None:
-        from c4forge.filters.drop_samples import SampleBag
+        from c4forge.clean.drop_samples import SampleBag
 
         if self._bag is None:
             self._bag = SampleBag(self.keep)
@@ -147,7 +147,7 @@ def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
     """
     from apache_beam.metrics.metric import MetricsFilter
 
-    from c4forge.filters.counting import CounterBag
+    from c4forge.clean.counting import CounterBag
 
     query = result.metrics().query(MetricsFilter())
     bag = CounterBag()

@@ -34,8 +34,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from c4forge.clean.counting import CounterBag
 from c4forge.engines.base import Engine, Fn
-from c4forge.filters.counting import CounterBag
 
 BATCH = 2048  # items per pickle record
 SPILL_ITEMS = 16_384  # items a map task holds before writing them to its spill file

@@ -26,6 +26,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from c4forge.clean.counting import CounterBag
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
 from c4forge.engines.spark_launch import (  # noqa: F401 - the launch API, importable from here
     LOCAL_MASTER,
@@ -37,7 +38,6 @@ from c4forge.engines.spark_launch import (  # noqa: F401 - the launch API, impor
     pin_python,
 )
 from c4forge.errors import InputError
-from c4forge.filters.counting import CounterBag
 from c4forge.io import storage
 from c4forge.io.inputs import InputFile
 
@@ -86,7 +86,7 @@ class SamplesParam(AccumulatorParam):
         return {}
 
     def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 - Spark's name
-        from c4forge.filters.drop_samples import merge
+        from c4forge.clean.drop_samples import merge
 
         for key, recs in b.items():
             a[key] = list(merge([a.get(key, ()), recs], self.n))
@@ -181,9 +181,9 @@ def hadoop_list(sc: Any, specs: list[str], input_format: str = "auto") -> list[I
     spec that matches nothing is an InputError, as for local paths (C3)."""
     import fnmatch
 
-    from c4forge.io.inputs import _dir_patterns
+    from c4forge.io.inputs import dir_patterns
 
-    patterns = _dir_patterns(input_format)
+    patterns = dir_patterns(input_format)
     jvm = sc._jvm
     conf = sc._jsc.hadoopConfiguration()
     out: dict[str, InputFile] = {}
@@ -217,11 +217,11 @@ def hadoop_list(sc: Any, specs: list[str], input_format: str = "auto") -> list[I
 def resolve_all(sc: Any, specs: list[str], input_format: str) -> list[InputFile]:
     """Local specs (and ``@lists``) through the Beam job's resolver, Hadoop ones through Hadoop;
     each file once."""
-    from c4forge.io.inputs import _read_path_list, resolve_inputs
+    from c4forge.io.inputs import read_path_list, resolve_inputs
 
     expanded: list[str] = []
     for spec in specs:
-        expanded += _read_path_list(spec) if spec.startswith("@") else [spec]
+        expanded += read_path_list(spec) if spec.startswith("@") else [spec]
     local = [s for s in expanded if not is_hadoop_path(s)]
     remote = [s for s in expanded if is_hadoop_path(s)]
     found: list[InputFile] = []

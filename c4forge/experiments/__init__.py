@@ -1,4 +1,4 @@
-"""`c4forge experiment`: one TOML file from corpus to a GLUE table (issue 18).
+"""`c4forge experiment`: one TOML file from corpus to a GLUE table.
 
 ``schema`` reads and checks the file, ``stages`` turns it into a graph of content-keyed stages,
 ``execute`` runs one stage through its own entry point, ``runner`` runs the graph (resuming,

@@ -90,6 +90,7 @@ def run_stage(
         shutil.rmtree(out)  # an interrupted short stage starts again
     os.makedirs(out, exist_ok=True)
     dirs = {s.kind: stage_dir(store, s) for s in stage.inputs}
+    dirs.update({f"stage:{s.name}": stage_dir(store, s) for s in stage.inputs})  # mixtures
     dirs.update({f"after-{s.kind}": stage_dir(store, s) for s in stage.after})
     wall0, cpu0 = time.perf_counter(), _cpu_seconds()
     with open(os.path.join(out, LOG), "a", encoding="utf-8") as log:
@@ -174,7 +175,21 @@ def train_argv(stage: Stage, out: str, dirs: dict, device: str) -> list[str]:
     run from its last checkpoint, starts at step 0 when there is none)."""
     c, m = stage.config, stage.config["model"]
     steps = c["steps"]
-    argv = ["train", dirs["shards"], "--output", out, "--steps", str(steps)]
+    shards = dirs["shards"]
+    if "mix" in c:  # the arm's own shard stage is the first input
+        shards = f"{stage.params['mix_base']}={dirs['stage:' + stage.inputs[0].name]}"
+    argv = ["train", shards, "--output", out, "--steps", str(steps)]
+    if "mix" in c:
+        for name, stage_name in stage.params["mix"]:
+            argv += ["--mix", f"{name}={dirs['stage:' + stage_name]}"]
+        mix = c["mix"]
+        if mix.get("rates") is not None:
+            argv += ["--mix-rates", ",".join(str(v) for v in mix["rates"])]
+        else:
+            argv += ["--mix-strategy", mix["strategy"]]
+        _opt(argv, "--mix-limit", mix.get("limit"))
+        _opt(argv, "--mix-temperature", mix.get("temperature"))
+        argv.append("--mix-pad")
     argv += ["--preset", m["preset"], "--vocab", dirs["vocab"], "--device", device]
     argv += ["--batch-size", str(c["batch_size"]), "--seed", str(c["seed"])]
     argv += ["--eval-every", str(c.get("eval_every") or max(1, steps // 4))]
@@ -203,10 +218,36 @@ def _pretrain(stage: Stage, out: str, dirs: dict, device: str, workers: int | No
     return sha256(os.path.join(latest, "model.safetensors"))
 
 
+def _taskshards(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
+    c = stage.config
+    argv = ["shards", "task", c["task"], "--vocab", dirs["vocab"], "--output", out, "--quiet"]
+    argv += ["--data", stage.params["data"], "--targets-length", str(c["targets_length"])]
+    _opt(argv, "--inputs-length", c.get("inputs_length"))
+    _cli(argv)
+    return read_json(os.path.join(out, "index.json"))["dataset_fingerprint"]
+
+
+def _zero_shot(stage: Stage, out: str, dirs: dict, device: str) -> str:
+    """finetune.steps = 0: the pretraining checkpoint's text head scored on the dev split."""
+    from c4forge.finetune.evaluate_run import evaluate_run
+    from c4forge.finetune.options import EvaluateOptions
+
+    c = stage.config
+    opts = EvaluateOptions(
+        ft=dirs["pretrain"], task=c["task"], data=stage.params["data"], output=out,
+        batch_size=c["batch_size"], device=device, progress=False,
+    )  # fmt: skip
+    evaluate_run(opts)
+    print(f"scored {c['task']} with the checkpoint's own text head", file=sys.stderr)
+    return sha256(os.path.join(out, "predictions.jsonl"))
+
+
 def _finetune(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
     from c4forge.finetune.loop import FinetuneOptions, finetune
 
     c = stage.config
+    if c["steps"] == 0:
+        return _zero_shot(stage, out, dirs, device)
     random = c["init"] == "random"
     checkpoint = dirs["after-pretrain"] if random else dirs["pretrain"]
     opts = FinetuneOptions(
@@ -225,6 +266,7 @@ RUNNERS = {
     "clean": _clean,
     "vocab": _vocab,
     "shards": _shards,
+    "taskshards": _taskshards,
     "pretrain": _pretrain,
     "finetune": _finetune,
 }

@@ -49,12 +49,15 @@ def plot_loss_curves(root: str, res: dict[str, Any], png_path: str) -> str:
     fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
     colors = plt.get_cmap("tab10")
     for i, (name, arm) in enumerate(res["arms"].items()):
-        paths = [os.path.join(root, v["source"]) for v in arm["held_out_loss"]["per_seed"]]
+        per_seed = arm["held_out_loss"]["per_seed"]
+        paths = [os.path.join(root, v["source"]) for v in per_seed]
         color = colors(i % 10)
-        steps, loss = _mean_curve(paths, "loss")
+        # a mixture arm: its own corpus's train loss and held-out NLL (the table's number)
+        key = per_seed[0].get("key", "eval_nll") if per_seed else "eval_nll"
+        steps, loss = _mean_curve(paths, key.replace("eval_nll", "loss", 1))
         if len(steps):
             ax.plot(steps, loss, color=color, linewidth=1.2, label=f"{name} train")
-        steps, nll = _mean_curve(paths, "eval_nll")
+        steps, nll = _mean_curve(paths, key)
         if len(steps):
             ax.plot(steps, nll, "o--", color=color, markersize=4, linewidth=0.8,
                     label=f"{name} held-out")  # fmt: skip

@@ -20,6 +20,7 @@ import numpy as np
 
 from c4forge.errors import InputError
 from c4forge.experiments import stats
+from c4forge.experiments.schema import mix_source_names
 from c4forge.io.storage import atomic_write_text, read_json, write_json
 
 
@@ -28,12 +29,15 @@ def _jsonl(path: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def held_out_loss(metrics_path: str) -> tuple[float, int]:
-    """The last ``eval_nll`` of a training run's metrics.jsonl and its step."""
-    evals = [r for r in _jsonl(metrics_path) if "eval_nll" in r]
+def held_out_loss(metrics_path: str, source: str | None = None) -> tuple[float, int]:
+    """The last ``eval_nll`` of a training run's metrics.jsonl and its step; for a mixture
+    (``source`` given) that source's own ``eval_nll_<source>``, so a mixture arm is measured on
+    the same validation split as an arm trained on that corpus alone."""
+    key = f"eval_nll_{source}" if source else "eval_nll"
+    evals = [r for r in _jsonl(metrics_path) if key in r]
     if not evals:
-        raise InputError(f"{metrics_path}: no held-out evaluation (eval_nll) recorded")
-    return float(evals[-1]["eval_nll"]), int(evals[-1]["step"])
+        raise InputError(f"{metrics_path}: no held-out evaluation ({key}) recorded")
+    return float(evals[-1][key]), int(evals[-1]["step"])
 
 
 def _predictions(path: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -77,8 +81,12 @@ def collect(root: str) -> dict[str, Any]:
             if task not in tasks:
                 tasks.append(task)
         source = f"{rel}/pretrain/metrics.jsonl"
-        value, step = held_out_loss(os.path.join(root, source))
-        arm["loss"].append({"seed": run["seed"], "value": value, "step": step, "source": source})
+        mixed = mix_source_names(info["recipe"])[0] if info["recipe"].get("mix") else None
+        value, step = held_out_loss(os.path.join(root, source), mixed)
+        key = f"eval_nll_{mixed}" if mixed else "eval_nll"
+        arm["loss"].append(
+            {"seed": run["seed"], "value": value, "step": step, "source": source, "key": key}
+        )
         arm["curves"].append(source)
         for role in run["stages"]:
             if not role.startswith("ft-"):
@@ -154,6 +162,7 @@ def _against_base(root: str, arm: dict, base: dict, get_task, resamples: int) ->
                                         resamples)  # fmt: skip
     test["statement"] = stats.verdict(test, "held-out loss", "nats", False, len(a))
     test["seeds"] = len(a)
+    test["tested"] = stats.is_tested(len(a), "nats")
     out["held_out_loss"] = test
     for task, inits in arm["tasks"].items():
         if "pretrained" not in inits or "pretrained" not in base["tasks"].get(task, {}):
@@ -233,7 +242,11 @@ def markdown(res: dict[str, Any], recipe_line: str = "", description: str = "") 
         vs = arm.get("vs_base")
         if vs:
             bits = [f"{t} {vs[t]['difference']:+.1f}{_star(vs[t])}" for t in tasks if t in vs]
-            text = ", ".join([f"loss {vs['held_out_loss']['difference']:+.3f}", *bits])
+            loss = vs["held_out_loss"]
+            text = ", ".join(
+                [f"loss {loss['difference']:+.{stats.digits_for(loss['difference'], least=3)}f}"
+                 f"{_star(loss)}", *bits]
+            )  # fmt: skip
             cells.append(f"[{text}](#against-the-base)")
         else:
             cells.append("base")
@@ -256,10 +269,14 @@ def markdown(res: dict[str, Any], recipe_line: str = "", description: str = "") 
         f"{len(res['arms'])} arms × {len(res['seeds'])} seeds (seeds {res['seeds']}). Held-out "
         "loss: the pretraining run's last `eval_nll` (nats per target token) on its shards' "
         "validation split. Task scores: dev-set points (100 × the task score), fine-tuned from "
-        "the arm's checkpoint; gain = pretrained − random start, same seed. Mean ± sample std "
+        "the arm's checkpoint (an arm with finetune.steps = 0: the checkpoint's own text head, "
+        "no fine-tuning); gain = pretrained − random start, same seed. Mean ± sample std "
         "over seeds. `vs base`: difference of the means; * = the 95 % paired-bootstrap "
         f"interval ({res['bootstrap']['resamples']} resamples of seeds × dev examples, "
-        "seeded) excludes 0.",
+        "seeded) excludes 0. Held-out loss is tested only from 3 seeds on (fewer: the "
+        "difference alone, no interval, no p-value). A mixture arm's held-out loss is on its "
+        "own corpus's validation split (the first mixture source), so it compares with the "
+        "base's.",
         "",
         table,
         "",
@@ -298,6 +315,8 @@ def markdown(res: dict[str, Any], recipe_line: str = "", description: str = "") 
 
 
 def _star(test: dict[str, Any]) -> str:
+    if not test.get("tested", True):  # no test made: nothing to mark
+        return ""
     return "*" if not test["ci_low"] <= 0 <= test["ci_high"] else ""
 
 

@@ -32,7 +32,7 @@ from c4forge.experiments.schema import Experiment
 from c4forge.experiments.stages import Plan, Stage
 from c4forge.io.storage import atomic_write_text, write_json
 
-SHARED_KINDS = ("clean", "vocab", "shards")
+SHARED_KINDS = ("clean", "vocab", "shards", "taskshards")
 
 
 def say(text: str) -> None:
@@ -99,8 +99,14 @@ def _label(stage: Stage, plan: Plan) -> str:
         "clean": lambda: f"variant {c['variant']}",
         "vocab": lambda: f"{c['size']} pieces",
         "shards": lambda: f"{c['objective']}",
-        "pretrain": lambda: f"{c['model'].get('ffn', 'default FFN')}, {c['steps']} steps",
-        "finetune": lambda: f"{c['task']} {c['init']}",
+        "taskshards": lambda: f"task {c['task']}",
+        "pretrain": lambda: (
+            f"{c['model'].get('ffn', 'default FFN')}, {c['steps']} steps"
+            + (f", mix {'+'.join(c['mix']['names'])}" if "mix" in c else "")
+        ),
+        "finetune": lambda: (
+            f"{c['task']} {c['init']}" + (" (no fine-tuning)" if not c["steps"] else "")
+        ),
     }[stage.kind]()
     shown = ", ".join(users[:3]) + (f" +{len(users) - 3}" if len(users) > 3 else "")
     return f"{stage.kind:8s} {what:28s} ({shown})"

@@ -13,6 +13,8 @@ shared_vocab = true         # every arm uses the base corpus's vocabulary
 [base.model]    preset, ffn, d_ff, dropout, tie_embeddings
 [base.train]    steps, batch_size, optimizer, schedule, lr, warmup, …
 [base.finetune] tasks, data, head, steps, lr, batch_size, max_length, …
+                (steps = 0 with head "text": the checkpoint's own text head, no fine-tuning)
+[base.mix]      sources (variants or "task:NAME"), strategy, rates, limit, temperature
 
 [arms.gelu]
 model.ffn = "gelu"
@@ -33,7 +35,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from c4forge.errors import ConfigError
+from c4forge.errors import ConfigError, InputError
 
 BUNDLED_GLUE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "glue")
 SAMPLE = "sample"  # corpus.inputs: the bundled real sample (what `c4forge demo` cleans)
@@ -89,6 +91,16 @@ RECIPE: dict[str, dict[str, tuple[type, ...]]] = {
         "max_train_examples": (int,),
         "random_baseline": (bool,),
         "save_every": (int,),
+    },
+    # pretrain on a mixture: the arm's own corpus first, then each source (a corpus variant
+    # cleaned from the same inputs, or "task:NAME", a GLUE task from finetune.data)
+    "mix": {
+        "sources": (list,),
+        "strategy": (str,),
+        "rates": (list,),
+        "limit": (int,),
+        "temperature": (float, int),
+        "task_targets_length": (int,),
     },
 }
 EXPERIMENT: dict[str, tuple[type, ...]] = {
@@ -282,7 +294,7 @@ def _absolute_paths(recipe: dict[str, dict[str, Any]], folder: str) -> None:
 
 def check_values(where: str, r: dict[str, dict[str, Any]]) -> None:
     """Values the stages would refuse, refused now (the stages' own validators, no work)."""
-    from c4forge.filters.variants import get_variant
+    from c4forge.clean.variants import get_variant
     from c4forge.finetune.heads import HEADS
     from c4forge.finetune.tasks import get_task, split_file
     from c4forge.objectives.registry import OBJECTIVES
@@ -343,6 +355,63 @@ def check_values(where: str, r: dict[str, dict[str, Any]]) -> None:
     for key in ("steps", "batch_size"):
         if t[key] < 1:
             raise ConfigError(f"{where} train.{key}: must be >= 1, got {t[key]}")
-    for key in ("steps", "batch_size", "max_length"):
+    for key in ("batch_size", "max_length"):
         if ft[key] < 1:
             raise ConfigError(f"{where} finetune.{key}: must be >= 1, got {ft[key]}")
+    if ft["steps"] < 0 or (ft["steps"] == 0 and ft["head"] != "text"):
+        raise ConfigError(
+            f"{where} finetune.steps: must be >= 1 (0, no fine-tuning, only with head \"text\"), "
+            f"got {ft['steps']}"
+        )
+    if ft["steps"] == 0 and ft["random_baseline"]:
+        raise ConfigError(
+            f"{where} finetune.random_baseline: no random start without fine-tuning "
+            "(finetune.steps = 0); set it to false"
+        )
+    check_mix(where, r)
+
+
+def mix_source_names(r: dict[str, dict[str, Any]]) -> list[str]:
+    """Names of a recipe's mixture sources, the arm's own corpus first ("c4" for en)."""
+    own = "c4" if r["corpus"]["variant"] == "en" else r["corpus"]["variant"]
+    return [own] + [str(s).removeprefix("task:") for s in r.get("mix", {}).get("sources", [])]
+
+
+def check_mix(where: str, r: dict[str, dict[str, Any]]) -> None:
+    """A mixture section: known sources, and the rates the trainer would accept."""
+    from c4forge.clean.variants import get_variant
+    from c4forge.finetune.tasks import get_task, split_file
+    from c4forge.trainers.mixture_spec import MixtureSource, MixtureSpec
+
+    mix = r.get("mix")
+    if not mix:
+        return
+    if not mix.get("sources"):
+        raise ConfigError(f"{where} mix.sources: no source to mix with the arm's corpus")
+    for src in mix["sources"]:
+        if not isinstance(src, str):
+            raise ConfigError(f"{where} mix.sources: expected strings, got {src!r}")
+        try:
+            if src.startswith("task:"):
+                split_file(get_task(src[5:]), r["finetune"]["data"], "train")
+            else:
+                get_variant(src)
+        except (ConfigError, InputError) as err:
+            raise ConfigError(f"{where} mix.sources: {err}") from None
+    names = mix_source_names(r)
+    rates = mix.get("rates")
+    if rates is not None and len(rates) != len(names):
+        raise ConfigError(
+            f"{where} mix.rates: {len(rates)} rates for {len(names)} sources "
+            f"({', '.join(names)}: the arm's corpus first)"
+        )
+    strategy = mix.get("strategy", "rates" if rates is not None else None)
+    if strategy is None:
+        raise ConfigError(f"{where} mix: give mix.rates or mix.strategy")
+    MixtureSpec(
+        sources=tuple(
+            MixtureSource(n, n, None if rates is None else rates[i]) for i, n in enumerate(names)
+        ),
+        strategy=strategy, limit=mix.get("limit"), temperature=mix.get("temperature"),
+        pad=True, origin=f"{where} mix",
+    )  # fmt: skip

@@ -22,7 +22,7 @@ from typing import Any
 from c4forge.experiments.schema import SAMPLE, Experiment
 
 KEY_FORMAT = 1  # bump when a stage's meaning changes, so old stage folders are not reused
-KINDS = ("clean", "vocab", "shards", "pretrain", "finetune")
+KINDS = ("clean", "vocab", "shards", "taskshards", "pretrain", "finetune")
 
 
 @dataclass(frozen=True)
@@ -137,12 +137,20 @@ def build_plan(exp: Experiment) -> Plan:
             vocab = add(make_stage("vocab", dict(r["vocab"]), [vocab_source]))
             shards = add(make_stage("shards", dict(r["shards"]), [clean, vocab]))
             train_cfg = {**r["train"], "seed": seed, "model": dict(r["model"])}
-            pre = add(make_stage("pretrain", train_cfg, [shards, vocab]))
+            sources = _mix_sources(r, vocab, add, digests)
+            if sources:
+                pre = add(_mixed_pretrain(r, train_cfg, shards, vocab, sources))
+            else:
+                pre = add(make_stage("pretrain", train_cfg, [shards, vocab]))
             roles = {"clean": clean, "vocab": vocab, "shards": shards, "pretrain": pre}
+            roles.update({f"mix-{name}": st for name, st in sources})
             skip = ("tasks", "random_baseline", "data")
             ft = {k: v for k, v in r["finetune"].items() if k not in skip}
             files = _task_digests(r["finetune"], digests)
             params = {"data": r["finetune"]["data"]}
+            if ft["steps"] == 0:  # the checkpoint's own text head, scored as it is
+                ft = {k: v for k, v in ft.items() if k in ("head", "max_length", "batch_size")}
+                ft["steps"] = 0
             for task in r["finetune"]["tasks"]:
                 cfg = {**ft, "task": task, "data_sha256": files[task], "seed": seed}
                 pcfg = {**cfg, "init": "pretrained"}
@@ -167,3 +175,54 @@ def _task_digests(ft: dict[str, Any], digests: dict[Any, Any]) -> dict[str, list
         paths = [split_file(spec, ft["data"], s) for s in ("train", *spec.dev_splits)]
         out[task] = [_cached(digests, p, lambda p=p: _file_digests([p])[0]) for p in paths]
     return out
+
+
+def _mix_sources(r: dict[str, Any], vocab: Stage, add: Any, digests: dict[Any, Any]) -> list:
+    """(name, shard stage) of each extra mixture source: a corpus variant of the same inputs
+    (its own clean and shards stages, the arm's vocabulary and shard options) or a GLUE task
+    (a ``taskshards`` stage: ``c4forge shards task``, rows as long as the arm's inputs)."""
+    from c4forge.experiments.schema import mix_source_names
+
+    mix = r.get("mix") or {}
+    out = []
+    for src, name in zip(mix.get("sources", []), mix_source_names(r)[1:]):
+        if src.startswith("task:"):
+            ft = r["finetune"]
+            cfg = {
+                "task": name,
+                "inputs_length": r["shards"].get("inputs_length"),
+                "targets_length": mix.get("task_targets_length", 16),
+                "data_sha256": _task_digests({"tasks": [name], "data": ft["data"]}, digests)[name],
+            }
+            out.append(
+                (name, add(make_stage("taskshards", cfg, [vocab], params={"data": ft["data"]})))
+            )
+        else:
+            clean = add(_clean_stage({**r["corpus"], "variant": src}, digests))
+            out.append((name, add(make_stage("shards", dict(r["shards"]), [clean, vocab]))))
+    return out
+
+
+def _mixed_pretrain(
+    r: dict[str, Any], train_cfg: dict[str, Any], shards: Stage, vocab: Stage, sources: list
+) -> Stage:
+    """The pretraining stage of a mixture: every source's stage key is key material (the
+    inputs map keeps one stage per kind), and ``params`` names each source's folder."""
+    from c4forge.experiments.schema import mix_source_names
+
+    mix = dict(r["mix"])
+    names = mix_source_names(r)
+    strategy = mix.get("strategy", "rates")
+    cfg = {
+        **train_cfg,
+        "mix": {
+            "names": names,
+            "keys": [shards.key] + [st.key for _, st in sources],
+            "strategy": strategy,
+            "rates": mix.get("rates"),
+            "limit": mix.get("limit"),
+            "temperature": mix.get("temperature"),
+        },
+    }
+    params = {"mix": [[name, st.name] for name, st in sources], "mix_base": names[0]}
+    return make_stage("pretrain", cfg, [shards, vocab, *[st for _, st in sources]], params=params)

@@ -132,14 +132,36 @@ def _summary(observed: float, draws: np.ndarray) -> dict[str, float]:
     return {"difference": observed, "ci_low": float(lo), "ci_high": float(hi), "p_value": p}
 
 
+def digits_for(*values: float, least: int = 2, most: int = 8) -> int:
+    """Decimals that show the smallest non-zero magnitude among ``values`` with two significant
+    digits (at least ``least``): a difference of 0.0004 nats reads +0.00040, not +0.00."""
+    small = [abs(v) for v in values if v and math.isfinite(v)]
+    if not small:
+        return least
+    return max(least, min(most, 1 - math.floor(math.log10(min(small)))))
+
+
+def is_tested(n_seeds: int, unit: str) -> bool:
+    """Per-seed numbers (held-out loss) are tested only from 3 paired seeds; task scores are
+    resampled over dev examples too, so one seed already gives an interval."""
+    return not (n_seeds and n_seeds < 3 and unit != "points")
+
+
 def verdict(
     test: dict[str, float], what: str, unit: str, higher_is_better: bool = True, n_seeds: int = 0
 ) -> str:
-    """A plain-words reading of a bootstrap result."""
+    """A plain-words reading of a bootstrap result; without a test, the difference alone (no
+    interval, no p-value)."""
     d, lo, hi = test["difference"], test["ci_low"], test["ci_high"]
-    ci = f"{d:+.2f} {unit}, 95 % CI {lo:+.2f} … {hi:+.2f}, p = {test['p_value']:.3f}"
-    if n_seeds and n_seeds < 3 and unit != "points":
-        return f"{what}: {ci}; only {n_seeds} seed(s), too few to test"
+    if not is_tested(n_seeds, unit):
+        n = digits_for(d)
+        return (
+            f"{what}: {d:+.{n}f} {unit} (mean of {n_seeds} paired seed(s)); too few seeds to "
+            "test, so no interval and no p-value"
+        )
+    n = digits_for(d, lo, hi)
+    p = "p < 0.001" if test["p_value"] < 0.001 else f"p = {test['p_value']:.3f}"
+    ci = f"{d:+.{n}f} {unit}, 95 % CI {lo:+.{n}f} … {hi:+.{n}f}, {p}"
     if lo <= 0 <= hi or math.isclose(lo, hi):
         return f"{what}: inside the noise ({ci})"
     better = (d > 0) == higher_is_better

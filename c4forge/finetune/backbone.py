@@ -23,7 +23,7 @@ class Backbone:
     model: torch.nn.Module
     family: str  # "t5" | "bert"
     config: Any  # the trainers' model config (ModelConfig for T5)
-    vocab: Any  # c4forge.tokenizers.vocab.Vocabulary
+    vocab: Any  # c4forge.vocab.vocab.Vocabulary
     vocab_dir: str | None
     fingerprint: str  # sha256 of the checkpoint's model.safetensors ("random-init" for none)
     step: int | None
@@ -49,7 +49,7 @@ class Backbone:
 
 
 def _vocab_from_dir(directory: str | None, where: str):
-    from c4forge.tokenizers.vocab import Vocabulary
+    from c4forge.vocab.vocab import Vocabulary
 
     if not directory or not os.path.exists(directory):
         raise InputError(
@@ -72,25 +72,13 @@ def load_backbone(path: str, vocab: str | None = None) -> Backbone:
     )  # fmt: skip
 
 
-def build_model(family: str, config: Any) -> torch.nn.Module:
-    """A model of this family and shape with fresh weights (drawn from torch's global RNG)."""
-    from c4forge.trainers.models import build_model as trainers_build
-
-    return trainers_build(family, config)
-
-
 def random_init(backbone: Backbone, seed: int) -> Backbone:
     """The same shape and vocabulary, weights drawn anew with ``seed`` (the random-start baseline)."""
+    from c4forge.trainers.models import build_model
+
     torch.manual_seed(seed)
     model = build_model(backbone.family, backbone.config).train()
     return Backbone(
         model, backbone.family, backbone.config, backbone.vocab, backbone.vocab_dir,
         "random-init", None, None,
     )  # fmt: skip
-
-
-def config_from_dict(family: str, data: dict[str, Any]) -> Any:
-    """The trainers' model config of ``family`` from its ``to_dict`` form (finetune.json)."""
-    from c4forge.trainers.models import config_from_dict as trainers_config
-
-    return trainers_config(family, data)

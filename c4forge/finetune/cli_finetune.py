@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from c4forge.cliconfig import positive  # noqa: F401 - kept importable from here
-from c4forge.finetune.options import TASK_HELP, FinetuneOptions  # noqa: F401
+from c4forge.finetune.options import FinetuneOptions
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -108,7 +108,8 @@ def heldout_nll_pair(run_dir: str, shards: str) -> dict[str, float]:
 
 
 def _both_inits(run_dir: str, work: str, overwrite: bool) -> dict[str, float]:
-    from c4forge.finetune.loop import FinetuneOptions, finetune
+    from c4forge.finetune.loop import finetune
+    from c4forge.finetune.options import FinetuneOptions
     from c4forge.io.storage import read_json
 
     accuracy = {}

@@ -10,18 +10,29 @@ from typing import Any
 from c4forge.errors import ConfigError
 from c4forge.finetune.evaluation import predict_split
 from c4forge.finetune.loop import encoded_for_eval
-from c4forge.finetune.options import EvaluateOptions
+from c4forge.finetune.options import DEFAULT_MAX_LENGTH, EvaluateOptions
 from c4forge.finetune.outputs import spec_of, write_results
 from c4forge.finetune.restore import load_finetuned
 from c4forge.finetune.taskdata import load_task_data
 from c4forge.finetune.tasks import CustomFields, get_task
+from c4forge.finetune.zero_shot import is_training_run, load_pretrained_text_head
 
 
 def evaluate_run(opts: EvaluateOptions) -> tuple[dict[str, Any], str]:
     from c4forge.trainers.device import resolve_device
 
-    model, run_cfg, vocab = load_finetuned(opts.ft)
     task = "custom" if opts.task == "custom" else get_task(opts.task).name
+    if is_training_run(opts.ft):  # a (multi-task) pretraining run's own text head
+        if task == "custom":
+            raise ConfigError(
+                f"{opts.ft}: --task custom needs a fine-tuned model (its label set comes from "
+                "fine-tuning)"
+            )
+        model, run_cfg, vocab = load_pretrained_text_head(
+            opts.ft, get_task(task), opts.head, DEFAULT_MAX_LENGTH
+        )
+    else:
+        model, run_cfg, vocab = load_finetuned(opts.ft)
     if task != run_cfg["task"]:
         raise ConfigError(f"{opts.ft} was fine-tuned on {run_cfg['task']}, not {task}")
     if opts.head and opts.head != run_cfg["head"]:
@@ -80,3 +91,4 @@ def evaluate_run(opts: EvaluateOptions) -> tuple[dict[str, Any], str]:
                                **score_clean_subset(data.spec, records, excluded)}  # fmt: skip
         write_json(os.path.join(out, RESULTS), res)
     return res, out
+

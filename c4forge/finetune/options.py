@@ -235,14 +235,18 @@ class GlueOptions(CliConfig):
         "--exclude", default=None, metavar="REPORT",
         help="a `c4forge contamination` report: also score every task without its contaminated "
         "dev examples (a second table)",
-    )  # fmt: skip  # issue 17
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
 class EvaluateOptions(CliConfig):
     """Score a fine-tuned model on a split (``c4forge evaluate``)."""
 
-    ft: str = option("ft", help="a `c4forge finetune` output folder")
+    ft: str = option(
+        "ft",
+        help="a `c4forge finetune` output folder, or a t5 training run or checkpoint (its own "
+        "text-to-text head, no fine-tuning: a multi-task model)",
+    )
     task: str = option("--task", required=True, help=TASK_HELP)
     data: str = option(
         "--data", required=True, help="GLUE folder, or the custom file to score"
@@ -260,7 +264,7 @@ class EvaluateOptions(CliConfig):
         "--exclude", default=None, metavar="REPORT",
         help="a `c4forge contamination` report: also score the subset without its contaminated "
         "examples",
-    )  # fmt: skip  # issue 17
+    )  # fmt: skip
     batch_size: int = option("--batch-size", default=64, type=int)
     device: str = _device(group=None)
     progress: bool = _progress(group=None)

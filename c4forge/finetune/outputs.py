@@ -47,7 +47,7 @@ def copy_vocabulary(vocab, ft_dir: str) -> str:
     """Copy the vocabulary folder (or, for a plain model given with --extra-ids, that model
     file) into ``FT/vocab``."""
     from c4forge.io import storage
-    from c4forge.tokenizers import vocab_files
+    from c4forge.vocab import vocab_files
 
     out = os.path.join(ft_dir, VOCAB_DIR)
     src = os.path.dirname(os.path.abspath(vocab.plain_model_path))

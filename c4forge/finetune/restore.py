@@ -13,15 +13,15 @@ from typing import Any
 import torch
 
 from c4forge.errors import InputError
-from c4forge.finetune.backbone import build_model, config_from_dict
 from c4forge.finetune.model import build_finetune_model
 from c4forge.finetune.outputs import VOCAB_DIR, read_run_config, spec_of
 from c4forge.trainers import checkpoint as ckpt
+from c4forge.trainers.models import build_model, config_from_dict
 
 
 def load_finetuned(ft_dir: str) -> tuple[torch.nn.Module, dict[str, Any], Any]:
     """(model in eval mode on the CPU, finetune.json, vocabulary)."""
-    from c4forge.tokenizers.vocab import Vocabulary
+    from c4forge.vocab.vocab import Vocabulary
 
     run_cfg = read_run_config(ft_dir)
     path = ckpt.latest_checkpoint(ft_dir)

@@ -17,7 +17,7 @@ from c4forge.finetune.tasks import (
     load_glue,
     split_file,
 )
-from c4forge.io.storage import sha256_file
+from c4forge.io.storage import sha256
 
 
 @dataclass
@@ -70,14 +70,14 @@ def load_task_data(
         if train:
             rows, labels = load_custom(custom, data)
             rows = subset(rows, limit)
-            files[os.path.abspath(data)] = sha256_file(data)
+            files[os.path.abspath(data)] = sha256(data)
             eval_path = eval_data or _custom_dev_path(data)
         else:
             eval_path = eval_data or data
         if not os.path.isfile(eval_path):
             raise InputError(f"{eval_path}: no evaluation file (pass --eval-data FILE)")
         evals, _ = load_custom(custom, eval_path, labels if not custom.regression else None)
-        files[os.path.abspath(eval_path)] = sha256_file(eval_path)
+        files[os.path.abspath(eval_path)] = sha256(eval_path)
         spec = custom_spec(custom, None if custom.regression else labels)
         return TaskData(spec, rows, {"dev": evals}, files)
     spec = get_task(task)
@@ -85,10 +85,10 @@ def load_task_data(
     if train:
         path = split_file(spec, data, "train")
         rows = subset(load_glue(spec, path), limit)
-        files[os.path.abspath(path)] = sha256_file(path)
+        files[os.path.abspath(path)] = sha256(path)
     evals = {}
     for name in (split,) if split else spec.dev_splits:
         path = split_file(spec, data, name)
         evals[name] = load_glue(spec, path)
-        files[os.path.abspath(path)] = sha256_file(path)
+        files[os.path.abspath(path)] = sha256(path)
     return TaskData(spec, rows, evals, files)

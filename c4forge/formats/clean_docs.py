@@ -20,9 +20,21 @@ from c4forge.io import storage
 from c4forge.io.storage import check_format
 
 CLEAN_STATS_FORMAT = "c4forge.clean.stats"
-_SHARD_RE = re.compile(
-    r"^c4-(?P<split>[A-Za-z0-9_-]+)\.(?P<index>\d+)-of-(?P<count>\d+)\.(?P<ext>json\.gz|json|parquet)$"
+# The one pattern of clean shard names, for the writer (``clean.output``: which files in an
+# output folder are shards) and every reader: ``c4-{split}.{index:05d}-of-{count:05d}.{ext}``,
+# the split ``train``/``validation`` or a language's sets (mC4: ``c4-de``, ``c4-de-validation``,
+# ``c4-zh-Latn``), ``json.gz`` or ``parquet``: exactly what the writer and the AllenAI release
+# name. (The reader once also took ``.json``, digits in the split and short indices: names
+# nothing writes, which the writer's stale-shard sweep did not treat as shards.)
+SHARD_RE = re.compile(
+    r"^c4-(?P<split>[A-Za-z][A-Za-z-]*)\.(?P<index>\d{5,})-of-(?P<count>\d{5,})"
+    r"\.(?P<ext>json\.gz|parquet)$"
 )
+
+
+def shard_name(split: str, index: int, count: int, ext: str = "json.gz") -> str:
+    """The file name of shard ``index`` of ``count`` of ``split`` (matches ``SHARD_RE``)."""
+    return f"c4-{split}.{index:05d}-of-{count:05d}.{ext}"
 
 
 def _listdir(directory: str) -> list[str]:
@@ -54,7 +66,7 @@ def list_clean_shards(directory: str, split: str) -> list[str]:
     found: dict[int, str] = {}
     counts: set[int] = set()
     for name in sorted(_listdir(directory)):
-        m = _SHARD_RE.match(name)
+        m = SHARD_RE.match(name)
         if not m or m["split"] != split:
             continue
         index = int(m["index"])
@@ -73,7 +85,7 @@ def list_clean_shards(directory: str, split: str) -> list[str]:
 
 def shard_index(path: str) -> int:
     """The NNNNN of `c4-{split}.NNNNN-of-MMMMM.*` (0 for a file not named that way)."""
-    m = _SHARD_RE.match(os.path.basename(path))
+    m = SHARD_RE.match(os.path.basename(path))
     return int(m["index"]) if m else 0
 
 

@@ -8,7 +8,6 @@ that refuse a shard set built for another vocabulary, objective or build.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -25,7 +24,7 @@ from c4forge.io.storage import (
     dumps_canonical,
     sha256_bytes,
 )
-from c4forge.tokenizers.vocab_files import COPY_DIR, MODEL_FILE, read_descriptor
+from c4forge.vocab.vocab_files import COPY_DIR, MODEL_FILE, read_descriptor
 
 FORMAT = "c4forge.shards"
 FORMAT_VERSION = 1
@@ -33,7 +32,6 @@ SUPPORTED_VERSIONS = (1,)
 METADATA_KEY = b"c4forge"
 INDEX_NAME = "index.json"
 PROGRESS_DIR = "_progress"
-SPLITS = ("train", "validation")
 COMPRESSIONS = (None, "lz4")
 VOCAB_DIR = COPY_DIR  # the shard set's copy of its vocabulary (§3.3 `vocab_files`)
 VOCAB_INDEX_KEY = "vocab_files"
@@ -292,7 +290,7 @@ def write_shard_batches(
     options = pa.ipc.IpcWriteOptions(compression=compression)
     rows = inputs = targets = 0
     with storage.atomic_writer(path) as f:
-        sink = _HashingSink(f)
+        sink = storage.HashingWriter(f)
         with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema, options=options) as writer:
             for columns in batches:
                 n = check_columns(spec, columns)
@@ -307,36 +305,8 @@ def write_shard_batches(
         "input_tokens": inputs,
         "target_tokens": targets,
         "bytes": sink.size,
-        "sha256": sink.hash.hexdigest(),
+        "sha256": sink.sha256.hexdigest(),
     }
-
-
-class _HashingSink:
-    """A write-only file that hashes what passes through: no second read of a written shard."""
-
-    def __init__(self, f: Any) -> None:
-        self.f = f
-        self.hash = hashlib.sha256()
-        self.size = 0
-        self.closed = False
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data)
-        self.hash.update(view)
-        self.size += view.nbytes
-        return self.f.write(view)
-
-    def tell(self) -> int:
-        return self.size
-
-    def flush(self) -> None:
-        self.f.flush()
-
-    def close(self) -> None:  # the atomic_open context closes (and fsyncs) the real file
-        self.closed = True
-
-    def writable(self) -> bool:
-        return True
 
 
 class Progress:

@@ -32,7 +32,9 @@ class InputFile:
         return self.path.rstrip("/").rsplit("/", 1)[-1]
 
 
-def _dir_patterns(input_format: str) -> tuple[str, ...]:
+def dir_patterns(input_format: str) -> tuple[str, ...]:
+    """The file-name patterns a folder INPUT is expanded with, for ``input_format`` (also the
+    Spark engine's, which lists folders on the cluster's filesystems)."""
     if input_format == "wet":
         return WET_PATTERNS
     if input_format == "warc":
@@ -58,7 +60,7 @@ def _expand_local(spec: str, input_format: str) -> list[InputFile]:
             raise InputError(f"glob {spec!r} matches no file")
         return [InputFile(os.path.abspath(f), os.path.getsize(f)) for f in files]
     if os.path.isdir(path):
-        patterns = _dir_patterns(input_format)
+        patterns = dir_patterns(input_format)
         files = []
         for root, dirs, names in os.walk(path):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -93,14 +95,14 @@ def _expand_remote(spec: str, input_format: str) -> list[InputFile]:
     # A "directory" on an object store is a prefix.
     prefix = spec.rstrip("/") + "/"
     found: list[InputFile] = []
-    for pattern in _dir_patterns(input_format):
+    for pattern in dir_patterns(input_format):
         found += _match_remote(prefix + "**" + pattern[1:])
     if not found:
         raise InputError(f"input {spec!r} does not exist (no object, no files under it)")
     return found
 
 
-def _read_path_list(spec: str) -> list[str]:
+def read_path_list(spec: str) -> list[str]:
     """``@paths.txt``: one path per line (as Common Crawl's ``wet.paths``); blanks and
     ``#`` comments ignored; relative paths are relative to the list's folder."""
     list_path = spec[1:]
@@ -142,7 +144,7 @@ def resolve_inputs(specs: list[str], input_format: str = "wet") -> list[InputFil
     """Expand files, globs, directories, remote paths and ``@lists`` into sorted unique files."""
     expanded: list[str] = []
     for spec in specs:
-        expanded += _read_path_list(spec) if spec.startswith("@") else [spec]
+        expanded += read_path_list(spec) if spec.startswith("@") else [spec]
     files: dict[str, InputFile] = {}
     for spec in expanded:
         found = (

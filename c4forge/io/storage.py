@@ -254,6 +254,34 @@ def md5_hex(text: str) -> str:
 # --- atomic writes -----------------------------------------------------------------------------
 
 
+class HashingWriter(io.RawIOBase):
+    """A write-only file that counts and sha256-hashes the bytes on their way to ``sink`` (a
+    file being written, usually an ``atomic_writer``'s): a written file's ``bytes`` and
+    ``sha256`` without reading it back. Closing it leaves ``sink`` open (its own context closes
+    and fsyncs it). Used by gzip (the clean shards) and by Arrow's IPC writer (the shards)."""
+
+    def __init__(self, sink: IO[bytes]) -> None:
+        self.sink = sink
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        view = memoryview(b)
+        self.sha256.update(view)
+        self.size += view.nbytes
+        self.sink.write(view)
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self.sink.flush()
+
+
 def tmp_name(path: str) -> str:
     return f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
 

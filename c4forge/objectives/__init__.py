@@ -10,7 +10,6 @@ from c4forge.objectives.examples import (
     example_blocks,
     example_key,
     new_stats,
-    rows_of,
     rows_of_block,
     shard_examples,
 )
@@ -25,12 +24,6 @@ from c4forge.objectives.functions import (
 )
 from c4forge.objectives.lengths import random_spans_helper, span_corruption_lengths
 from c4forge.objectives.noise import random_spans_noise_mask, regular_noise_mask
-from c4forge.objectives.packing import (
-    attention_masks,
-    derive_decoder_features,
-    first_fit_pack,
-    pad_concat,
-)
 from c4forge.objectives.registry import OBJECTIVES, ObjectiveConfig, ObjectiveSpec, make_config
 
 __all__ = [
@@ -39,24 +32,19 @@ __all__ = [
     "ExampleBlock",
     "ObjectiveConfig",
     "ObjectiveSpec",
-    "attention_masks",
     "bert_t5",
-    "derive_decoder_features",
     "deshuffle",
     "example_blocks",
     "example_key",
-    "first_fit_pack",
     "iid_drop",
     "iid_replace_spans",
     "make_config",
     "mass",
     "new_stats",
-    "pad_concat",
     "prefix_lm",
     "random_spans_helper",
     "random_spans_noise_mask",
     "regular_noise_mask",
-    "rows_of",
     "rows_of_block",
     "shard_examples",
     "span_corruption",

@@ -50,7 +50,7 @@ class BertInstance:
 
 def split_document(text: str) -> list[str]:
     """Sentences of a clean document: Punkt on each line (the clean pipeline's splitter)."""
-    from c4forge.filters.sentences import split_sentences
+    from c4forge.rules.sentences import split_sentences
 
     return [
         s for line in text.split("\n") if line.strip() for s in split_sentences(line) if s.strip()

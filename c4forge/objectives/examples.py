@@ -5,7 +5,8 @@ groups of 128 (or keep documents apart) → pieces of `tokens_length` → object
 
 Groups never cross a clean shard and every random draw is seeded from
 (seed, objective, clean shard, group, piece), so shards can be processed in any order, on any
-number of workers, with identical bytes. `rows_of` then turns the examples into row columns.
+number of workers, with identical bytes. `rows_of_block` then turns the examples into row
+columns.
 
 Two forms of the same examples: `shard_examples` yields one `Example` at a time (tests, other
 callers); `example_blocks` / `rows_of_block` keep many examples in flat arrays, which is what
@@ -29,11 +30,11 @@ from c4forge.objectives.functions import (
     span_corruption_batch,
     span_corruption_ragged_flat,
 )
-from c4forge.objectives.packing import first_fit_pack, pack_arrays, pad_concat
+from c4forge.objectives.packing import pack_arrays
 from c4forge.objectives.seeding import example_key, example_keys, piece_rng
 from c4forge.objectives.transforms import TooManySpans
+from c4forge.vocab.vocab import EOS_ID
 
-EOS_ID = 1
 HOLD_EXAMPLES = 4096  # full-piece examples held back so that group tails batch together
 CHUNK_STREAM = 1_000_003  # seed slot marking select_random_chunk draws (objective-independent)
 
@@ -471,7 +472,12 @@ def example_blocks(
 def rows_of_block(
     block: ExampleBlock, config: ObjectiveConfig, dtype: Any = np.int32
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """`rows_of` for a block (same columns and keys as for its examples)."""
+    """(columns, row keys) for a block of one clean shard's examples, in example order.
+
+    concat: one padded row per example, key = the example's key. per_document: first-fit rows
+    over windows of `config.pack_window` examples, key = the key of the row's first example.
+    Columns are `config.columns`; callers sort rows by key and cast to the shard's token dtype.
+    """
     if config.packing == "concat":
         return {
             "inputs": _rows(block.inputs, block.in_lens, config.inputs_length, dtype, "inputs"),
@@ -497,28 +503,6 @@ def _rows(flat: np.ndarray, lens: np.ndarray, width: int, dtype: Any, name: str)
     out = np.zeros((len(lens), width), dtype=dtype)
     out[np.arange(width)[None, :] < lens[:, None]] = flat
     return out
-
-
-def rows_of(
-    examples: Sequence[Example], config: ObjectiveConfig, dtype: Any = np.int32
-) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """(columns, row keys) for the examples of one clean shard, in example order.
-
-    concat: one padded row per example, key = the example's key. per_document: first-fit rows
-    over windows of `config.pack_window` examples, key = the key of the row's first example.
-    Columns are `config.columns`; callers sort rows by key and cast to the shard's token dtype.
-    """
-    keys = np.fromiter((e.key for e in examples), dtype=np.uint64, count=len(examples))
-    if config.packing == "concat":
-        return pad_concat(examples, config.inputs_length, config.targets_length, dtype), keys
-    packed = first_fit_pack(
-        examples,
-        config.inputs_length,
-        config.targets_length,
-        window=config.pack_window or 512,
-        dtype=dtype,
-    )
-    return packed.columns, keys[packed.first_example]
 
 
 # ----------------------------------------------------------------------------- the example builder

@@ -17,8 +17,7 @@ import numpy as np
 from c4forge.errors import ConfigError
 from c4forge.objectives import noise as nz
 from c4forge.objectives import transforms as tf
-
-EOS_ID = 1
+from c4forge.vocab.vocab import EOS_ID
 
 
 def _as_tokens(tokens: np.ndarray | list[int]) -> np.ndarray:
@@ -139,41 +138,6 @@ def span_corruption_batch(
 RAGGED_MAX_PIECES = 512  # (segment id << 53) | 53-bit draw must fit int64: 2·512 segments
 
 
-def span_corruption_ragged(
-    pieces: Sequence[np.ndarray],
-    rngs: Iterable[np.random.Generator],
-    *,
-    vocab_size: int,
-    noise_density: float = 0.15,
-    mean_noise_span_length: float = 3.0,
-    extra_ids: int = 100,
-    eos_id: int = EOS_ID,
-) -> list[tuple[np.ndarray, np.ndarray] | None]:
-    """Span corruption of up to 512 pieces of different lengths (each ≥ 2) in one vectorized pass.
-
-    Row i consumes the same draws as `span_corruption(pieces[i], rng_i)` and gives the same
-    example (the cut set is "the s−1 smallest draws" either way; here found for all pieces at
-    once by `smallest_per_segment` instead of a per-piece argpartition). Pieces needing more
-    than `extra_ids` sentinels give None (the caller counts them).
-    """
-    flat = span_corruption_ragged_flat(
-        pieces,
-        rngs,
-        vocab_size=vocab_size,
-        noise_density=noise_density,
-        mean_noise_span_length=mean_noise_span_length,
-        extra_ids=extra_ids,
-        eos_id=eos_id,
-    )
-    results: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(pieces)
-    if flat is None:
-        return results
-    ok, inputs, in_lens, targets, tg_lens = flat
-    for i, a, b in zip(ok.tolist(), _views(inputs, in_lens), _views(targets, tg_lens)):
-        results[i] = (a, b)
-    return results
-
-
 def _views(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
     """Consecutive slices of `flat` (views; np.split is ~10x slower per piece)."""
     bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
@@ -190,9 +154,14 @@ def span_corruption_ragged_flat(
     extra_ids: int = 100,
     eos_id: int = EOS_ID,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """`span_corruption_ragged` without per-piece arrays: (indices of the pieces that fit the
-    sentinels, their inputs concatenated, input lengths, targets concatenated, target
-    lengths), or None when no piece fits. The shard job builds rows from these directly.
+    """Span corruption of up to 512 pieces of different lengths (each ≥ 2) in one vectorized
+    pass: (indices of the pieces that fit the sentinels, their inputs concatenated, input
+    lengths, targets concatenated, target lengths), or None when no piece fits. The shard job
+    builds rows from these directly.
+
+    Piece i consumes the same draws as `span_corruption(pieces[i], rng_i)` and gives the same
+    example (the cut set is "the s−1 smallest draws" either way; here found for all pieces at
+    once by `smallest_per_segment` instead of a per-piece argpartition).
     """
     if len(pieces) > RAGGED_MAX_PIECES:
         raise ValueError(f"at most {RAGGED_MAX_PIECES} pieces per call")

@@ -72,11 +72,6 @@ def composition_from_uniforms(u: np.ndarray, total: int, parts: int) -> np.ndarr
     return np.diff(bounds, axis=-1)
 
 
-def random_composition(total: int, parts: int, rng: np.random.Generator) -> np.ndarray:
-    """One uniform composition, drawing `total − 1` uniforms from `rng`."""
-    return composition_from_uniforms(rng.random(max(total - 1, 0)), total, parts)
-
-
 def span_uniforms(length: int, noise_density: float, mean_noise_span_length: float) -> int:
     """How many U(0,1) draws one piece consumes: (n − 1) for the noise split + (k − 1) for the kept."""
     n, _, k = span_shape(length, noise_density, mean_noise_span_length)

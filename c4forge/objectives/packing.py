@@ -8,7 +8,6 @@ per example (not per token).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,15 +21,6 @@ PACKED_COLUMNS = (
     "targets_segment_ids",
     "targets_positions",
 )
-
-
-def _split_pairs(examples: Sequence[Any]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Accept `(inputs, targets)` pairs or objects with `.inputs` / `.targets` (e.g. `Example`)."""
-    if not examples:
-        return [], []
-    if hasattr(examples[0], "inputs"):
-        return [e.inputs for e in examples], [e.targets for e in examples]
-    return [e[0] for e in examples], [e[1] for e in examples]
 
 
 def _lengths(arrays: list[np.ndarray], width: int, name: str) -> np.ndarray:
@@ -49,19 +39,6 @@ def _prefix_rows(arrays: list[np.ndarray], lens: np.ndarray, width: int, dtype: 
     if arrays:
         out[np.arange(width)[None, :] < lens[:, None]] = np.concatenate(arrays)
     return out
-
-
-def pad_concat(
-    examples: Sequence[Any], inputs_length: int, targets_length: int, dtype: Any = np.int32
-) -> dict[str, np.ndarray]:
-    """`--packing concat`: one example per row, zero-padded to the row widths (T5's default)."""
-    ins, tgs = _split_pairs(examples)
-    return {
-        "inputs": _prefix_rows(ins, _lengths(ins, inputs_length, "inputs"), inputs_length, dtype),
-        "targets": _prefix_rows(
-            tgs, _lengths(tgs, targets_length, "targets"), targets_length, dtype
-        ),
-    }
 
 
 @dataclass
@@ -168,22 +145,6 @@ def _place(
     return tokens, segs, pos
 
 
-def first_fit_pack(
-    examples: Sequence[Any],
-    inputs_length: int,
-    targets_length: int,
-    window: int = 512,
-    dtype: Any = np.int32,
-) -> PackedRows:
-    """`--packing per_document`: first-fit packing with segment ids and positions (§5.2).
-
-    Segment ids are 1, 2, … in placement order within a row, the same on encoder and decoder
-    side; positions restart at 0 per segment; padding (0) is trailing. Deterministic.
-    """
-    ins, tgs = _split_pairs(examples)
-    return pack_arrays(ins, tgs, inputs_length, targets_length, window=window, dtype=dtype)
-
-
 def pack_arrays(
     ins: list[np.ndarray],
     tgs: list[np.ndarray],
@@ -192,7 +153,10 @@ def pack_arrays(
     window: int = 512,
     dtype: Any = np.int32,
 ) -> PackedRows:
-    """`first_fit_pack` of examples given as their inputs and targets arrays."""
+    """`--packing per_document`: first-fit packing (§5.2) of examples given as their inputs and
+    targets arrays, with segment ids and positions. Segment ids are 1, 2, … in placement order
+    within a row, the same on encoder and decoder side; positions restart at 0 per segment;
+    padding (0) is trailing. Deterministic."""
     if window < 1:
         raise ValueError("pack window must be >= 1")
     in_lens = _lengths(ins, inputs_length, "inputs")
@@ -219,84 +183,3 @@ def pack_arrays(
     return PackedRows({k: cols[k] for k in PACKED_COLUMNS}, first, per_row)
 
 
-def next_fit_row_count(
-    in_lens: Sequence[int],
-    tg_lens: Sequence[int],
-    inputs_length: int,
-    targets_length: int,
-    window: int = 512,
-) -> int:
-    """Rows seqio-style next-fit would use on the same windows (one open row; the §6.9 yardstick)."""
-    rows = 0
-    for w0 in range(0, len(in_lens), window):
-        rem_in = rem_tg = -1
-        for li, lt in zip(in_lens[w0 : w0 + window], tg_lens[w0 : w0 + window]):
-            if li > rem_in or lt > rem_tg:
-                rows += 1
-                rem_in, rem_tg = inputs_length, targets_length
-            rem_in -= li
-            rem_tg -= lt
-    return rows
-
-
-def derive_decoder_features(
-    targets: np.ndarray, targets_segment_ids: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """(decoder_input_tokens, decoder_loss_weights) of §5.3, for one row or a batch (last axis).
-
-    With segment ids: shift right within each segment, 0 at a segment start and on padding.
-    Without (concat mode): a plain shift with 0 first, as seqio does (the position after EOS
-    then holds EOS, harmless since its weight is 0 and padding attends to nothing).
-    """
-    targets = np.asarray(targets)
-    dec = np.zeros_like(targets)
-    dec[..., 1:] = targets[..., :-1]
-    if targets_segment_ids is not None:
-        seg = np.asarray(targets_segment_ids)
-        starts = np.ones(seg.shape, dtype=bool)
-        starts[..., 1:] = seg[..., 1:] != seg[..., :-1]
-        dec[starts | (seg == 0)] = 0
-    weights = (targets != 0).astype(np.float32)
-    return dec, weights
-
-
-def attention_masks(
-    inputs: np.ndarray,
-    targets: np.ndarray,
-    inputs_segment_ids: np.ndarray | None = None,
-    targets_segment_ids: np.ndarray | None = None,
-) -> dict[str, np.ndarray]:
-    """Boolean (…, query, key) masks of §5.4 — the numpy reference for the trainer's version.
-
-    Without segment columns every non-pad token has segment 1. Padding rows/columns are False.
-    """
-    inputs, targets = np.asarray(inputs), np.asarray(targets)
-    enc = (
-        np.asarray(inputs_segment_ids)
-        if inputs_segment_ids is not None
-        else (inputs != 0).astype(np.int64)
-    )
-    dec = (
-        np.asarray(targets_segment_ids)
-        if targets_segment_ids is not None
-        else (targets != 0).astype(np.int64)
-    )
-    enc_real, dec_real = inputs != 0, targets != 0
-    enc = np.where(enc_real, enc, 0)
-    dec = np.where(dec_real, dec, 0)
-    lt = targets.shape[-1]
-    causal = np.tril(np.ones((lt, lt), dtype=bool))
-    return {
-        "encoder_self": (enc[..., :, None] == enc[..., None, :])
-        & enc_real[..., :, None]
-        & enc_real[..., None, :],
-        "decoder_self": (
-            (dec[..., :, None] == dec[..., None, :])
-            & dec_real[..., :, None]
-            & dec_real[..., None, :]
-            & causal
-        ),
-        "encoder_decoder": (dec[..., :, None] == enc[..., None, :])
-        & dec_real[..., :, None]
-        & enc_real[..., None, :],
-    }

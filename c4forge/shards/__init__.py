@@ -10,7 +10,7 @@ so the local engine, Spark and Beam run the same build:
 - ``stage``: the build on the engine primitives (rows → runs → merge per output shard);
 - ``output``: the output folder's state machine (fresh / resume / done), the finishing pass
   (empty shards, stats, vocabulary copy, index.json last);
-- the shard set's own copy of its vocabulary (``SHARDS/vocab/``) is ``c4forge.tokenizers.vocab_files``'s;
+- the shard set's own copy of its vocabulary (``SHARDS/vocab/``) is ``c4forge.vocab.vocab_files``'s;
 - ``report``: the summary and the progress bar; ``verify``: ``c4forge shards verify``;
 - ``driver``: one build start to end (resolve, output state, engine, finish, summary);
 - ``cli``: argparse.

@@ -1,12 +1,13 @@
 """`c4forge shards`: clean documents → tokenized, corrupted, packed Arrow shards, on any engine
 (``--engine auto|local|spark|beam``, the same policy as `clean`).
 
-Two forms share one subparser, told apart by the first positional argument:
+Three forms share one subparser, told apart by the first positional argument:
 
     c4forge shards DOCS --vocab VOCAB --output DIR [options] [Beam options]
     c4forge shards verify DIR [--vocab VOCAB_DIR]
+    c4forge shards task NAME --vocab VOCAB --output DIR [--data …]   (c4forge.shards.tasks)
 
-(a documents folder literally named ``verify`` is reachable as ``./verify``). The objective
+(a documents folder named ``verify`` or ``task`` is reachable as ``./verify``). The objective
 choices and objective-only flags come from the objective registry (pure numpy, no Beam); the
 job is imported lazily in ``run`` so `--help` stays quick. ``job_from_args`` is the one place an
 argparse namespace becomes a typed ``ShardsOptions`` (``c4forge.cliconfig``), then a ``ShardsJob``. Unrecognised arguments are engine options
@@ -41,10 +42,13 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "target",
         nargs="+",
-        metavar="DOCS | verify DIR",
-        help="the clean documents folder, or `verify` followed by a shard folder",
+        metavar="DOCS | verify DIR | task NAME",
+        help="the clean documents folder, `verify` followed by a shard folder, or `task` and a "
+        "GLUE task name (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli) or custom",
     )
-    ShardsOptions.add_flags(p, cli_only=("target",))
+    from c4forge.shards.tasks import task_flags
+
+    ShardsOptions.add_flags(p, cli_only=("target",), insert_after={"quiet": task_flags()})
     return p
 
 
@@ -64,6 +68,11 @@ def job_from_args(args: argparse.Namespace, extra: list[str]) -> ShardsJob:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from c4forge.errors import ConfigError
+
+    if args.target[0] == "task":
+        from c4forge.shards.tasks import task_command
+
+        return task_command(args, extra)
     if args.target[0] == "verify":
         if len(args.target) != 2:
             raise ConfigError("usage: c4forge shards verify DIR [--vocab VOCAB_DIR]")

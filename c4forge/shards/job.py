@@ -24,6 +24,7 @@ from c4forge.formats import clean_docs
 from c4forge.formats import shards as fmt
 from c4forge.io import storage
 from c4forge.objectives.registry import ObjectiveConfig, make_config
+from c4forge.rules.split import SPLITS
 from c4forge.shards.options import ShardsOptions
 
 COMPRESSIONS = ("none", "lz4")
@@ -98,7 +99,7 @@ def parse_num_shards(spec: str | None) -> dict[str, int | None]:
 
 
 def load_vocabulary(path: str, extra_ids: int | None) -> Any:
-    from c4forge.tokenizers.vocab import Vocabulary
+    from c4forge.vocab.vocab import Vocabulary
 
     return Vocabulary.load(path, extra_ids=extra_ids)
 
@@ -190,7 +191,7 @@ class ShardsBuild:
 
     @property
     def splits(self) -> list[str]:
-        return [s for s in fmt.SPLITS if self.clean_files.get(s)]
+        return [s for s in SPLITS if self.clean_files.get(s)]
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -229,7 +230,7 @@ def source_block(docs: str, clean_files: dict[str, list[str]]) -> dict[str, Any]
 
 def resolve(job: ShardsJob) -> ShardsBuild:
     """Read the vocabulary and list the clean shards; refuse missing inputs before any work."""
-    from c4forge.tokenizers.vocab_files import source_files
+    from c4forge.vocab.vocab_files import source_files
 
     vocab = load_vocabulary(job.vocab, job.extra_ids)
     cfg = job.objective
@@ -241,7 +242,7 @@ def resolve(job: ShardsJob) -> ShardsBuild:
         job.token_dtype,
         max_predictions=cfg.targets_length,
     )
-    clean_files = {s: clean_docs.list_clean_shards(job.docs, s) for s in fmt.SPLITS}
+    clean_files = {s: clean_docs.list_clean_shards(job.docs, s) for s in SPLITS}
     if not clean_files["train"]:
         raise InputError(
             f"{job.docs}: no c4-train.NNNNN-of-NNNNN.json.gz files (a `c4forge clean` output "

@@ -45,7 +45,7 @@ def _vocabulary(build: ShardsBuild) -> Any:
     key = build.vocab_descriptor["sha256"]
     vocab = _VOCABS.get(key)
     if vocab is None:
-        from c4forge.tokenizers.vocab import Vocabulary
+        from c4forge.vocab.vocab import Vocabulary
 
         vocab = Vocabulary.__new__(Vocabulary)
         vocab.__setstate__(build.vocab_state)

@@ -16,6 +16,7 @@ puts back in sequence. Tokens leave the workers as uint16/int32 and are widened 
 from __future__ import annotations
 
 import collections
+import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ SEGMENT_COLUMNS = (
 )
 T5_COLUMNS = ("inputs", "targets", *SEGMENT_COLUMNS)  # what the encoder-decoder reads
 _SHUFFLE_TAG = 0x5348_5546  # "SHUF": keeps the shuffle stream apart from other seeded streams
+READ_AHEAD_ROWS = 4096  # rows a loader worker reads at once (whole micro-batches, at least one)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,15 +94,16 @@ class RowOrder:
         return sum(self.shard_rows)
 
     def _epoch_layout(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
-        order = np.asarray(shard_order(len(self.shard_rows), self.seed, epoch), np.int64)
-        rows = np.asarray(self.shard_rows, np.int64)[order]
-        starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
-        return order, starts
+        return _epoch_layout(self.shard_rows, self.seed, epoch)
 
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Global row indices → (shard index, row within shard), both int64 arrays."""
         rows = np.asarray(rows, np.int64)
         epoch, offset = np.divmod(rows, self.rows_per_epoch)
+        if len(rows) and epoch.min() == epoch.max():  # the usual case: one epoch, no masks
+            order, starts = self._epoch_layout(int(epoch[0]))
+            pos = np.searchsorted(starts, offset, side="right") - 1
+            return order[pos], offset - starts[pos]
         shard = np.empty_like(rows)
         within = np.empty_like(rows)
         for e in np.unique(epoch):
@@ -127,9 +130,35 @@ class RowOrder:
         return window * k * b + perm[slot * b : (slot + 1) * b]
 
 
+@functools.lru_cache(maxsize=8)
+def _epoch_layout(shard_rows: tuple[int, ...], seed: int, epoch: int) -> tuple[np.ndarray, ...]:
+    """(shard order, first global offset of each) of one epoch; cached because every
+    micro-batch asks for it and a permutation costs more than the lookup it serves."""
+    order = np.asarray(shard_order(len(shard_rows), seed, epoch), np.int64)
+    rows = np.asarray(shard_rows, np.int64)[order]
+    starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
+    order.setflags(write=False)
+    starts.setflags(write=False)
+    return order, starts
+
+
 # ---------------------------------------------------------------------------------------------
 # Reading rows.
 # ---------------------------------------------------------------------------------------------
+
+
+def _concatenate(parts: list[np.ndarray], buffer: np.ndarray | None) -> np.ndarray:
+    """``np.concatenate(parts)``, written into ``buffer`` when it has exactly that shape."""
+    if not parts:
+        return np.zeros((0, 0), np.uint16)
+    rows = sum(len(p) for p in parts)
+    if (
+        buffer is not None
+        and buffer.shape == (rows, *parts[0].shape[1:])
+        and buffer.dtype == parts[0].dtype
+    ):
+        return np.concatenate(parts, out=buffer)
+    return np.concatenate(parts)
 
 
 class ShardReader:
@@ -173,14 +202,13 @@ class ShardReader:
             raise VerificationError(
                 f"{path}: read {n} rows, index.json says {self.expected_rows[idx]}"
             )
-        data = {
-            c: np.concatenate(v) if v else np.zeros((0, 0), np.uint16) for c, v in parts.items()
-        }
+        # The evicted shard's arrays take the new rows when the shapes agree: fresh multi-MB
+        # allocations page-fault on every decode (worst with a mixture's several readers).
+        spare = self._cache.popitem(last=False)[1] if len(self._cache) >= self._cache_size else {}
+        data = {c: _concatenate(v, spare.get(c)) for c, v in parts.items()}
         if self.check is not None:
             self.check(data, path)
         self._cache[idx] = data
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
         return data
 
     def gather(self, shard: np.ndarray, within: np.ndarray) -> dict[str, np.ndarray]:
@@ -282,6 +310,17 @@ class TrainStream(_iterable_base()):  # type: ignore[misc]
     def __len__(self) -> int:
         return (self.end_step - self.start_step) * self.plan.grad_accum
 
+    def open_reader(self) -> Any:
+        """This worker's reader (a mixture's stream reads several shard sets)."""
+        return ShardReader(
+            self.shard_set, self.paths, self.rows, columns=self.columns, check=self.check
+        )
+
+    def read(self, reader: Any, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The rows of global indices ``rows``, in that order."""
+        shard, within = self.order.locate(rows)
+        return reader.gather(shard, within)
+
     def micro_rows(self, step: int, micro: int) -> np.ndarray:
         """Global row indices of micro-batch ``micro`` of this rank at ``step``."""
         p = self.plan
@@ -299,27 +338,32 @@ class TrainStream(_iterable_base()):  # type: ignore[misc]
                 worker, num_workers = info.id, info.num_workers
         except ImportError:
             pass
-        reader = ShardReader(
-            self.shard_set, self.paths, self.rows, columns=self.columns, check=self.check
-        )
-        accum = self.plan.grad_accum
-        for i in range(worker, len(self), num_workers):
-            step, micro = divmod(i, accum)
-            step += self.start_step
-            shard, within = self.order.locate(self.micro_rows(step, micro))
-            data = reader.gather(shard, within)
-            if self.host_dtype is not None:  # narrow unsigned token columns only
-                data = {
-                    k: v.astype(self.host_dtype) if v.dtype.kind == "u" else v
-                    for k, v in data.items()
-                }
-            item: dict[str, Any] = dict(data)
-            if not self.as_numpy:
-                torch = _torch()
-                item = {k: torch.from_numpy(v) for k, v in data.items()}
-            item["step"] = step
-            item["micro"] = micro
-            yield item
+        reader = self.open_reader()
+        accum, size = self.plan.grad_accum, self.plan.micro_rows
+        mine = range(worker, len(self), num_workers)
+        # Read a few micro-batches at once (same rows, same items): per-read overhead (row
+        # lookups, shard switches; one per source in a mixture) is paid once per chunk.
+        chunk = max(1, READ_AHEAD_ROWS // size)
+        for lo in range(0, len(mine), chunk):
+            keys = [divmod(i, accum) for i in mine[lo : lo + chunk]]
+            rows = [self.micro_rows(self.start_step + s, m) for s, m in keys]
+            block = self.read(reader, np.concatenate(rows))
+            for j, (step, micro) in enumerate(keys):
+                data = {k: v[j * size : (j + 1) * size] for k, v in block.items()}
+                yield self._item(data, self.start_step + step, micro)
+
+    def _item(self, data: dict[str, np.ndarray], step: int, micro: int) -> dict[str, Any]:
+        if self.host_dtype is not None:  # narrow unsigned token columns only
+            data = {
+                k: v.astype(self.host_dtype) if v.dtype.kind == "u" else v for k, v in data.items()
+            }
+        item: dict[str, Any] = dict(data)
+        if not self.as_numpy:
+            torch = _torch()
+            item = {k: torch.from_numpy(v) for k, v in data.items()}
+        item["step"] = step
+        item["micro"] = micro
+        return item
 
 
 def eval_batches(

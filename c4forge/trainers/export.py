@@ -22,11 +22,11 @@ from typing import Any
 
 from c4forge.errors import ConfigError, InputError, OutputExistsError, VerificationError
 from c4forge.io.storage import atomic_write_bytes, read_json, sha256_file, write_json
-from c4forge.tokenizers.vocab import proto_fields
-from c4forge.tokenizers.vocab_files import copy_dir
 from c4forge.trainers.checkpoint import read_model_tensors, resolve_checkpoint
 from c4forge.trainers.config import ModelConfig
 from c4forge.trainers.models import read_config, run_dir_of
+from c4forge.vocab.vocab import proto_fields
+from c4forge.vocab.vocab_files import copy_dir
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -140,7 +140,7 @@ def find_vocabulary(ckpt: Checkpoint, override: str | None):
     """The run's vocabulary: ``--vocab`` if given, else the run's own copy (``RUN/vocab``), else
     what trainer_state.json records, else a ``spiece.model`` / ``sentencepiece.model`` next to the
     checkpoint or in the run dir."""
-    from c4forge.tokenizers.vocab import Vocabulary
+    from c4forge.vocab.vocab import Vocabulary
 
     candidates: list[str] = []
     if override:

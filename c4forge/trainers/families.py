@@ -14,7 +14,7 @@ single-device gradient (model.md §5), for any number of parts.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from c4forge.errors import ConfigError, InputError
 from c4forge.objectives.registry import BERT_COLUMNS
-from c4forge.trainers.data import T5_COLUMNS, to_device
+from c4forge.trainers.data import T5_COLUMNS, DeviceBatch, to_device
 from c4forge.trainers.loss import weighted_cross_entropy
 
 
@@ -36,6 +36,19 @@ def _widen(item: dict[str, Any], name: str, device: Any, non_blocking: bool, dty
     return t.to(device, non_blocking=non_blocking).to(dtype)
 
 
+def no_padding(ids: Any) -> bool:
+    """No id is 0 (padding): read on the host copy, before the transfer, so no device sync.
+    The model then attends without a padding mask (models/t5.py, models/bert.py)."""
+    return not bool((ids == 0).any())
+
+
+@dataclass
+class T5Batch(DeviceBatch):
+    """A t5 micro-batch on the device, with what the host copy said about padding."""
+
+    full_inputs: bool = False
+
+
 @dataclass
 class BertBatch:
     """One bert micro-batch on the device, widened."""
@@ -46,6 +59,7 @@ class BertBatch:
     masked_lm_ids: torch.Tensor
     masked_lm_weights: torch.Tensor  # float32
     next_sentence_label: torch.Tensor
+    full_rows: bool = False  # no padding in input_ids (checked on the host copy)
 
 
 class T5Training:
@@ -61,7 +75,9 @@ class T5Training:
         return inputs_length + targets_length
 
     def to_device(self, item: dict[str, Any], device: Any, non_blocking: bool = False) -> Any:
-        return to_device(item, device, non_blocking)
+        batch = to_device(item, device, non_blocking)
+        full = "targets_segment_ids" not in item and no_padding(item["inputs"])
+        return T5Batch(**{f.name: getattr(batch, f.name) for f in fields(batch)}, full_inputs=full)
 
     def counts(self, batch: Any) -> torch.Tensor:
         return batch.weights().sum()[None]
@@ -69,17 +85,22 @@ class T5Training:
     def nonpad(self, batch: Any) -> torch.Tensor:
         return (batch.input_ids != 0).sum() + (batch.targets != 0).sum()
 
-    def forward_sums(
-        self, model: Any, batch: Any, z_loss: float, autocast: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def logits(self, model: Any, batch: Any, autocast: Any) -> torch.Tensor:
         with autocast:
-            logits = model(
+            return model(
                 batch.input_ids,
                 batch.decoder_input_ids,
                 batch.encoder_segment_ids,
                 batch.decoder_segment_ids,
+                full_inputs=getattr(batch, "full_inputs", False),
             )
-        loss_sum, _ = weighted_cross_entropy(logits, batch.targets, z_loss)
+
+    def forward_sums(
+        self, model: Any, batch: Any, z_loss: float, autocast: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        loss_sum, _ = weighted_cross_entropy(
+            self.logits(model, batch, autocast), batch.targets, z_loss
+        )
         return loss_sum[None], loss_sum.new_zeros(0)
 
     def check_rows(self, data: dict[str, np.ndarray], where: str, cfg: Any) -> None:
@@ -123,6 +144,7 @@ class BertTraining:
             move("masked_lm_ids"),
             move("masked_lm_weights", torch.float32),
             move("next_sentence_label"),
+            no_padding(item["input_ids"]),
         )
 
     @staticmethod
@@ -139,7 +161,12 @@ class BertTraining:
         self, model: Any, batch: BertBatch, z_loss: float, autocast: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
         with autocast:
-            mlm, nsp = model(batch.input_ids, batch.token_type_ids, batch.masked_lm_positions)
+            mlm, nsp = model(
+                batch.input_ids,
+                batch.token_type_ids,
+                batch.masked_lm_positions,
+                full_rows=batch.full_rows,
+            )
         w = batch.masked_lm_weights.reshape(-1)
         labels = batch.masked_lm_ids.reshape(-1)
         flat = mlm.float().reshape(-1, mlm.shape[-1])

@@ -93,19 +93,64 @@ def plot_loss_curve(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    sources = source_names(records)
+    if sources:  # a mixture: per-source losses, and a second panel of tokens per source
+        fig, (ax, tok_ax) = plt.subplots(
+            2, 1, figsize=(7, 6.6), dpi=110, sharex=True, height_ratios=(3, 2)
+        )
+    else:
+        fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     if train:
         ax.plot(*zip(*train), label="train loss", color="tab:blue", linewidth=1.4)
     if evals:
         ax.plot(*zip(*evals), "o-", label=eval_label, color="tab:orange", markersize=4)
-    ax.set_xlabel("step")
+    if sources:
+        plot_sources(ax, tok_ax, records, sources)
+    ax.set_xlabel("" if sources else "step")
     ax.set_ylabel(ylabel)
     ax.set_title(title or "c4forge train")
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize="small")
     fig.tight_layout()
     tmp = png_path + f".tmp-{os.getpid()}.png"
     fig.savefig(tmp)
     plt.close(fig)
     os.replace(tmp, png_path)
     return png_path
+
+
+def source_names(records: list[dict[str, Any]]) -> list[str]:
+    """The sources of a mixture run, from its ``tokens_<name>`` keys (first-seen order)."""
+    names: dict[str, None] = {}
+    for r in records:
+        for key in r:
+            if key.startswith("tokens_") and key != "tokens_per_s":
+                names.setdefault(key[len("tokens_") :], None)
+    return list(names)
+
+
+def plot_sources(ax: Any, tok_ax: Any, records: list[dict[str, Any]], names: list[str]) -> None:
+    """Each source's train loss (thin) and held-out NLL (dashed) on ``ax``; its cumulative
+    non-pad tokens (the log windows' ``tokens_<name>`` added up) on ``tok_ax``."""
+    import matplotlib.pyplot as plt
+
+    colors = plt.get_cmap("tab10").colors[2:]
+    for i, name in enumerate(names):
+        color = colors[i % len(colors)]
+        loss = [(r["step"], r[f"loss_{name}"]) for r in records if f"loss_{name}" in r]
+        if loss:
+            ax.plot(*zip(*loss), color=color, linewidth=0.8, alpha=0.8, label=f"train: {name}")
+        ev = [(r["step"], r[f"eval_nll_{name}"]) for r in records if f"eval_nll_{name}" in r]
+        if ev:
+            ax.plot(*zip(*ev), "s--", color=color, markersize=3, label=f"held-out: {name}")
+        steps, total, cum = [], 0, []
+        for r in records:
+            if f"tokens_{name}" in r:
+                total += r[f"tokens_{name}"]
+                steps.append(r["step"])
+                cum.append(total)
+        tok_ax.plot(steps, cum, color=color, label=name)
+    tok_ax.set_ylabel("non-pad tokens trained")
+    tok_ax.set_xlabel("step")
+    tok_ax.grid(True, alpha=0.3)
+    tok_ax.legend(fontsize="small")

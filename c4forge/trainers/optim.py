@@ -1,4 +1,4 @@
-"""Optimizers (model.md §2): T5's Adafactor (torch's) and nanoT5's AdamWScale.
+"""Optimizers (model.md §2): T5's Adafactor (sync-free, adafactor.py), nanoT5's AdamWScale, BERT's AdamW.
 
 The trainer sets every group's ``lr`` to the schedule value before each step (``set_lr``). Both
 keep their state as tensors (``step`` included), so ``state_dict()`` round-trips and flattens into
@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import torch
 
 from c4forge.errors import ConfigError
+from c4forge.trainers.adafactor import Adafactor, run_closure
 
 OPTIMIZERS = ("adafactor", "adamwscale", "adamw")
 DEFAULT_SCHEDULE = {"adafactor": "isr_decay", "adamwscale": "cosine", "adamw": "linear"}
@@ -43,9 +44,11 @@ def build_optimizer(
     lr: float | None = None,
     weight_decay: float = 0.0,
     foreach: bool | None = True,
+    compile: bool | None = None,
 ) -> torch.optim.Optimizer:
-    """``adafactor``: torch.optim.Adafactor as T5 trained; ``adamwscale``: nanoT5's default;
-    ``adamw``: BERT's (pass ``weight_decay_groups(model.named_parameters())`` as ``params``)."""
+    """``adafactor``: T5's Adafactor (torch's algorithm without host reads; ``compile`` None =
+    compiled on CUDA); ``adamwscale``: nanoT5's default; ``adamw``: BERT's (pass
+    ``weight_decay_groups(model.named_parameters())`` as ``params``)."""
     if name not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {name!r}; valid: {', '.join(OPTIMIZERS)}")
     lr = DEFAULT_LR[name] if lr is None else float(lr)
@@ -54,14 +57,14 @@ def build_optimizer(
         # max(1e-3, RMS(θ)), update clipping at d = 1. ε₁ stays torch's default (dtype eps, used
         # as a floor on the factored variance): T5's 1e-30 squared underflows in fp32 and a row
         # that never sees a gradient (an unused embedding row) would then divide 0 by 0.
-        return torch.optim.Adafactor(
+        return Adafactor(
             params,
             lr=lr,
             beta2_decay=-0.8,
             eps=(None, 1e-3),
             d=1.0,
             weight_decay=weight_decay,
-            foreach=foreach,
+            compile=compile,
         )
     if name == "adamw":
         # BERT's AdamW: β = (0.9, 0.999), eps 1e-6, decoupled decay (weight_decay_groups sets it
@@ -71,6 +74,22 @@ def build_optimizer(
             params, lr=lr, betas=(0.9, 0.999), eps=1e-6, weight_decay=weight_decay, foreach=foreach
         )
     return AdamWScale(params, lr=lr, weight_decay=weight_decay)
+
+
+def torch_adafactor(
+    params: Iterable[torch.nn.Parameter], lr: float | None = None, weight_decay: float = 0.0
+) -> torch.optim.Optimizer:
+    """``torch.optim.Adafactor`` with the same settings: the numerics reference (and the
+    "before" of benchmarks); it reads ~10 scalars per tensor back to the host each step."""
+    return torch.optim.Adafactor(
+        params,
+        lr=DEFAULT_LR["adafactor"] if lr is None else float(lr),
+        beta2_decay=-0.8,
+        eps=(None, 1e-3),
+        d=1.0,
+        weight_decay=weight_decay,
+        foreach=True,
+    )
 
 
 def set_lr(optimizer: torch.optim.Optimizer, value: float) -> None:
@@ -110,10 +129,7 @@ class AdamWScale(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = run_closure(closure)
         for group in self.param_groups:
             params, grads, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
             for p in group["params"]:

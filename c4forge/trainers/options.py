@@ -11,18 +11,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from c4forge.cliconfig import CliConfig, flag, non_negative, option, positive
+from c4forge.trainers.mixture_spec import STRATEGIES, MixtureSpec, load_mixture, spec_from_flags
 
 # the optimizer each family trains with unless --optimizer says otherwise
 FAMILY_OPTIMIZER = {"t5": "adafactor", "bert": "adamw"}
 
-_M, _O, _R = "model", "optimisation", "run"  # argument groups of `train --help`
+_M, _O, _X, _R = "model", "optimisation", "mixture", "run"  # groups of `train --help`
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrainOptions(CliConfig):
     """Everything ``c4forge train`` accepts; ``None`` = not given (default or checkpoint's)."""
 
-    shards: str = option("shards", help="shard directory (with index.json)")
+    shards: str = option(
+        "shards", help="shard directory (with index.json), or a mixture file (.toml)"
+    )
     output: str = option(
         "--output", "-o", required=True, help="run directory (checkpoints, metrics, curve)"
     )
@@ -115,6 +118,31 @@ class TrainOptions(CliConfig):
         "--shuffle-batches", default=None, group=_O, type=non_negative,
         help="shuffle rows within windows of K global batches (default 0: shard order)",
     )  # fmt: skip
+    # -- mixture (the sources' figures: loss_<name>, tokens_<name>, eval_nll_<name>)
+    mix: tuple[str, ...] | None = option(
+        "--mix", default=None, group=_X, action="append", metavar="[NAME=]SHARDS",
+        convert=tuple, help="another shard set mixed with SHARDS (repeat for more)",
+    )  # fmt: skip
+    mix_rates: str | None = option(
+        "--mix-rates", default=None, group=_X, metavar="R,R,…",
+        help="strategy rates: one weight per source (SHARDS first), normalised",
+    )  # fmt: skip
+    mix_strategy: str | None = option(
+        "--mix-strategy", default=None, group=_X, choices=STRATEGIES,
+        help="T5 §3.5.2: rates, proportional (min(rows, K)), temperature, equal",
+    )  # fmt: skip
+    mix_limit: int | None = option(
+        "--mix-limit", default=None, group=_X, type=positive, metavar="K",
+        help="examples-proportional limit K in rows (proportional, temperature)",
+    )  # fmt: skip
+    mix_temperature: float | None = option(
+        "--mix-temperature", default=None, group=_X, type=float, metavar="T",
+        help="temperature T (rates ∝ min(rows, K)^(1/T))",
+    )  # fmt: skip
+    mix_pad: bool = option(
+        "--mix-pad", default=False, group=_X, action="store_true",
+        help="zero-pad sources with shorter rows to the longest (else an error)",
+    )  # fmt: skip
     # -- run
     device: str = option("--device", default="auto", group=_R, choices=("auto", "cpu", "cuda", "xla"))
     resume: str | None = option(
@@ -183,3 +211,35 @@ class TrainOptions(CliConfig):
             else self.grad_clip,
             "z_loss": 0.0 if self.z_loss is None else self.z_loss,
         }
+
+    def mixture(self) -> MixtureSpec | None:
+        """The mixture asked for (a .toml SHARDS, or ``--mix``), None for one shard set; a
+        malformed request is a ConfigError here, before any work."""
+        from c4forge.errors import ConfigError
+        from c4forge.trainers.mixture_spec import is_mixture_file
+
+        given = [
+            f"--{k.replace('_', '-')}"
+            for k in ("mix_rates", "mix_strategy", "mix_limit", "mix_temperature")
+            if getattr(self, k) is not None
+        ] + (["--mix-pad"] if self.mix_pad else [])
+        if is_mixture_file(self.shards):
+            if self.mix or given:
+                flags = (["--mix"] if self.mix else []) + given
+                raise ConfigError(
+                    f"{self.shards} is a mixture file: put {flags[0]} in it, not on the command line"
+                )
+            return load_mixture(self.shards)
+        if not self.mix:
+            if given:
+                raise ConfigError(f"{given[0]} needs --mix (a second shard set) or a mixture file")
+            return None
+        return spec_from_flags(
+            self.shards,
+            self.mix,
+            rates=self.mix_rates,
+            strategy=self.mix_strategy,
+            limit=self.mix_limit,
+            temperature=self.mix_temperature,
+            pad=self.mix_pad,
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -20,6 +20,7 @@ class RunSummary:
     curve: str | None
     metrics: str
     tensorboard: str | None
+    mixture_lines: list[str] = field(default_factory=list)  # requested vs realised rates
 
     @property
     def eval_nll(self) -> float | None:
@@ -43,6 +44,7 @@ class RunSummary:
             f"trained steps {self.start_step} → {self.steps} in {self.seconds:.1f} s",
             f"final train loss {fmt(self.final_loss, '.4f')}",
             held_out,
+            *self.mixture_lines,
             f"throughput {fmt(self.tokens_per_s, ',.0f')} tokens/s "
             f"({fmt(self.nonpad_tokens_per_s, ',.0f')} non-pad), MFU "
             + ("n/a (unknown device peak)" if self.mfu is None else f"{100 * self.mfu:.1f} %"),

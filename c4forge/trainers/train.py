@@ -42,8 +42,6 @@ import torch
 from c4forge import __version__
 from c4forge.errors import ConfigError, OutputExistsError, VerificationError
 from c4forge.io.storage import read_json
-from c4forge.tokenizers import vocab_files
-from c4forge.tokenizers.vocab_files import check_vocab_dir, copy_run_vocab, read_descriptor
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers import distributed as dist
 from c4forge.trainers import models
@@ -62,6 +60,8 @@ from c4forge.trainers.optim import build_optimizer, schedule_note, set_lr, weigh
 from c4forge.trainers.options import FAMILY_OPTIMIZER, TrainOptions
 from c4forge.trainers.schedules import schedule_fn
 from c4forge.trainers.summary import RunSummary
+from c4forge.vocab import vocab_files
+from c4forge.vocab.vocab_files import check_vocab_dir, copy_run_vocab, read_descriptor
 
 __all__ = ["FAMILY_OPTIMIZER", "RunSummary", "TrainOptions", "setup", "run", "train"]
 
@@ -144,6 +144,7 @@ class Data:
     targets_length: int
     training: dict[str, Any]  # the trajectory options, defaults resolved (or the checkpoint's)
     plan: DataPlan
+    mixture: Any = None  # mixture_data.Mixture when several shard sets are mixed
 
 
 @dataclass(frozen=True)
@@ -273,10 +274,12 @@ def setup_data(opts: TrainOptions, rt: Runtime, resume: Resume) -> Data:
     """Open and verify the shards against the vocabulary and the checkpoint; resolve the
     trajectory options (a resumed run keeps the checkpoint's) and this rank's data plan."""
     st = resume.state
-    family = family_of_shards(opts, resume)
+    spec = opts.mixture()  # a malformed mixture request fails first
+    primary = opts.shards if spec is None else spec.sources[0].shards
+    family = family_of_shards(opts, resume, primary)
     # the vocabulary: --vocab, else the copy a shard set carries (SHARDS/vocab), else what
     # the checkpoint recorded; every one is checked against the shards' fingerprint
-    vocab_source = opts.vocab or vocab_files.copy_dir(opts.shards)
+    vocab_source = opts.vocab or vocab_files.copy_dir(primary)
     if vocab_source is None and st is not None:
         vocab_source = vocab_files.copy_dir(opts.output)  # the run's own copy
     run_vocab = read_descriptor(vocab_source) if vocab_source else None
@@ -292,14 +295,20 @@ def setup_data(opts: TrainOptions, rt: Runtime, resume: Resume) -> Data:
     lengths = {}
     if st is not None:
         lengths = {k: st["config"][k] for k in ("inputs_length", "targets_length")}
-    shards = open_shard_set(
-        opts.shards, vocab=run_vocab, full=opts.verify_shards == "full", **lengths
-    )
+    training = resolve_training(opts, family, resume)
+    mixture = None
+    if spec is not None:
+        mixture = mixture_for(spec, st, run_vocab, training["seed"], opts, resume)
+        shards = mixture.sources[0].shards
+    else:
+        shards = open_shard_set(
+            primary, vocab=run_vocab, full=opts.verify_shards == "full", **lengths
+        )
     index_sha = shards.index_sha256
     if st is not None and st["config"]["shards_index_sha256"] != index_sha:
         raise VerificationError(
             f"{resume.path} was trained on shards whose index.json has sha256 "
-            f"{st['config']['shards_index_sha256']}; {opts.shards}/index.json is {index_sha}"
+            f"{st['config']['shards_index_sha256']}; {primary}/index.json is {index_sha}"
         )
     vocabulary = dict(shards.vocab)
     own = vocab_files.copy_dir(opts.output)
@@ -310,9 +319,8 @@ def setup_data(opts: TrainOptions, rt: Runtime, resume: Resume) -> Data:
     else:
         vocab_dir = st["config"].get("vocab_dir") if st else None
     if vocab_dir is None:
-        vocab_dir = guess_vocab_dir(opts.shards, vocabulary["sha256"])
+        vocab_dir = guess_vocab_dir(primary, vocabulary["sha256"])
     obj = shards.index["objective"]
-    training = resolve_training(opts, family, resume)
     plan = DataPlan(
         batch_size=training["batch_size"],
         world_size=rt.info.world_size,
@@ -321,6 +329,22 @@ def setup_data(opts: TrainOptions, rt: Runtime, resume: Resume) -> Data:
         seed=training["seed"],
         shuffle_window=training["shuffle_window"],
     )
+    if mixture is not None:
+        from c4forge.trainers.mixture_family import MixtureT5Training
+
+        return Data(
+            family=family,
+            fam=MixtureT5Training(mixture.names, mixture.columns),
+            shards=shards,
+            index_sha=index_sha,
+            vocabulary=vocabulary,
+            vocab_dir=vocab_dir,
+            inputs_length=mixture.inputs_length,
+            targets_length=mixture.targets_length,
+            training=training,
+            plan=plan,
+            mixture=mixture,
+        )
     return Data(
         family=family,
         fam=training_for(family),
@@ -333,6 +357,39 @@ def setup_data(opts: TrainOptions, rt: Runtime, resume: Resume) -> Data:
         training=training,
         plan=plan,
     )
+
+
+def mixture_for(
+    spec: Any, st: dict[str, Any] | None, vocab: Any, seed: int, opts: TrainOptions, resume: Resume
+) -> Any:
+    """Open and verify a mixture's sources; a resumed run must name the checkpoint's mixture."""
+    from c4forge.trainers.mixture_data import open_mixture
+
+    lengths = None
+    if st is not None:
+        lengths = {k: st["config"][k] for k in ("inputs_length", "targets_length")}
+    mixture = open_mixture(
+        spec, vocab=vocab, seed=seed, lengths=lengths, full=opts.verify_shards == "full"
+    )
+    if st is not None:
+        saved = st["config"].get("mixture")
+        if saved is None:
+            raise ConfigError(f"{resume.path} was trained on one shard set, not a mixture")
+        now = mixture.describe()
+        for key in ("strategy", "limit", "temperature", "pad", "rates", "block_counts"):
+            if saved.get(key) != now[key]:
+                raise ConfigError(
+                    f"mixture {key} {now[key]} differs from the checkpoint's {saved.get(key)} "
+                    f"({resume.path}); a resumed run keeps its mixture"
+                )
+        for a, b in zip(saved["sources"], now["sources"]):
+            if (a["name"], a["index_sha256"]) != (b["name"], b["index_sha256"]):
+                raise VerificationError(
+                    f"{resume.path} was trained on mixture source {a['name']!r} with index.json "
+                    f"sha256 {a['index_sha256']}; {b['shards']} ({b['name']!r}) has "
+                    f"{b['index_sha256']}"
+                )
+    return mixture
 
 
 def resolve_training(opts: TrainOptions, family: str, resume: Resume) -> dict[str, Any]:
@@ -350,17 +407,19 @@ def resolve_training(opts: TrainOptions, family: str, resume: Resume) -> dict[st
     return dict(saved)
 
 
-def family_of_shards(opts: TrainOptions, resume: Resume) -> str:
+def family_of_shards(opts: TrainOptions, resume: Resume, path: str | None = None) -> str:
     """The family the shards train (read from index.json before anything else is checked);
-    a preset or checkpoint of the other family is refused, naming both."""
+    a preset or checkpoint of the other family is refused, naming both. ``path``: the shard
+    set to read (a mixture's first source), default ``opts.shards``."""
+    path = path or opts.shards
     try:
-        index = read_json(os.path.join(opts.shards, "index.json"))
+        index = read_json(os.path.join(path, "index.json"))
         objective = str(index["objective"]["name"])
         schema = {e["name"] for e in index["schema"]}
     except (OSError, ValueError, KeyError, TypeError):
         return "t5"  # unreadable: open_shard_set reports it; nothing is trained anyway
-    family = models.family_of_objective(objective, schema, opts.shards)
-    rows = f"{opts.shards} holds {objective} rows, which train the {family} family"
+    family = models.family_of_objective(objective, schema, path)
+    rows = f"{path} holds {objective} rows, which train the {family} family"
     if resume.state is not None:
         saved = models.config_family(resume.state["config"]["model"])
         if saved != family:
@@ -477,7 +536,8 @@ def setup_optimizer(opts: TrainOptions, t: dict[str, Any], model: torch.nn.Modul
         if t["optimizer"] == "adamw"
         else model.parameters()
     )
-    optimizer = build_optimizer(t["optimizer"], params, lr=t["lr"])
+    # --no-compile / --compile decide for the optimizer's update too (None: compiled on CUDA)
+    optimizer = build_optimizer(t["optimizer"], params, lr=t["lr"], compile=opts.compile)
     return Optim(optimizer, schedule_fn(t["schedule"], opts.steps, warmup=t["warmup"], lr=t["lr"]))
 
 
@@ -511,15 +571,21 @@ def wrap_model(
 def make_loader(s: Setup) -> Any:
     """Batches from ``start_step`` on, in the data plan's order (device-side on TPU)."""
     dev = s.rt.dev
-    stream = TrainStream(
-        s.data.shards,
-        s.data.plan,
-        s.start_step,
-        s.opts.steps,
-        host_dtype=np.int32 if dev.kind == "xla" else None,
-        columns=s.data.fam.columns,
-        check=s.net.check,
-    )
+    common = dict(host_dtype=np.int32 if dev.kind == "xla" else None, check=s.net.check)
+    stream: Any
+    if s.data.mixture is not None:
+        from c4forge.trainers.mixture_data import MixtureStream
+
+        stream = MixtureStream(s.data.mixture, s.data.plan, s.start_step, s.opts.steps, **common)
+    else:
+        stream = TrainStream(
+            s.data.shards,
+            s.data.plan,
+            s.start_step,
+            s.opts.steps,
+            columns=s.data.fam.columns,
+            **common,
+        )
     workers = s.opts.num_workers
     if workers is None:
         workers = 2 if dev.kind in ("cuda", "xla") else 0
@@ -607,22 +673,29 @@ def evaluate(s: Setup) -> dict[str, float] | None:
     """Held-out loss over the first --eval-rows validation rows (model.md §3): the t5
     family's log-perplexity, the bert family's MLM/NSP losses and accuracies."""
     data, fam, info, dev = s.data, s.data.fam, s.rt.info, s.rt.dev
-    if "validation" not in data.shards.index["splits"]:
+    batches: Any
+    if data.mixture is not None:  # each source's validation split, marked with its source
+        batches = data.mixture.eval_batches(
+            s.opts.eval_rows, data.plan.micro_rows, info.rank, info.world_size, s.net.check
+        )
+    elif "validation" not in data.shards.index["splits"]:
         return None
-    if not data.shards.split_shards("validation"):
+    elif not data.shards.split_shards("validation"):
         return None
+    else:
+        batches = eval_batches(
+            data.shards,
+            s.opts.eval_rows,
+            data.plan.micro_rows,
+            info.rank,
+            info.world_size,
+            columns=fam.columns,
+            check=s.net.check,
+        )
     s.net.model.eval()
     k, m = len(fam.parts), len(fam.stats)
     acc = torch.zeros(2 * k + m, dtype=torch.float64, device=dev.device)
-    for batch in eval_batches(
-        data.shards,
-        s.opts.eval_rows,
-        data.plan.micro_rows,
-        info.rank,
-        info.world_size,
-        columns=fam.columns,
-        check=s.net.check,
-    ):
+    for batch in batches:
         b = fam.to_device(batch, dev.device)
         sums, stats = fam.forward_sums(s.net.forward_model, b, 0.0, dev.autocast())
         acc += torch.cat([sums.double(), fam.counts(b).double(), stats.double()])
@@ -651,7 +724,7 @@ def _versions() -> dict[str, str]:
 def run_config(s: Setup) -> dict[str, Any]:
     """The ``config`` block of every checkpoint's trainer state (what a resume checks)."""
     d = s.data
-    return {
+    config = {
         "family": d.family,
         "preset": s.net.preset,
         "model": s.net.cfg.to_dict(),
@@ -659,7 +732,7 @@ def run_config(s: Setup) -> dict[str, Any]:
         "steps": s.opts.steps,
         "inputs_length": d.inputs_length,
         "targets_length": d.targets_length,
-        "shards": os.path.abspath(s.opts.shards),
+        "shards": os.path.abspath(d.mixture.sources[0].path if d.mixture else s.opts.shards),
         "shards_index_sha256": d.index_sha,
         "dataset_fingerprint": d.shards.fingerprint,
         "vocabulary": d.vocabulary,
@@ -669,6 +742,9 @@ def run_config(s: Setup) -> dict[str, Any]:
         "device": s.rt.dev.kind,
         "compile": s.net.compiled,
     }
+    if d.mixture is not None:  # only then: a single-set checkpoint stays as it was
+        config["mixture"] = d.mixture.describe()
+    return config
 
 
 def save(s: Setup, step: int, nonpad: int) -> str | None:
@@ -851,7 +927,23 @@ def summarize(
         curve=curve,
         metrics=metrics,
         tensorboard=log.tensorboard_dir if log is not None else None,
+        mixture_lines=mixture_summary(s, step, ev),
     )
+
+
+def mixture_summary(s: Setup, step: int, ev: dict[str, float] | None) -> list[str]:
+    """Requested and realised rates over the rows of steps ``[0, step)``, and the last
+    held-out NLL of each source."""
+    mixture = s.data.mixture
+    if mixture is None:
+        return []
+    from c4forge.trainers.mixture_data import rate_lines, realised_counts
+
+    lines = rate_lines(mixture, realised_counts(mixture, s.data.plan, step))
+    per = [f"{n} {ev[f'eval_nll_{n}']:.4f}" for n in mixture.names if f"eval_nll_{n}" in (ev or {})]
+    if per:
+        lines.append("held-out NLL per source: " + ", ".join(per))
+    return lines
 
 
 def log_window(
@@ -895,8 +987,11 @@ def log_window(
         }
         if len(parts) > 1:
             record.update(zip(parts, means))
-        for (name, part), value in zip(stat_names, stat_sums):
-            record[name] = value / max(weights[part], 1.0)
+        if hasattr(s.data.fam, "stats_record"):  # a mixture's per-source figures
+            record.update(s.data.fam.stats_record(stat_sums))
+        else:
+            for (name, part), value in zip(stat_names, stat_sums):
+                record[name] = value / max(weights[part], 1.0)
         if util is not None:
             record["mfu"] = util
         if log is not None:

@@ -119,7 +119,7 @@ def run_dir_of(step_dir: str) -> str:
 def find_vocab_dir(step_dir: str, state: dict[str, Any]) -> str | None:
     """The run's own copy (``RUN/vocab``) first, so a moved run folder still finds it; then the
     vocabulary directory recorded at training time."""
-    from c4forge.tokenizers.vocab_files import copy_dir
+    from c4forge.vocab.vocab_files import copy_dir
 
     own = copy_dir(run_dir_of(step_dir))
     if own:

@@ -17,6 +17,9 @@ Choices where the spec leaves room (said here once):
 * The MLM head is applied only at the ``max_predictions`` gathered positions of each row
   (``gather_indexes`` in BERT's ``run_pretraining.py``): static shapes, and the vocabulary matmul
   costs P, not T, rows.
+* Rows the caller declares full (``full_rows``: no padding, known from the host copy) attend
+  without a mask, so SDPA may take its flash kernel; under ``torch.use_deterministic_algorithms``
+  the padding mask is built as before.
 * The embedding table has E rows (V rounded up to 128, as the t5 family; the extra rows are never
   targets); logits are fp32.
 """
@@ -170,7 +173,7 @@ class BertSelfAttention(nn.Module):
         self.key = nn.Linear(cfg.d_model, cfg.d_model)
         self.value = nn.Linear(cfg.d_model, cfg.d_model)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         b, t, _ = x.shape
 
         def heads(proj: nn.Linear) -> torch.Tensor:
@@ -179,9 +182,13 @@ class BertSelfAttention(nn.Module):
         q, k, v = heads(self.query), heads(self.key), heads(self.value)
         p = self.dropout if self.training else 0.0
         if self.impl == "sdpa":
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype), dropout_p=p)
+            if mask is not None:
+                mask = mask.to(q.dtype)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         else:  # eager: the numerics reference (and the XLA path); softmax in fp32
-            scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d_head) + mask
+            scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d_head)
+            if mask is not None:
+                scores = scores + mask
             weights = torch.softmax(scores.float(), dim=-1).to(v.dtype)
             out = torch.matmul(F.dropout(weights, p, self.training), v)
         return out.transpose(1, 2).reshape(b, t, self.n_heads * self.d_head)
@@ -337,18 +344,26 @@ class BertForPreTraining(nn.Module):
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        full_rows: bool = False,
     ) -> list[torch.Tensor]:
         """``[H_0 … H_L]``, each ``[B, T, H]``: the embedding output, then every layer's output.
 
-        ``attention_mask`` (1 = real token) defaults to ``input_ids != 0`` (pad id 0).
+        ``attention_mask`` (1 = real token) defaults to ``input_ids != 0`` (pad id 0);
+        ``full_rows`` (no padding anywhere, no ``attention_mask``) attends without a mask.
         """
         input_ids = input_ids.long()
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        if attention_mask is None:
-            attention_mask = input_ids != 0
         x = self.bert.embeddings(input_ids, token_type_ids.long())
-        mask = padding_mask(attention_mask, _compute_dtype(x))
+        mask = None
+        if (
+            attention_mask is not None
+            or not full_rows
+            or torch.are_deterministic_algorithms_enabled()
+        ):
+            if attention_mask is None:
+                attention_mask = input_ids != 0
+            mask = padding_mask(attention_mask, _compute_dtype(x))
         states = [x]
         for layer in self.bert.encoder.layer:
             x = layer(x, mask)
@@ -365,8 +380,9 @@ class BertForPreTraining(nn.Module):
         token_type_ids: torch.Tensor,
         masked_lm_positions: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
+        full_rows: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        last = self.hidden_states(input_ids, token_type_ids, attention_mask)[-1]
+        last = self.hidden_states(input_ids, token_type_ids, attention_mask, full_rows)[-1]
         index = masked_lm_positions.long()[:, :, None].expand(-1, -1, last.shape[-1])
         picked = torch.gather(last, 1, index)  # [B, P, H]
         emb = self.bert.embeddings.word_embeddings.weight

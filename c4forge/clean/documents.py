@@ -1,0 +1,31 @@
+"""The two records that travel through a clean plan: ``UrlEntry`` (a page as URL dedup sees it,
+without its text) and ``Doc`` (a page after the ``clean`` slot, the one document type of every
+engine and every stage after it)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class Doc(NamedTuple):
+    """A page after cleaning. ``sentences`` (Punkt, per line) is kept only until span dedup,
+    which rebuilds the text from them."""
+
+    url: str
+    timestamp: str
+    normalized_url: str
+    text: str
+    sentences: Any = None
+    language: str = "en"  # set by language ID (CLD3 in --variant multilingual)
+
+
+class UrlEntry(NamedTuple):
+    """What URL dedup needs of a page (c4_rules.md §4.2), without its text: the text stays in
+    the chunk that read it (``c4forge.clean.passes``); ``loc`` is ``(chunk, record)``."""
+
+    normalized_url: str
+    timestamp: str
+    text_md5: str
+    url: str
+    loc: tuple[int, int]
+    text: str = ""  # only with --keep-samples: a dropped copy's sample (drop_samples.MAX_TEXT)

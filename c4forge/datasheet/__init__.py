@@ -1,1 +1,0 @@
-"""`c4forge report`: the datasheet of a clean corpus (issue 17)."""

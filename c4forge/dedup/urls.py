@@ -1,0 +1,98 @@
+"""URL normalization and URL dedup (c4_rules.md §4): the plan's ``url_dedup`` stage.
+
+``normalize_url`` copies the reference's three regex steps verbatim, quirks included (it is
+not a URL canonicaliser: it only has to give the same keys as TFDS c4/en 3.1.0).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from c4forge.clean.counting import Flow
+from c4forge.clean.drop_samples import sample
+
+if TYPE_CHECKING:
+    from c4forge.clean.counting import Count
+
+P = TypeVar("P")  # a Page or a UrlEntry
+# URL dedup (stage ``url_dedup``): one page per normalized URL; ``tie_text_md5`` counts groups.
+DEDUP_FLOW = Flow(
+    ("duplicate_url",), ("passed",), ("tie_text_md5",), title="URL dedup", detail="groups"
+)
+
+# Reference (tfds text/c4_utils.py `_normalize_url`): unanchored, case-sensitive; the second
+# pattern's `.*` runs to the end of the string (URLs never contain a newline).
+_SCHEME_RE = re.compile(r"https?:\/\/(www\.)?")
+_TRACKING_RE = re.compile(r"\?(utm_|ref|feed).*")
+
+
+def normalize_url(url: str) -> str:
+    """§4.1: drop every ``http(s)://(www.)``, cut at the first ``?utm_``/``?ref``/``?feed``,
+    strip trailing ``/``."""
+    url = _SCHEME_RE.sub("", url)
+    url = _TRACKING_RE.sub("", url)
+    return url.rstrip("/")
+
+
+def text_md5(text: str) -> str:
+    return hashlib.md5(text.encode("utf-8")).hexdigest()
+
+
+def choose_url_copy(pages: Sequence[P]) -> tuple[P, bool]:
+    """§4.2 / D3: the newest ``timestamp`` (string order = ISO-8601 order); ties by the
+    smallest md5 of the text, then the smallest raw url. The flag says whether the md5 decided,
+    i.e. the newest copies did not all have the same text (counted as ``tie_text_md5``).
+
+    ``pages`` are anything with ``timestamp``, ``url`` and ``text_md5``: a ``Page``, or the
+    keys-only ``UrlEntry`` of the clean job (the text stays in its chunk)."""
+    if not pages:
+        raise ValueError("choose_url_copy needs at least one page")
+    newest = max(p.timestamp for p in pages)
+    tied = [p for p in pages if p.timestamp == newest]
+    if len(tied) == 1:
+        return tied[0], False
+    keyed = [(p.text_md5, p.url, i) for i, p in enumerate(tied)]
+    best = min(keyed)
+    decided_by_md5 = any(k[0] != best[0] for k in keyed)
+    return tied[best[2]], decided_by_md5
+
+
+def choose_url_copy_counted(pages: Sequence[P], count: Count) -> P:
+    """``choose_url_copy`` plus its counters (``url_dedup``: every copy but one is a
+    ``duplicate_url``, the survivor ``passed``, an md5 decision ``tie_text_md5``); the one place
+    URL dedup is counted, for every engine and the resumable front."""
+    kept, tie_by_text = choose_url_copy(pages)
+    if len(pages) > 1:
+        count("url_dedup", "duplicate_url", len(pages) - 1)
+        for p in pages:
+            if p is not kept:
+                sample(count, "url_dedup", "duplicate_url", p.text, p.url)
+    if tie_by_text:
+        count("url_dedup", "tie_text_md5")
+    count("url_dedup", "passed")
+    return kept
+
+
+# --- the plan's stage: key every page by its normalized URL, keep one copy per key ------------
+
+
+def key_by_normalized_url(entry: Any, count: Count) -> Iterator[tuple[str, Any]]:
+    yield entry.normalized_url, entry
+
+
+def url_dedup(key: str, pages: Iterable[Any], count: Count) -> Iterator[Any]:
+    """One normalized URL's pages (or ``UrlEntry``s) → the kept copy (§4.2, D3), counted once
+    here."""
+    yield choose_url_copy_counted(list(pages), count)
+
+
+def stage(job: Any) -> Any:
+    """Every plan has it, between the page stages and ``clean``."""
+    from c4forge.clean.plan import GroupStage
+
+    return GroupStage(
+        "url_dedup", key_by_normalized_url, url_dedup, "normalized URL", flow=DEDUP_FLOW
+    )
