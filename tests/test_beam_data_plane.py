@@ -16,7 +16,6 @@ import os
 from pathlib import Path
 
 import apache_beam as beam
-import pytest
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.portability.fn_api_runner import worker_handlers
@@ -37,7 +36,6 @@ class _Seen(beam.DoFn):
         yield len(element)
 
 
-@pytest.mark.timeout(300)
 def test_two_worker_run_has_no_flush_timer(monkeypatch) -> None:
     monkeypatch.setattr(worker_handlers, "DATA_BUFFER_TIME_LIMIT_MS", FORCED_MS)
     # the worker processes unpickle ``_Seen`` from this module: put its folder on their path
