@@ -26,7 +26,6 @@ from c4forge.clean import resume_state as pg
 from c4forge.clean import stats as cs
 from c4forge.clean.config import CleanJob
 from c4forge.clean.plan import Plan, build_plan
-from c4forge.engines.beam_options import LOCAL_RUNNERS
 from c4forge.errors import C4ForgeError, ConfigError, VerificationError
 from c4forge.io import storage
 from c4forge.io.inputs import InputFile, inputs_block
@@ -43,7 +42,7 @@ def choose_engine(job: CleanJob) -> tuple[CleanJob, str]:
     if job.engine != "auto":
         return job, ""
     size = 0
-    if job.runner in LOCAL_RUNNERS and not job.passthrough:
+    if not job.runner and not job.passthrough:  # the size is for the first line only
         size = sum(f.size for f in resolve_inputs(list(job.inputs), job.input_format))
     engine, why = choose(job.engine, job.runner, job.passthrough, size)
     return job.replace(engine=engine), why

@@ -39,9 +39,10 @@ def engine_option() -> Any:
         "--engine",
         default="auto",
         choices=list(ENGINES),
-        help="auto (default): local for inputs of 64 MiB or more run on this machine, else beam; "
-        "beam: a Beam job (DirectRunner, or --runner); spark: native PySpark (no Beam job "
-        "server needed); local: in-process worker pool, shuffles spilled to disk",
+        help="auto (default): local for a run on this machine, beam when a Beam runner or Beam "
+        "options are given; beam: a Beam job (DirectRunner, or --runner); spark: native "
+        "PySpark (no Beam job server needed); local: in-process worker pool, shuffles spilled "
+        "to disk",
     )
 
 

@@ -3,8 +3,7 @@ folder needs, let the engine write the missing shards (``stage.run`` on its prim
 check the accounting, finish (index.json last), remove the runs and summarise.
 
 The engine policy and flags are ``clean``'s (``engines.choose``): ``--engine auto`` picks the
-local engine for 64 MiB of clean documents or more, else Beam's DirectRunner; a Beam runner or
-Beam options mean Beam.
+local engine for a run on this machine; a Beam runner or Beam options mean Beam.
 """
 
 from __future__ import annotations
