@@ -1,13 +1,13 @@
-"""Packed documents: what crosses the output shuffle on every engine.
+"""Packed documents and sorted runs: how documents reach the shard writers on every engine.
 
-A packed document round-trips exactly, sorts as the plain one, and shards written from packed
-documents (``assign_shard`` → ``write_shard_group``) are byte-identical, in both formats, to
-``write_shard`` of the plain documents (the path before packing), on real C4 documents."""
+A packed document round-trips exactly, sorts as the plain one, and shards written from sorted
+runs of packed documents (``chunk_runs`` → ``split_run`` → ``write_run_shard``) are
+byte-identical, in both formats, to ``write_shard`` of the plain documents, on real C4
+documents."""
 
 from __future__ import annotations
 
 import gzip
-import heapq
 import json
 import zlib
 from pathlib import Path
@@ -58,34 +58,40 @@ def test_real_documents_pack_smaller_and_sort_the_same() -> None:
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
-def test_shards_from_packed_documents_are_byte_identical(tmp_path: Path, fmt: str) -> None:
-    """Real C4 documents in 3 train shards: written as every engine writes them (assigned,
-    packed, grouped with the markers, unpacked by ``write_shard_group``), in arrival order and
-    as a merge of sorted runs (the local engine), against ``write_shard`` of the plain
-    documents."""
+def test_shards_from_sorted_runs_are_byte_identical(tmp_path: Path, fmt: str) -> None:
+    """Real C4 documents in 3 train shards, written as every engine writes them (two chunks'
+    sorted runs, split by shard, merged by each shard's writer; the empty validation shard
+    written on the driver), against ``write_shard`` of the plain documents."""
     docs = _real_docs()
     assert len(docs) > 50
-    shards = {"train": 3, "validation": 1}
-    before, grouped, merged = (tmp_path / n for n in ("before", "grouped", "merged"))
-    for d in (before, grouped, merged):
+    options = {"train": 3, "validation": "auto"}
+    before, out, work = (tmp_path / n for n in ("before", "runs", "work"))
+    for d in (before, out, work):
         d.mkdir()
-    groups: dict[tuple[str, int], list] = {}
-    for key, value in co.shard_markers(shards):
-        groups[key] = [value]
-    for doc in reversed(docs):  # arrival order differs from the shard order
-        key, value = co.assign_shard(("train", doc), shards)
-        groups[key].append(value)
-    for (split, index), values in sorted(groups.items()):
-        plain = [co.unpack_doc(v) for v in values if v is not None]
-        expected = co.write_shard(str(before), split, index, shards[split], plain, fmt)
-        got = co.write_shard_group(str(grouped), fmt, shards, (split, index), values)
-        packed = [v for v in values if v is not None]
-        runs = [sorted(packed[i::2], key=co.doc_order) for i in range(2)]
-        stream = heapq.merge(*runs, key=co.doc_order)
-        got_merged = co.write_shard_group(str(merged), fmt, shards, (split, index), stream, True)
-        assert got == expected == got_merged
-    assert sum(len(v) - 1 for v in groups.values()) == len(docs)
+    runs = []
+    for c, part in enumerate((docs[0::2], docs[1::2][::-1])):  # arrival order is not shard order
+        runs += co.chunk_runs((("train", d) for d in part), str(work), f"chunk-{c:05d}")
+    totals = [("train", sum(n for _key, (_path, n) in runs))]
+    parts: dict[tuple[str, int, int], list] = {}
+    for item in runs:
+        for key, run in co.split_run(item, None, totals, options=options):
+            parts.setdefault(key, []).append(run)
+    assert all(len(v) == 2 for v in parts.values())  # every shard merges both chunks' runs
+    stats = [
+        s
+        for key, shard_runs in sorted(parts.items())
+        for s in co.write_run_shard(key, shard_runs, None, directory=str(out), fmt=fmt)
+    ]
+    for key, index, n in co.empty_shards(stats, options):
+        stats.append(co.write_shard(str(out), key, index, n, [], fmt))
+    expected = [
+        co.write_shard(
+            str(before), "train", i, 3, [d for d in docs if co.shard_of(d.url_md5, 3) == i], fmt
+        )
+        for i in range(3)
+    ]
+    expected.append(co.write_shard(str(before), "validation", 0, 1, [], fmt))
+    assert sorted(stats, key=lambda s: (s["split"], s["index"])) == expected
     for path in before.iterdir():
-        assert (grouped / path.name).read_bytes() == path.read_bytes()
-        assert (merged / path.name).read_bytes() == path.read_bytes()
+        assert (out / path.name).read_bytes() == path.read_bytes()
     assert len(list(before.iterdir())) == 4  # an empty validation shard too

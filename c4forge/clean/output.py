@@ -42,7 +42,7 @@ def make_out_doc(url: str, text: str, timestamp: str) -> OutDoc:
     return OutDoc(md5_hex(url), url, text, timestamp)
 
 
-# --- the packed document: what crosses the output shuffle ---------------------------------------
+# --- the packed document: what the sorted runs hold ----------------------------------------------
 
 PACK_LEVEL = 1  # zlib level of the packed payload: the fastest; the shards are gzip level 6
 _TS_LEN = 4  # bytes of the timestamp's length prefix in the payload (big-endian)
@@ -51,14 +51,12 @@ PackedDoc = tuple[str, str, bytes]  # (url_md5, url, zlib(len(timestamp) + times
 
 
 def pack_doc(doc: OutDoc) -> PackedDoc:
-    """``OutDoc`` → ``(url_md5, url, payload)``, the value that crosses the output shuffle.
+    """``OutDoc`` → ``(url_md5, url, payload)``, what a sorted run stores (``chunk_runs``).
 
-    Why: documents cross one shuffle, into the output shards, and they are most of the
-    shuffle bytes of a keys-only run. Spark compresses its shuffle files (lz4 by
-    default) but Beam's runners do not compress what crosses a GroupByKey (the DirectRunner
-    holds it in memory, Dataflow's shuffle service is billed per byte), and the local engine
-    pickles; so the plan compresses the payload once, for every engine. zlib level 1: about
-    3× smaller for page text at a fraction of the time level 6 takes; the sort key fields
+    Why: the documents are written to storage twice on their way to a shard (a chunk's run,
+    then its split by shard) and read back twice, so the payload is compressed once, for every
+    engine. zlib level 1: about 3× smaller for page text at a fraction of the time level 6
+    takes; the sort key fields
     (``url_md5``, ``url``) stay plain so ``doc_order`` and a merge of sorted runs read them
     without decompressing. The payload is the timestamp (length-prefixed) then the text, in
     UTF-8 (``surrogatepass``: any ``str`` round-trips; the shard writer decides what is valid).
@@ -131,38 +129,6 @@ def shard_counts(docs_per_key: Mapping[str, int], options: Mapping[str, Any]) ->
 
 def shard_of(url_md5: str, count: int) -> int:
     return int(url_md5, 16) % count
-
-
-# --- shard assignment: the one implementation every engine calls --------------------------------
-
-
-def assign_shard(element: tuple[str, OutDoc], shards: Mapping[str, int]) -> tuple:
-    """``(output key, OutDoc)`` → ``((output key, shard index), PackedDoc)`` (``shards``: the
-    ``shard_counts`` of the run); the document crosses the shuffle packed (``pack_doc``)."""
-    key, doc = element
-    return (key, shard_of(doc.url_md5, shards[key])), pack_doc(doc)
-
-
-def shard_markers(shards: Mapping[str, int]) -> list[tuple[tuple[str, int], None]]:
-    """One ``((key, index), None)`` per shard, grouped with the documents so that every shard
-    is written, an empty one too."""
-    return [((key, i), None) for key, n in shards.items() for i in range(n)]
-
-
-def write_shard_group(
-    directory: str,
-    fmt: str,
-    shards: Mapping[str, int],
-    shard: tuple[str, int],
-    values: Iterable,
-    presorted: bool = False,
-) -> dict:
-    """One shard's group (packed documents from ``assign_shard`` and its marker) → the file;
-    its ``outputs`` entry. ``presorted``: ``values`` already in ``sorted_docs`` order (streamed,
-    never a list; documents are unpacked one at a time)."""
-    key, index = shard
-    docs = (unpack_doc(v) for v in values if v is not None)
-    return write_shard(directory, key, index, shards[key], docs, fmt, presorted)
 
 
 def doc_order(doc: OutDoc | PackedDoc) -> tuple[str, str]:
