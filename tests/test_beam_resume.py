@@ -58,7 +58,8 @@ def inputs(tmp_path_factory) -> Path:
 
 
 def _cmd(inputs: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "c4forge", "clean", str(inputs), "-o", str(out), *extra]
+    beam = ["--engine", "beam"]  # the default picks the local engine on this machine
+    return [sys.executable, "-m", "c4forge", "clean", str(inputs), "-o", str(out), *beam, *extra]
 
 
 def _env() -> dict[str, str]:
