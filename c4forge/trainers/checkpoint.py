@@ -353,3 +353,52 @@ def load_checkpoint(
         _load_optimizer(optimizer, param_name_map(model), tensors, state["optimizer_meta"], path)
     restore_rng_state(state.get("rng", {}))
     return state
+
+
+# ----------------------------------------------------------------------------- trainer state
+
+
+def versions() -> dict[str, str]:
+    """The library versions a checkpoint was written with (recorded, never checked)."""
+    import numpy
+    import pyarrow
+
+    from c4forge import __version__
+
+    return {
+        "c4forge": __version__,
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "pyarrow": pyarrow.__version__,
+    }
+
+
+def trainer_state(
+    step: int,
+    batch_size: int,
+    row_tokens: int,
+    nonpad_tokens: int,
+    training: dict[str, Any],
+    total_steps: int,
+    lr_now: float,
+    config: dict[str, Any],
+) -> dict[str, Any]:
+    """``trainer_state.json`` of checkpoint ``step`` before ``save_checkpoint`` adds the file
+    checksums: the position in the data, the schedule, the RNG and the run's ``config``
+    (``lr_now``: the schedule's value at ``max(step, 1)``)."""
+    return {
+        "examples": step * batch_size,
+        "tokens": step * batch_size * row_tokens,
+        "nonpad_tokens": nonpad_tokens,
+        "schedule": {
+            "name": training["schedule"],
+            "total_steps": total_steps,
+            "warmup": training["warmup"],
+            "lr": training["lr"],
+            "value": lr_now,
+        },
+        "data": {"position_step": step, "global_rows_consumed": step * batch_size},
+        "rng": rng_state(),
+        "config": config,
+        "versions": versions(),
+    }
