@@ -463,6 +463,10 @@ def build_vocab(
         raise OutputExistsError(
             f"{output} already holds a vocabulary ({DESCRIPTOR_FILE}); pass --overwrite"
         )
+    if progress:  # a bad progress setting stops the run with its one line, before any other
+        from c4forge.progress import line_every_seconds
+
+        line_every_seconds()
     started = time.monotonic()
     need = expected_need(sources, sample_chars, sample_sentences)
     have = available_memory()
