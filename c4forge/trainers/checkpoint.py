@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from c4forge.errors import InputError, VerificationError
-from c4forge.io.storage import atomic_write_text, check_format, read_json, sha256_file, write_json
+from c4forge.io.storage import atomic_write_text, check_format, read_json, sha256, write_json
 
 FORMAT = "c4forge.trainer_state"
 FORMAT_VERSION = 1
@@ -265,8 +265,8 @@ def save_checkpoint(
         step=step,
         optimizer_meta=opt_meta,
         files={
-            "model.safetensors": sha256_file(model_path),
-            "optimizer.safetensors": sha256_file(opt_path),
+            "model.safetensors": sha256(model_path),
+            "optimizer.safetensors": sha256(opt_path),
         },
     )
     write_json(os.path.join(tmp, "config.json"), model_config)
@@ -309,7 +309,7 @@ def read_trainer_state(path: str) -> dict[str, Any]:
         file = os.path.join(path, name)
         if not os.path.isfile(file):
             raise VerificationError(f"{file}: missing from checkpoint {path}")
-        found = sha256_file(file)
+        found = sha256(file)
         if found != digest:
             raise VerificationError(
                 f"{file}: corrupt checkpoint (sha256 {found}, trainer_state.json says {digest})"
