@@ -1,9 +1,9 @@
 """`c4forge demo`: the whole chain on the bundled real sample, on this machine.
 
 clean → vocab → shards → a short CPU training run of the ``tiny`` preset, then BERT's side of
-the same clean sample: ``bert_mlm_nsp`` shards → a short ``bert-tiny`` pretraining run. Every stage runs
-through its real subcommand (the same code path a user's command line takes), so the demo is
-also the end-to-end smoke test of the toolkit. The sample is small (≈ 1,100 pages, ≈ 2 M
+the same clean sample: ``bert_mlm_nsp`` shards → a short ``bert-tiny`` pretraining run. Every stage
+builds its command's typed options (the dataclasses the command line builds) and calls the stage
+function, so the demo is also the end-to-end smoke test of the toolkit. The sample is small (≈ 1,100 pages, ≈ 2 M
 characters), so the vocabulary is small too (2,000 pieces instead of T5's 32,000) and the
 examples are 128/29 tokens instead of 512/114: enough to watch the loss fall in a few minutes.
 """
@@ -11,9 +11,16 @@ examples are 128/29 tokens instead of 512/114: enough to watch the loss fall in 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import time
+from collections.abc import Callable
+from typing import Any
+
+from c4forge.clean.config import CleanJob
+from c4forge.trainers.options import TrainOptions
+from c4forge.vocab.options import VocabOptions
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -43,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _stage(title: str, argv: list[str]) -> None:
+    """A stage that still runs through its subcommand (shards)."""
     from c4forge.cli import main
     from c4forge.errors import C4ForgeError
 
@@ -52,6 +60,47 @@ def _stage(title: str, argv: list[str]) -> None:
     if code != 0:
         raise C4ForgeError(f"demo stage '{title}' failed with exit code {code}")
     print(f"=== {title} done in {time.perf_counter() - start:.1f} s", flush=True)
+
+
+def _call(title: str, stage: Callable[[], Any], opts: Any = None) -> None:
+    """Run a stage function (``opts``: the typed options it was built from, shown)."""
+    print(f"\n=== {title}" + (f": {_shown(opts)}" if opts is not None else ""), flush=True)
+    start = time.perf_counter()
+    stage()
+    print(f"=== {title} done in {time.perf_counter() - start:.1f} s", flush=True)
+
+
+def _shown(opts: Any) -> str:
+    """``Options(field=value, …)`` with only the fields that differ from their defaults."""
+    given = [
+        f"{f.name}={getattr(opts, f.name)!r}"
+        for f in dataclasses.fields(opts)
+        if f.default is dataclasses.MISSING or getattr(opts, f.name) != f.default
+    ]
+    return f"{type(opts).__name__}({', '.join(given)})"
+
+
+def _clean(job: Any) -> None:
+    from c4forge.clean.driver import run_clean
+    from c4forge.errors import C4ForgeError
+
+    code = run_clean(job)
+    if code:
+        raise C4ForgeError(f"demo stage 'clean' failed with exit code {code}")
+
+
+def _vocab(opts: Any) -> None:
+    from c4forge.vocab.train import iter_summary, vocab_from_options
+
+    desc = vocab_from_options(opts)
+    for line in iter_summary(desc, opts.output):
+        print(line)
+
+
+def _train(opts: Any) -> None:
+    from c4forge.trainers.train import train
+
+    print(train(opts).text())
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -75,12 +124,16 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         return True
 
     if not done(os.path.join(clean, "stats.json")):
-        _stage("clean", ["clean", *inputs, "--output", clean, "--report", *workers, *over])
+        job = CleanJob(
+            inputs=tuple(inputs), output=clean, report=True, workers=args.workers or None,
+            overwrite=args.overwrite,
+        )  # fmt: skip
+        _call("clean", lambda: _clean(job), job)
     if not done(os.path.join(vocab, "vocab.json")):
-        _stage(
-            "vocab",
-            ["vocab", clean, "--output", vocab, "--vocab-size", str(args.vocab_size), *over],
+        vopts = VocabOptions(
+            docs=clean, output=vocab, vocab_size=args.vocab_size, overwrite=args.overwrite
         )
+        _call("vocab", lambda: _vocab(vopts), vopts)
     if not done(os.path.join(shards, "index.json")):
         _stage(
             "shards",
@@ -99,42 +152,23 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         )
     report = os.path.join(work, "report")
     if not done(os.path.join(report, "report.json")):  # the corpus datasheet
-        argv = ["report", clean, "--output", report, "--vocab", vocab, "--shards", shards]
-        _stage("report", argv)
+        from c4forge.report.write import write_report
+
+        def datasheet() -> None:
+            path = write_report(clean, report, vocab=vocab, shards=shards, progress=True)
+            print(f"c4forge report: {path}")
+
+        _call("report", datasheet)
     if args.overwrite and os.path.isdir(runs):
         shutil.rmtree(runs)
     if not done(os.path.join(runs, "checkpoints", "latest")):
-        _stage(
-            "train",
-            [
-                "train",
-                shards,
-                "--preset",
-                "tiny",
-                "--steps",
-                str(args.steps),
-                "--output",
-                runs,
-                "--batch-size",
-                str(args.batch_size),
-                "--device",
-                "cpu",
-                "--vocab",
-                vocab,
-                "--eval-every",
-                str(max(1, args.steps // 4)),
-                "--eval-rows",
-                "512",
-                "--save-every",
-                str(max(1, args.steps // 2)),
-                "--optimizer",
-                "adamwscale",
-                "--lr",
-                "3e-3",
-                "--warmup",
-                str(max(1, args.steps // 10)),
-            ],
-        )
+        topts = TrainOptions(
+            shards=shards, preset="tiny", steps=args.steps, output=runs,
+            batch_size=args.batch_size, device="cpu", vocab=vocab,
+            eval_every=max(1, args.steps // 4), eval_rows=512, save_every=max(1, args.steps // 2),
+            optimizer="adamwscale", lr=3e-3, warmup=max(1, args.steps // 10),
+        )  # fmt: skip
+        _call("train", lambda: _train(topts), topts)
 
     outputs = [
         ("clean documents + stats.json + funnel.png", clean),
@@ -151,7 +185,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from c4forge.finetune.demo_step import demo_transfer
 
     demo_transfer(runs, work, overwrite=args.overwrite, shards=shards)
-    outputs.append(("SST-2 fine-tuning (results.json, predictions.jsonl)", f"{work}/finetune-sst2-*"))
+    outputs.append(
+        ("SST-2 fine-tuning (results.json, predictions.jsonl)", f"{work}/finetune-sst2-*")
+    )
     print("\nc4forge demo finished. Outputs:")
     for label, path in outputs:
         print(f"  {label:58s} {path}")
@@ -178,8 +214,9 @@ def _bert_stages(args, clean, vocab, shards, run, done, workers, over) -> None:
         shutil.rmtree(run)
     if not done(os.path.join(run, "checkpoints", "latest")):
         steps = args.bert_steps
-        argv = ["train", shards, "--preset", "bert-tiny", "--steps", str(steps)]
-        argv += ["--output", run, "--batch-size", str(args.batch_size), "--device", "cpu"]
-        argv += ["--vocab", vocab, "--eval-every", str(max(1, steps // 4)), "--eval-rows", "512"]
-        argv += ["--save-every", str(max(1, steps // 2)), "--lr", "2e-3"]
-        _stage("train (bert-tiny)", argv)
+        opts = TrainOptions(
+            shards=shards, preset="bert-tiny", steps=steps, output=run,
+            batch_size=args.batch_size, device="cpu", vocab=vocab,
+            eval_every=max(1, steps // 4), eval_rows=512, save_every=max(1, steps // 2), lr=2e-3,
+        )  # fmt: skip
+        _call("train (bert-tiny)", lambda: _train(opts), opts)

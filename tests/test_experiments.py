@@ -261,17 +261,18 @@ def test_a_mixture_arm_plans_its_sources_and_shares_its_pretraining(tmp_path):
     keys = {s.key for s in plan.stages}
     changed = {s.kind for s in other.stages if s.key not in keys}
     assert changed == {"taskshards", "pretrain", "finetune"}
-    # the train command names every source and the strategy
-    from c4forge.experiments.execute import train_argv
+    # the train options name every source and the strategy
+    from c4forge.experiments.execute import train_options
 
     pre = mt["pretrain"]
     dirs = {s.kind: f"/s/{s.name}" for s in pre.inputs}
     dirs.update({f"stage:{s.name}": f"/s/{s.name}" for s in pre.inputs})
-    argv = train_argv(pre, "/s/out", dirs, "cpu")
-    assert argv[1] == f"c4=/s/{pre.inputs[0].name}"
-    assert f"sst2=/s/{mt['mix-sst2'].name}" in argv and "--mix-pad" in argv
-    assert argv[argv.index("--mix-strategy") + 1] == "proportional"
-    assert argv[argv.index("--mix-limit") + 1] == "4096"
+    opts = train_options(pre, "/s/out", dirs, "cpu")
+    assert opts.shards == f"c4=/s/{pre.inputs[0].name}"
+    assert f"sst2=/s/{mt['mix-sst2'].name}" in opts.mix and opts.mix_pad
+    assert opts.mix_strategy == "proportional" and opts.mix_rates is None
+    assert opts.mix_limit == 4096 and opts.resume == "auto" and not opts.progress
+    assert opts.mixture() is not None  # the request parses as the command line's would
 
 
 def test_no_p_value_without_a_test_and_enough_digits_for_small_intervals():

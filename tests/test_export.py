@@ -13,10 +13,10 @@ import torch
 
 from c4forge.cli import main
 from c4forge.errors import InputError, OutputExistsError, VerificationError
-from c4forge.io.storage import sha256_file, write_json
+from c4forge.io.storage import sha256, write_json
 from c4forge.trainers.config import make_config
+from c4forge.trainers.data import decoder_input_tokens
 from c4forge.trainers.export import export, load_model, resolve_checkpoint
-from c4forge.trainers.loss import decoder_inputs
 from c4forge.trainers.models.t5 import GLUTransformer
 
 transformers = pytest.importorskip("transformers")
@@ -70,7 +70,7 @@ def write_run(run: str, model: GLUTransformer, vocab_model: str | None, step: in
     config = {"inputs_length": 48}
     if vocab_model:
         config["vocab_model"] = vocab_model
-        state.setdefault("vocab_sha256", sha256_file(vocab_model))
+        state.setdefault("vocab_sha256", sha256(vocab_model))
     write_json(
         os.path.join(step_dir, "trainer_state.json"), {"step": step, "config": config, **state}
     )
@@ -124,7 +124,7 @@ def test_hf_loads_export_with_equal_logits(tmp_path, spm_model, ffn, tied):
     assert not info["missing_keys"] and not info["unexpected_keys"]
     hf.eval()
     inputs, targets = batch()
-    dec_in = decoder_inputs(targets)
+    dec_in = decoder_input_tokens(targets)
     # HF's own shift (labels → decoder inputs, start id 0) is ours
     assert torch.equal(
         hf._shift_right(targets.masked_fill(targets == 0, -100)).clamp(min=0), dec_in
@@ -234,7 +234,7 @@ def test_hf_reference_model_is_the_same_function(ffn, tied):
     hf = build_hf_model(model.config, model).eval()
     assert (hf.lm_head.weight is hf.shared.weight) == tied
     inputs, targets = batch()
-    dec_in = decoder_inputs(targets)
+    dec_in = decoder_input_tokens(targets)
     with torch.no_grad():
         theirs = hf(input_ids=inputs, attention_mask=(inputs != 0).long(), decoder_input_ids=dec_in)
         torch.testing.assert_close(theirs.logits, model(inputs, dec_in), atol=1e-5, rtol=0)

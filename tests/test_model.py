@@ -9,8 +9,9 @@ import torch
 
 from c4forge.errors import ConfigError
 from c4forge.trainers.config import FFN_VARIANTS, PRESETS, ModelConfig, make_config
+from c4forge.trainers.data import decoder_input_tokens
 from c4forge.trainers.flops import device_peak, flops_per_example, mfu, param_counts
-from c4forge.trainers.loss import decoder_inputs, weighted_cross_entropy
+from c4forge.trainers.loss import weighted_cross_entropy
 from c4forge.trainers.models.t5 import GLUTransformer, relative_position_bucket
 
 E = 1024  # a small test vocabulary (the tiny preset's intended use)
@@ -141,7 +142,7 @@ def test_every_ffn_forward_backward(ffn):
     dense = model.encoder.block[0].layer[1].DenseReluDense
     assert hasattr(dense, "wi_0") == (FFN_VARIANTS[ffn][0] == 3)
     inputs, targets, enc_seg, dec_seg = packed_batch()
-    logits = model(inputs, decoder_inputs(targets, dec_seg), enc_seg, dec_seg)
+    logits = model(inputs, decoder_input_tokens(targets, segments=dec_seg), enc_seg, dec_seg)
     assert logits.shape == (2, 16, E) and logits.dtype == torch.float32
     loss_sum, w = weighted_cross_entropy(logits, targets)
     (loss_sum / w).backward()
@@ -157,7 +158,7 @@ def test_packed_examples_equal_examples_alone():
     inputs, targets, enc_seg, dec_seg = packed_batch()
     with torch.no_grad():
         packed = model(
-            inputs[:1], decoder_inputs(targets[:1], dec_seg[:1]), enc_seg[:1], dec_seg[:1]
+            inputs[:1], decoder_input_tokens(targets[:1], segments=dec_seg[:1]), enc_seg[:1], dec_seg[:1]
         )
         for seg in (1, 2):
             e_idx = (enc_seg[0] == seg).nonzero().flatten()
@@ -166,14 +167,14 @@ def test_packed_examples_equal_examples_alone():
             alone_in[0, : len(e_idx)] = inputs[0, e_idx]
             alone_tg = torch.zeros(1, 16, dtype=torch.long)
             alone_tg[0, : len(d_idx)] = targets[0, d_idx]
-            alone = model(alone_in, decoder_inputs(alone_tg))
+            alone = model(alone_in, decoder_input_tokens(alone_tg))
             torch.testing.assert_close(packed[0, d_idx], alone[0, : len(d_idx)], atol=2e-5, rtol=0)
 
 
 def test_causality_and_padding_independence():
     model = tiny().eval()
     inputs, targets, _, _ = packed_batch()
-    dec_in = decoder_inputs(targets)
+    dec_in = decoder_input_tokens(targets)
     with torch.no_grad():
         base = model(inputs, dec_in)
         later = dec_in.clone()
@@ -196,7 +197,7 @@ def test_fully_masked_rows_are_finite_in_fp32_and_bf16():
     targets[1] = 0
     for autocast in (False, True):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            logits = model(inputs, decoder_inputs(targets, dec_seg), enc_seg, dec_seg)
+            logits = model(inputs, decoder_input_tokens(targets, segments=dec_seg), enc_seg, dec_seg)
         assert logits.dtype == torch.float32 and torch.isfinite(logits).all()
         loss_sum, w = weighted_cross_entropy(logits, targets)
         (loss_sum / w).backward()
@@ -208,14 +209,14 @@ def test_segments_must_come_in_pairs():
     model = tiny()
     inputs, targets, enc_seg, _ = packed_batch()
     with pytest.raises(ValueError, match="both"):
-        model(inputs, decoder_inputs(targets), enc_seg, None)
+        model(inputs, decoder_input_tokens(targets), enc_seg, None)
 
 
 @pytest.mark.parametrize("packed", [False, True])
 def test_sdpa_matches_eager(packed):
     inputs, targets, enc_seg, dec_seg = packed_batch()
     segs = (enc_seg, dec_seg) if packed else (None, None)
-    dec_in = decoder_inputs(targets, segs[1])
+    dec_in = decoder_input_tokens(targets, segments=segs[1])
     results = {}
     for attn in ("sdpa", "eager"):
         model = tiny(attn=attn)
@@ -236,7 +237,7 @@ def test_flex_matches_eager_forward():
     for attn in ("flex", "eager"):
         model = tiny(attn=attn).eval()
         with torch.no_grad():  # flex has no CPU backward; forward runs in its eager fallback
-            out[attn] = model(inputs, decoder_inputs(targets, dec_seg), enc_seg, dec_seg)
+            out[attn] = model(inputs, decoder_input_tokens(targets, segments=dec_seg), enc_seg, dec_seg)
     real = targets != 0
     torch.testing.assert_close(out["flex"][real], out["eager"][real], atol=1e-5, rtol=0)
 
@@ -247,7 +248,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     for ckpt in (False, True):
         model = tiny(gradient_checkpointing=ckpt)
         loss_sum, w = weighted_cross_entropy(
-            model(inputs, decoder_inputs(targets, dec_seg), enc_seg, dec_seg), targets
+            model(inputs, decoder_input_tokens(targets, segments=dec_seg), enc_seg, dec_seg), targets
         )
         (loss_sum / w).backward()
         grads.append([p.grad for p in model.parameters()])
@@ -258,7 +259,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
 def test_tied_head_uses_scaled_shared_table():
     model = tiny(tie_embeddings=True).eval()
     inputs, targets, _, _ = packed_batch()
-    dec_in = decoder_inputs(targets)
+    dec_in = decoder_input_tokens(targets)
     with torch.no_grad():
         logits = model(inputs, dec_in)
         enc, _ = model.encode(inputs)
@@ -296,7 +297,7 @@ def test_first_loss_near_ln_e_and_a_fixed_batch_overfits():
     inputs = torch.randint(3, E, (4, 32), generator=g)
     targets = torch.randint(3, E, (4, 8), generator=g)
     targets[:, -1] = 1  # EOS
-    dec_in = decoder_inputs(targets)
+    dec_in = decoder_input_tokens(targets)
     opt = build_optimizer("adamwscale", model.parameters(), lr=1e-2)
     losses = []
     for _ in range(60):
@@ -317,8 +318,8 @@ def test_first_loss_near_ln_e_and_a_fixed_batch_overfits():
 def test_decoder_inputs_shift_per_segment():
     targets = torch.tensor([[3, 9, 1, 4, 1, 0, 0]])
     seg = torch.tensor([[1, 1, 1, 2, 2, 0, 0]])
-    assert decoder_inputs(targets, seg).tolist() == [[0, 3, 9, 0, 4, 0, 0]]
-    assert decoder_inputs(targets).tolist() == [[0, 3, 9, 1, 4, 1, 0]]
+    assert decoder_input_tokens(targets, segments=seg).tolist() == [[0, 3, 9, 0, 4, 0, 0]]
+    assert decoder_input_tokens(targets).tolist() == [[0, 3, 9, 1, 4, 1, 0]]
 
 
 def test_weighted_cross_entropy():
@@ -361,7 +362,7 @@ def _full_rows_step(attn: str, full_inputs: bool):
     inputs = torch.randint(3, E, (2, 48), generator=g)
     targets = torch.randint(3, E, (2, 16), generator=g)
     model = tiny(attn=attn)
-    logits = model(inputs, decoder_inputs(targets), full_inputs=full_inputs)
+    logits = model(inputs, decoder_input_tokens(targets), full_inputs=full_inputs)
     loss_sum, w = weighted_cross_entropy(logits, targets)
     (loss_sum / w).backward()
     return logits.detach(), {n: p.grad for n, p in model.named_parameters()}
@@ -381,7 +382,7 @@ def test_full_inputs_skip_the_masks_and_match_the_math_path():
     model = tiny()
     inputs, targets, enc_seg, dec_seg = packed_batch()
     with pytest.raises(ValueError, match="without segments"):
-        model(inputs, decoder_inputs(targets, dec_seg), enc_seg, dec_seg, full_inputs=True)
+        model(inputs, decoder_input_tokens(targets, segments=dec_seg), enc_seg, dec_seg, full_inputs=True)
 
 
 def test_deterministic_mode_keeps_the_masked_path(deterministic):

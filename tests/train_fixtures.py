@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from c4forge.formats import shards as fmt
-from c4forge.io.storage import sha256_file, write_json
+from c4forge.io.storage import sha256, write_json
 from c4forge.objectives.functions import span_corruption
 from c4forge.objectives.lengths import span_corruption_lengths
 
@@ -74,7 +74,7 @@ def build_vocab(out: str, pieces: int = 1000, docs: int = 300) -> dict:
     desc = {
         "format": "c4forge.vocab",
         "format_version": 1,
-        "sha256": sha256_file(os.path.join(out, "sentencepiece.model")),
+        "sha256": sha256(os.path.join(out, "sentencepiece.model")),
         "num_pieces": pieces,
         "extra_ids": 100,
         "vocab_size": vocab_size,

@@ -3,7 +3,7 @@
 One policy for every stage (``clean``, ``shards``), so the same flags mean the same engine: a
 Beam runner or Beam options given → Beam; otherwise (a run on this machine) the local engine,
 whatever the input size. Why not Beam's DirectRunner for small inputs, as before: measured on
-a 20-file, 20,000-page corpus (52 MB, RESULTS §14) the local engine used less CPU with one
+a 20-file, 20,000-page corpus (52 MB, RESULTS §15) the local engine used less CPU with one
 worker (25.9 vs 28.3 s) and far less memory (324 vs 527 MB), and its second worker cost 9 %
 more CPU against Beam's 27 % (gRPC, element encoding, a runner process), so a second core
 pays more on it at every size. The job object only needs ``engine``, ``runner``,

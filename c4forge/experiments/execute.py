@@ -1,8 +1,9 @@
 """Run one stage into ``DIR/stages/<kind>-<key>/`` through the stage's own entry point.
 
-clean, vocab, shards and pretraining go through their real subcommands (``c4forge.cli.main``,
-the demo's path, so an experiment runs exactly what a user's command line would); fine-tuning
-goes through ``FinetuneOptions`` / ``finetune`` (the demo's fine-tuning path). A stage is done
+Each stage builds its command's typed options (``CleanJob``, ``VocabOptions``, ``TrainOptions``,
+``FinetuneOptions``: the dataclasses the command line builds too) and calls the stage function,
+so a renamed option fails where the stage is written, not at run time; the two shards stages
+still go through their subcommand (``c4forge.cli.main``). A stage is done
 when its ``stage.json`` exists: it is written atomically, last, and records the configuration,
 the input stages' keys, the output's own fingerprint (stats.json, index.json, checkpoint,
 predictions) and the CPU and wall seconds spent.
@@ -20,11 +21,15 @@ import resource
 import shutil
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from c4forge.errors import C4ForgeError
 from c4forge.experiments.stages import Stage
 from c4forge.io.storage import read_json, sha256, write_json
+
+if TYPE_CHECKING:
+    from c4forge.trainers.options import TrainOptions
 
 MARKER = "stage.json"
 LOG = "log.txt"
@@ -131,7 +136,18 @@ def _opt(argv: list[str], flag: str, value: Any) -> None:
         argv += [flag, str(value)]
 
 
+def _maybe(kind: Callable[[Any], Any], value: Any) -> Any:
+    """``value`` as the option's type (what argparse's ``type`` made of it), None kept."""
+    return None if value is None else kind(value)
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The options a stage sets: a None leaves the option's default (a flag not passed)."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def _clean(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
+    from c4forge.clean.config import CleanJob
     from c4forge.experiments.schema import SAMPLE
     from c4forge.samples import demo_inputs
 
@@ -139,22 +155,42 @@ def _clean(stage: Stage, out: str, dirs: dict, device: str, workers: int | None)
     inputs = p["inputs"]
     if inputs == SAMPLE:
         inputs = demo_inputs(os.path.join(os.path.dirname(out), "input"))
-    argv = ["clean", *inputs, "--output", out, "--variant", c["variant"], "--quiet"]
-    _opt(argv, "--dedup", c.get("dedup"))
-    _opt(argv, "--badwords-fraction", c.get("badwords_fraction"))
-    _opt(argv, "--url-list", p.get("url_list"))
-    _opt(argv, "--domain-list", p.get("domain_list"))
-    _opt(argv, "--workers", workers)
-    _cli(argv)
+    fraction = c.get("badwords_fraction")
+    job = CleanJob.from_mapping(
+        _given(
+            inputs=tuple(inputs), output=out, variant=c["variant"], quiet=True,
+            dedup=c.get("dedup"), url_list=p.get("url_list"), domain_list=p.get("domain_list"),
+            badwords_fraction=None if fraction is None else float(fraction), workers=workers,
+        )
+    )  # fmt: skip
+    run_clean_job(job)
     return sha256(os.path.join(out, "stats.json"))
 
 
+def run_clean_job(job: Any) -> None:
+    """``c4forge clean`` on a built ``CleanJob`` (Beam's import-time noise silenced, as the
+    command line does)."""
+    from c4forge.clean.driver import run_clean
+    from c4forge.pipeline.beam_options import quiet_beam_logging
+
+    quiet_beam_logging()
+    code = run_clean(job)
+    if code:
+        raise C4ForgeError(f"clean into {job.output} failed (exit {code})")
+
+
 def _vocab(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
+    from c4forge.vocab.options import VocabOptions
+    from c4forge.vocab.train import vocab_from_options
+
     c = stage.config
-    argv = ["vocab", dirs["clean"], "--output", out, "--vocab-size", str(c["size"]), "--quiet"]
-    _opt(argv, "--sample-chars", c.get("sample_chars"))
-    _opt(argv, "--seed", c.get("seed"))
-    _cli(argv)
+    opts = VocabOptions.from_mapping(
+        _given(
+            docs=dirs["clean"], output=out, vocab_size=int(c["size"]), quiet=True,
+            sample_chars=_maybe(int, c.get("sample_chars")), seed=_maybe(int, c.get("seed")),
+        )
+    )  # fmt: skip
+    vocab_from_options(opts)
     return sha256(os.path.join(out, "sentencepiece.model"))
 
 
@@ -170,48 +206,48 @@ def _shards(stage: Stage, out: str, dirs: dict, device: str, workers: int | None
     return read_json(os.path.join(out, "index.json"))["dataset_fingerprint"]
 
 
-def train_argv(stage: Stage, out: str, dirs: dict, device: str) -> list[str]:
-    """The `c4forge train` command of a pretraining stage (always --resume: continues a killed
-    run from its last checkpoint, starts at step 0 when there is none)."""
+def train_options(stage: Stage, out: str, dirs: dict, device: str) -> TrainOptions:
+    """The ``TrainOptions`` of a pretraining stage (always resumed: continues a killed run from
+    its last checkpoint, starts at step 0 when there is none)."""
+    from c4forge.trainers.options import TrainOptions
+
     c, m = stage.config, stage.config["model"]
-    steps = c["steps"]
+    steps = int(c["steps"])
     shards = dirs["shards"]
+    mix: dict[str, Any] = {}
     if "mix" in c:  # the arm's own shard stage is the first input
         shards = f"{stage.params['mix_base']}={dirs['stage:' + stage.inputs[0].name]}"
-    argv = ["train", shards, "--output", out, "--steps", str(steps)]
-    if "mix" in c:
-        for name, stage_name in stage.params["mix"]:
-            argv += ["--mix", f"{name}={dirs['stage:' + stage_name]}"]
-        mix = c["mix"]
-        if mix.get("rates") is not None:
-            argv += ["--mix-rates", ",".join(str(v) for v in mix["rates"])]
-        else:
-            argv += ["--mix-strategy", mix["strategy"]]
-        _opt(argv, "--mix-limit", mix.get("limit"))
-        _opt(argv, "--mix-temperature", mix.get("temperature"))
-        argv.append("--mix-pad")
-    argv += ["--preset", m["preset"], "--vocab", dirs["vocab"], "--device", device]
-    argv += ["--batch-size", str(c["batch_size"]), "--seed", str(c["seed"])]
-    argv += ["--eval-every", str(c.get("eval_every") or max(1, steps // 4))]
-    argv += ["--save-every", str(c.get("save_every") or max(1, steps // 4))]
-    argv += ["--warmup", str(c["warmup"] if "warmup" in c else max(1, steps // 10))]
-    argv += ["--resume", "auto", "--no-progress", "--keep-checkpoints", "1"]
-    _opt(argv, "--eval-rows", c.get("eval_rows"))
-    _opt(argv, "--log-every", c.get("log_every"))
-    for key in ("optimizer", "schedule", "lr", "grad_clip"):
-        _opt(argv, "--" + key.replace("_", "-"), c.get(key))
-    _opt(argv, "--ffn", m.get("ffn"))
-    _opt(argv, "--d-ff", m.get("d_ff"))
-    _opt(argv, "--dropout", m.get("dropout"))
-    if m.get("tie_embeddings"):
-        argv.append("--tie-embeddings")
-    return argv
+        spec, rates = c["mix"], c["mix"].get("rates")
+        mix = dict(
+            mix=tuple(f"{name}={dirs['stage:' + s]}" for name, s in stage.params["mix"]),
+            mix_rates=None if rates is None else ",".join(str(v) for v in rates),
+            mix_strategy=spec["strategy"] if rates is None else None,
+            mix_limit=_maybe(int, spec.get("limit")),
+            mix_temperature=_maybe(float, spec.get("temperature")),
+            mix_pad=True,
+        )
+    return TrainOptions.from_mapping(
+        _given(
+            shards=shards, output=out, steps=steps, **mix, preset=m["preset"],
+            vocab=dirs["vocab"], device=device, batch_size=int(c["batch_size"]),
+            seed=int(c["seed"]), eval_every=int(c.get("eval_every") or max(1, steps // 4)),
+            save_every=int(c.get("save_every") or max(1, steps // 4)),
+            warmup=int(c["warmup"] if "warmup" in c else max(1, steps // 10)),
+            resume="auto", progress=False, keep_checkpoints=1,
+            eval_rows=_maybe(int, c.get("eval_rows")), log_every=_maybe(int, c.get("log_every")),
+            optimizer=c.get("optimizer"), schedule=c.get("schedule"),
+            lr=_maybe(float, c.get("lr")), grad_clip=_maybe(float, c.get("grad_clip")),
+            ffn=m.get("ffn"), d_ff=_maybe(int, m.get("d_ff")),
+            dropout=_maybe(float, m.get("dropout")), tie_embeddings=True if m.get("tie_embeddings") else None,
+        )
+    )  # fmt: skip
 
 
 def _pretrain(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
     from c4forge.trainers import checkpoint as ckpt
+    from c4forge.trainers.train import train
 
-    _cli(train_argv(stage, out, dirs, device))
+    print(train(train_options(stage, out, dirs, device)).text())
     latest = ckpt.latest_checkpoint(out)
     if latest is None:
         raise C4ForgeError(f"{out}: training finished without a checkpoint")

@@ -45,8 +45,9 @@ from c4forge.finetune.outputs import (
 from c4forge.finetune.taskdata import load_task_data
 from c4forge.io.storage import write_json
 from c4forge.trainers import checkpoint as ckpt
+from c4forge.trainers.data import decoder_input_tokens
 from c4forge.trainers.device import resolve_device
-from c4forge.trainers.loss import decoder_inputs, weighted_cross_entropy
+from c4forge.trainers.loss import weighted_cross_entropy
 from c4forge.trainers.metrics import CURVE, MetricsLog, plot_loss_curve
 
 # Options that fix the trajectory: a resumed run must not change them.
@@ -225,7 +226,7 @@ class FineTuner:
         with self.dev.autocast():
             if self.head == "text":
                 targets = batch["targets"]
-                logits = self.forward_model(batch["input_ids"], decoder_inputs(targets))
+                logits = self.forward_model(batch["input_ids"], decoder_input_tokens(targets))
                 total, weight = weighted_cross_entropy(logits, targets)
                 return total / weight.clamp_min(1.0)
             out = self.forward_model(batch)

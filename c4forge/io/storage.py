@@ -240,8 +240,6 @@ def sha256(path: str) -> str:
     return h.hexdigest()
 
 
-sha256_file = sha256
-
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -390,8 +388,6 @@ def write_bytes(path: str, data: bytes) -> None:
     with atomic_writer(path) as f:
         f.write(data)
 
-
-atomic_write_bytes = write_bytes
 
 
 def atomic_write_text(path: str, text: str) -> None:

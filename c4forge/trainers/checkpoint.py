@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from c4forge.errors import InputError, VerificationError
-from c4forge.io.storage import atomic_write_text, check_format, read_json, sha256_file, write_json
+from c4forge.io.storage import atomic_write_text, check_format, read_json, sha256, write_json
 
 FORMAT = "c4forge.trainer_state"
 FORMAT_VERSION = 1
@@ -265,8 +265,8 @@ def save_checkpoint(
         step=step,
         optimizer_meta=opt_meta,
         files={
-            "model.safetensors": sha256_file(model_path),
-            "optimizer.safetensors": sha256_file(opt_path),
+            "model.safetensors": sha256(model_path),
+            "optimizer.safetensors": sha256(opt_path),
         },
     )
     write_json(os.path.join(tmp, "config.json"), model_config)
@@ -309,7 +309,7 @@ def read_trainer_state(path: str) -> dict[str, Any]:
         file = os.path.join(path, name)
         if not os.path.isfile(file):
             raise VerificationError(f"{file}: missing from checkpoint {path}")
-        found = sha256_file(file)
+        found = sha256(file)
         if found != digest:
             raise VerificationError(
                 f"{file}: corrupt checkpoint (sha256 {found}, trainer_state.json says {digest})"
@@ -353,3 +353,52 @@ def load_checkpoint(
         _load_optimizer(optimizer, param_name_map(model), tensors, state["optimizer_meta"], path)
     restore_rng_state(state.get("rng", {}))
     return state
+
+
+# ----------------------------------------------------------------------------- trainer state
+
+
+def versions() -> dict[str, str]:
+    """The library versions a checkpoint was written with (recorded, never checked)."""
+    import numpy
+    import pyarrow
+
+    from c4forge import __version__
+
+    return {
+        "c4forge": __version__,
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "pyarrow": pyarrow.__version__,
+    }
+
+
+def trainer_state(
+    step: int,
+    batch_size: int,
+    row_tokens: int,
+    nonpad_tokens: int,
+    training: dict[str, Any],
+    total_steps: int,
+    lr_now: float,
+    config: dict[str, Any],
+) -> dict[str, Any]:
+    """``trainer_state.json`` of checkpoint ``step`` before ``save_checkpoint`` adds the file
+    checksums: the position in the data, the schedule, the RNG and the run's ``config``
+    (``lr_now``: the schedule's value at ``max(step, 1)``)."""
+    return {
+        "examples": step * batch_size,
+        "tokens": step * batch_size * row_tokens,
+        "nonpad_tokens": nonpad_tokens,
+        "schedule": {
+            "name": training["schedule"],
+            "total_steps": total_steps,
+            "warmup": training["warmup"],
+            "lr": training["lr"],
+            "value": lr_now,
+        },
+        "data": {"position_step": step, "global_rows_consumed": step * batch_size},
+        "rng": rng_state(),
+        "config": config,
+        "versions": versions(),
+    }

@@ -414,9 +414,14 @@ def eval_batches(
 
 
 def decoder_input_tokens(targets: Any, positions: Any = None, segments: Any = None) -> Any:
-    """Targets shifted right by one within each segment, 0 at segment starts and padding.
+    """Targets shifted right by one within each segment, 0 (the start id) at segment starts and
+    at padding: the one definition of the decoder's input, for training, fine-tuning and tests.
 
-    Works on torch tensors (on any device, static shapes) and on numpy arrays.
+    Without segments (``concat``) a plain shift with 0 first, as HF's ``_shift_right``. With
+    ``positions`` a segment starts where its position is 0 (the packed columns); with
+    ``segments`` alone, where the segment id changes: ``[3, 9, 1, 4, 1, 0, 0]`` with segments
+    ``[1, 1, 1, 2, 2, 0, 0]`` → ``[0, 3, 9, 0, 4, 0, 0]``. Works on torch tensors (on any device,
+    static shapes) and, with ``positions``, on numpy arrays.
     """
     if isinstance(targets, np.ndarray):
         prev = np.zeros_like(targets)
@@ -425,9 +430,13 @@ def decoder_input_tokens(targets: Any, positions: Any = None, segments: Any = No
             prev = np.where((positions == 0) | (segments == 0), 0, prev)
         return prev
     torch = _torch()
-    prev = torch.nn.functional.pad(targets[:, :-1], (1, 0))
+    prev = torch.nn.functional.pad(targets[..., :-1], (1, 0))
     if positions is not None:
-        prev = torch.where((positions == 0) | (segments == 0), torch.zeros_like(prev), prev)
+        return torch.where((positions == 0) | (segments == 0), torch.zeros_like(prev), prev)
+    if segments is not None:
+        before = torch.nn.functional.pad(segments[..., :-1], (1, 0))
+        keep = (segments == before) & (segments != 0)
+        return torch.where(keep, prev, torch.zeros_like(prev))
     return prev
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from c4forge.errors import ConfigError, InputError, OutputExistsError, VerificationError
-from c4forge.io.storage import atomic_write_bytes, read_json, sha256_file, write_json
+from c4forge.io.storage import read_json, sha256, write_bytes, write_json
 from c4forge.trainers.checkpoint import read_model_tensors, resolve_checkpoint
 from c4forge.trainers.config import ModelConfig
 from c4forge.trainers.models import read_config, run_dir_of
@@ -313,7 +313,7 @@ def export(
         "architecture": architecture,
         "vocab_size": vocab.vocab_size,
         "embedding_size": ckpt.config.embedding_size,
-        "weights_sha256": sha256_file(os.path.join(output, WEIGHTS_FILE)),
+        "weights_sha256": sha256(os.path.join(output, WEIGHTS_FILE)),
     }
 
 
@@ -348,7 +348,7 @@ def write_folder(output: str, files: dict[str, Any], write_weights) -> None:
         write_weights(tmp)
         for name, content in files.items():
             if isinstance(content, bytes):
-                atomic_write_bytes(os.path.join(tmp, name), content)
+                write_bytes(os.path.join(tmp, name), content)
             else:
                 write_json(os.path.join(tmp, name), content)
         for name in os.listdir(tmp):

@@ -48,21 +48,3 @@ def cross_entropy_reference(logits: torch.Tensor, targets: torch.Tensor) -> torc
     """HF's convention (labels −100 where w = 0, mean over the rest) for tests and comparisons."""
     labels = targets.long().masked_fill(targets == 0, -100)
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
-
-
-def decoder_inputs(
-    targets: torch.Tensor, targets_segment_ids: torch.Tensor | None = None
-) -> torch.Tensor:
-    """Targets shifted right by one within each segment, 0 (the start id) at segment starts.
-
-    Without segments (``concat``) a plain shift with 0 first, as HF's ``_shift_right``. With
-    segments, position i gets ``targets[i−1]`` only if it continues the segment of i−1; padding
-    (segment 0) gets 0. ``[3, 9, 1, 4, 1, 0, 0]`` / ``[1, 1, 1, 2, 2, 0, 0]`` → ``[0, 3, 9, 0, 4, 0, 0]``.
-    """
-    shifted = F.pad(targets[..., :-1], (1, 0), value=0)
-    if targets_segment_ids is None:
-        return shifted
-    seg = targets_segment_ids
-    prev = F.pad(seg[..., :-1], (1, 0), value=0)
-    keep = (seg == prev) & (seg != 0)
-    return torch.where(keep, shifted, torch.zeros_like(shifted))

@@ -11,6 +11,9 @@ import importlib.util
 import json
 import math
 import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from c4forge.io.storage import atomic_write_text
@@ -71,7 +74,161 @@ class MetricsLog:
             self._tb.close()
 
 
+@dataclass
+class LogWindow:
+    """The device-side sums since the last log (read back only when logging) and the clock
+    of the window: its start, its first step, and the seconds spent in eval/save inside it."""
+
+    loss: Any  # torch tensors on the training device
+    weight: Any
+    stats: Any
+    nonpad: Any
+    time: float
+    step: int
+    paused: float = 0.0
+
+    @classmethod
+    def empty(cls, parts: int, stats: int, device: Any, step: int) -> LogWindow:
+        import torch
+
+        return cls(
+            loss=torch.zeros(parts, device=device),
+            weight=torch.zeros(parts, device=device),
+            stats=torch.zeros(stats, device=device),
+            nonpad=torch.zeros((), dtype=torch.int64, device=device),
+            time=time.perf_counter(),
+            step=step,
+        )
+
+    def add(self, loss: Any, weight: Any, stats: Any, nonpad: Any) -> None:
+        self.loss += loss
+        self.weight += weight
+        self.stats += stats
+        self.nonpad += nonpad
+
+    def zero(self) -> None:
+        for v in (self.loss, self.weight, self.stats, self.nonpad):
+            v.zero_()
+
+
+@dataclass
+class LastFigures:
+    """The newest logged figures (the run summary's), and the non-pad tokens logged so far."""
+
+    nonpad_total: int
+    loss: float | None = None
+    tps: float | None = None
+    nonpad_tps: float | None = None
+    mfu: float | None = None
+    eval: dict[str, float] | None = None  # the last eval record
+
+
+@dataclass(frozen=True)
+class WindowLogger:
+    """Turns a ``LogWindow`` into one metrics record: the only host sync of the training loop
+    (on TPU deferred to the step closure). ``fam``: the family's training (its loss parts,
+    metric names and, for a mixture, ``stats_record``)."""
+
+    fam: Any
+    info: Any  # distributed.DistInfo
+    batch_size: int
+    row_tokens: int
+    flops: float  # per example
+    peak_flops: float | None
+    lr_at: Callable[[int], float]
+    xla: bool
+
+    def __call__(
+        self, step: int, window: LogWindow, last: LastFigures, log: MetricsLog | None, bar: Any
+    ) -> None:
+        import torch
+
+        from c4forge.trainers import distributed as dist
+
+        # loss and non-pad counts are per rank; the weight count is already global
+        # (all-reduced in the step), so only the first two are summed over ranks.
+        parts = self.fam.parts
+        packed = torch.cat(
+            [window.loss.double(), window.stats.double(), window.nonpad.double()[None]]
+        )
+        weight_t = window.weight.double().clone()
+
+        def emit(values: Any) -> None:
+            dist.all_reduce_sum(values, self.info)
+            flat = values.tolist()
+            sums, stat_sums, nonpad = flat[: len(parts)], flat[len(parts) : -1], flat[-1]
+            now = time.perf_counter()
+            seconds = max(now - window.time - window.paused, 1e-9)
+            steps = step - window.step
+            last.nonpad_total += int(nonpad)
+            window.time, window.step, window.paused = now, step, 0.0
+            record = self.record(step, steps, seconds, sums, weight_t.tolist(), stat_sums, nonpad)
+            last.loss, last.tps = record["loss"], record["tokens_per_s"]
+            last.nonpad_tps, last.mfu = record["nonpad_tokens_per_s"], record.get("mfu")
+            if log is not None:
+                log.write(record)
+            if bar is not None:
+                post = {"loss": f"{last.loss:.4f}", "tok/s": f"{last.tps:,.0f}"}
+                if last.mfu is not None:
+                    post["MFU"] = f"{100 * last.mfu:.1f}%"
+                bar.set_postfix(post, refresh=False)
+
+        if self.xla:
+            import torch_xla.core.xla_model as xm
+
+            xm.add_step_closure(emit, args=(packed,))
+        else:
+            emit(packed)
+        window.zero()
+
+    def record(
+        self,
+        step: int,
+        steps: int,
+        seconds: float,
+        sums: list[float],
+        weights: list[float],
+        stat_sums: list[float],
+        nonpad: float,
+    ) -> dict[str, Any]:
+        """The metrics record of a window of ``steps`` steps ending at ``step``."""
+        from c4forge.trainers.flops import mfu
+
+        examples = steps * self.batch_size
+        tps = examples * self.row_tokens / seconds
+        util = None
+        if self.peak_flops:
+            util = mfu(self.flops, examples / seconds, self.peak_flops, self.info.world_size)
+        means = [v / max(w, 1.0) for v, w in zip(sums, weights)]
+        record = {
+            "step": step,
+            "loss": means[0] if len(means) == 1 else sum(means),
+            "lr": self.lr_at(step),
+            "tokens_per_s": tps,
+            "nonpad_tokens_per_s": nonpad / seconds,
+            "step_time_s": seconds / max(steps, 1),
+            "examples": step * self.batch_size,
+        }
+        if len(self.fam.parts) > 1:
+            record.update(zip(self.fam.parts, means))
+        if hasattr(self.fam, "stats_record"):  # a mixture's per-source figures
+            record.update(self.fam.stats_record(stat_sums))
+        else:
+            for (name, part), value in zip(self.fam.stats, stat_sums):
+                record[name] = value / max(weights[part], 1.0)
+        if util is not None:
+            record["mfu"] = util
+        return record
+
+
 TOKEN_NLL = "nats per target token"
+
+
+def end_of_run(run_dir: str, title: str, draw: bool) -> tuple[str, str | None]:
+    """A run's metrics file and its loss curve (drawn by rank 0 only: ``draw``)."""
+    metrics = os.path.join(run_dir, METRICS)
+    curve = plot_loss_curve(metrics, os.path.join(run_dir, CURVE), title=title) if draw else None
+    return metrics, curve
 
 
 def plot_loss_curve(

@@ -76,6 +76,17 @@ def build_optimizer(
     return AdamWScale(params, lr=lr, weight_decay=weight_decay)
 
 
+def model_optimizer(
+    name: str, model: torch.nn.Module, lr: float, compile: bool | None
+) -> torch.optim.Optimizer:
+    """The pretraining optimizer of ``model``: AdamW without decay on biases and norms, the
+    others over all parameters; ``compile`` (--compile / --no-compile, None: compiled on CUDA)
+    decides for the optimizer's update too."""
+    named = model.named_parameters()
+    params = weight_decay_groups(named) if name == "adamw" else model.parameters()
+    return build_optimizer(name, params, lr=lr, compile=compile)
+
+
 def torch_adafactor(
     params: Iterable[torch.nn.Parameter], lr: float | None = None, weight_decay: float = 0.0
 ) -> torch.optim.Optimizer:

@@ -7,7 +7,7 @@ default, or on resume the checkpoint's value.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from c4forge.cliconfig import CliConfig, flag, non_negative, option, positive
@@ -17,6 +17,30 @@ from c4forge.trainers.mixture_spec import STRATEGIES, MixtureSpec, load_mixture,
 FAMILY_OPTIMIZER = {"t5": "adafactor", "bert": "adamw"}
 
 _M, _O, _X, _R = "model", "optimisation", "mixture", "run"  # groups of `train --help`
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """The options that fix the data order and the optimisation path, defaults resolved. A
+    resumed run takes them from its checkpoint (``config.training`` of the trainer state)."""
+
+    batch_size: int
+    grad_accum: int
+    seed: int
+    shuffle_window: int
+    optimizer: str
+    schedule: str
+    lr: float
+    warmup: int
+    grad_clip: float
+    z_loss: float
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> Trajectory:
+        return cls(**{f.name: saved[f.name] for f in fields(cls)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +69,11 @@ class TrainOptions(CliConfig):
         help="relu gelu swish glu bilinear reglu geglu swiglu (default t5 geglu, bert gelu)",
     )
     d_ff: int | None = option(
-        "--d-ff", default=None, group=_M, type=positive, help="FFN width, used as given (no 2/3 rule)"
+        "--d-ff",
+        default=None,
+        group=_M,
+        type=positive,
+        help="FFN width, used as given (no 2/3 rule)",
     )
     tie_embeddings: bool | None = option(
         "--tie-embeddings", default=None, group=_M, action="store_true", help="T5 1.0 tied head"
@@ -144,7 +172,9 @@ class TrainOptions(CliConfig):
         help="zero-pad sources with shorter rows to the longest (else an error)",
     )  # fmt: skip
     # -- run
-    device: str = option("--device", default="auto", group=_R, choices=("auto", "cpu", "cuda", "xla"))
+    device: str = option(
+        "--device", default="auto", group=_R, choices=("auto", "cpu", "cuda", "xla")
+    )
     resume: str | None = option(
         "--resume", default=None, group=_R, nargs="?", const="auto", metavar="CKPT",
         help="continue from RUN/checkpoints/latest (or the checkpoint directory given)",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -21,6 +22,18 @@ class RunSummary:
     metrics: str
     tensorboard: str | None
     mixture_lines: list[str] = field(default_factory=list)  # requested vs realised rates
+
+    @classmethod
+    def of(cls, last: Any, **rest: Any) -> RunSummary:
+        """The summary with the newest logged figures of ``last`` (``metrics.LastFigures``)."""
+        return cls(
+            final_loss=last.loss,
+            evaluation=last.eval,
+            tokens_per_s=last.tps,
+            nonpad_tokens_per_s=last.nonpad_tps,
+            mfu=last.mfu,
+            **rest,
+        )
 
     @property
     def eval_nll(self) -> float | None:
@@ -54,3 +67,17 @@ class RunSummary:
             + (f" (TensorBoard: {self.tensorboard})" if self.tensorboard else ""),
         ]
         return "\n".join(lines)
+
+
+def mixture_lines(mixture: Any, plan: Any, step: int, ev: dict[str, float] | None) -> list[str]:
+    """A mixture run's requested and realised rates over the rows of steps ``[0, step)``, and
+    the last held-out NLL of each source (``mixture``: ``mixture_data.Mixture`` or None)."""
+    if mixture is None:
+        return []
+    from c4forge.trainers.mixture_data import rate_lines, realised_counts
+
+    lines = rate_lines(mixture, realised_counts(mixture, plan, step))
+    per = [f"{n} {ev[f'eval_nll_{n}']:.4f}" for n in mixture.names if f"eval_nll_{n}" in (ev or {})]
+    if per:
+        lines.append("held-out NLL per source: " + ", ".join(per))
+    return lines

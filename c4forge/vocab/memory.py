@@ -7,7 +7,7 @@ with the sample and arrives only after the sampling pass has read the whole trai
 run that cannot fit should be refused before it reads anything. The coefficients below are a
 least-squares fit of the peak PSS of the whole `c4forge vocab` process (sampled every 0.2 s,
 ``c4forge.proctree``) on runs at several sample sizes of a real clean output
-(benchmarks/RESULTS.md §12); the element count is characters + lines, the suffix array's length.
+(benchmarks/RESULTS.md §14); the element count is characters + lines, the suffix array's length.
 
 The default sample is sized by this fit so that a default run stays under ``DEFAULT_PEAK_TARGET``
 on any corpus: a character budget, plus a line budget that only binds on text of very short
@@ -22,7 +22,7 @@ from c4forge.errors import ConfigError
 
 # Peak PSS = BASE + PER_ELEMENT × (characters + lines) of the sample: least squares over four
 # runs of 2.5e7, 5e7, 1e8 and 2e8 characters (8,000 pieces; 0.575, 1.123, 2.125, 4.367 GB; each
-# within 3 % of the fit) on the clean output of 400,000 benchmark pages (RESULTS §12). The
+# within 3 % of the fit) on the clean output of 400,000 benchmark pages (RESULTS §14). The
 # suffix-array stage alone is 20 bytes per element; the rest is SentencePiece's copy of the lines.
 TRAINER_BASE_BYTES = 21_000_000
 TRAINER_BYTES_PER_ELEMENT = 21.68

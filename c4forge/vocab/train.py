@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from c4forge import __version__
 from c4forge.errors import ConfigError, InputError, OutputExistsError
 from c4forge.formats import clean_docs
-from c4forge.io.storage import atomic_write_bytes, sha256_file, write_json
+from c4forge.io.storage import sha256, write_bytes, write_json
 
 if TYPE_CHECKING:
     from c4forge.vocab.options import VocabOptions
@@ -271,7 +271,7 @@ def sample_lines(
                 "fraction": fraction,
                 "clean_stats_sha256": None
                 if cstats is None
-                else sha256_file(clean_docs.clean_stats_path(source.directory)),
+                else sha256(clean_docs.clean_stats_path(source.directory)),
             }
         )
     if stats.documents == 0:
@@ -463,6 +463,10 @@ def build_vocab(
         raise OutputExistsError(
             f"{output} already holds a vocabulary ({DESCRIPTOR_FILE}); pass --overwrite"
         )
+    if progress:  # a bad progress setting stops the run with its one line, before any other
+        from c4forge.progress import line_every_seconds
+
+        line_every_seconds()
     started = time.monotonic()
     need = expected_need(sources, sample_chars, sample_sentences)
     have = available_memory()
@@ -497,8 +501,8 @@ def build_vocab(
     os.makedirs(output, exist_ok=True)
     if os.path.exists(desc_path):  # --overwrite: the folder is incomplete until vocab.json is back
         os.remove(desc_path)
-    atomic_write_bytes(os.path.join(output, MODEL_FILE), proto)
-    atomic_write_bytes(os.path.join(output, EXTRA_IDS_MODEL_FILE), add_extra_ids(proto, extra_ids))
+    write_bytes(os.path.join(output, MODEL_FILE), proto)
+    write_bytes(os.path.join(output, EXTRA_IDS_MODEL_FILE), add_extra_ids(proto, extra_ids))
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor()

@@ -133,7 +133,7 @@ def find_vocab_dir(step_dir: str, state: dict[str, Any]) -> str | None:
 
 def load_pretrained(path: str, device: Any = "cpu") -> Pretrained:
     """The model of a run folder (its latest checkpoint) or of a ``checkpoints/step-N`` folder."""
-    from c4forge.io.storage import read_json, sha256_file
+    from c4forge.io.storage import read_json, sha256
     from c4forge.trainers.checkpoint import read_model_tensors, resolve_checkpoint
 
     step_dir = resolve_checkpoint(path)
@@ -153,7 +153,7 @@ def load_pretrained(path: str, device: Any = "cpu") -> Pretrained:
     tensors = read_model_tensors(step_dir, shapes)
     model = build_model(family, config)
     model.load_state_dict(tensors, strict=True)
-    fingerprint = (state.get("files") or {}).get("model.safetensors") or sha256_file(
+    fingerprint = (state.get("files") or {}).get("model.safetensors") or sha256(
         os.path.join(step_dir, "model.safetensors")
     )
     if not isinstance(fingerprint, str):
