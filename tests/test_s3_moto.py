@@ -162,6 +162,7 @@ def test_killed_s3_run_resumes_to_the_same_output(s3, s3_inputs, local_run):
     (no AWS variables in its environment): the driver and both worker processes use them."""
     out = f"s3://{BUCKET}/resumed"
     cmd = [sys.executable, "-m", "c4forge", "clean", s3_inputs, "-o", out, "--resume"]
+    cmd += ["--engine", "beam"]  # both runs: `auto` follows the Beam options the first one has
     bare = {k: v for k, v in _env().items() if not k.startswith("AWS_")}
     started = time.monotonic()
     proc = subprocess.Popen(
