@@ -171,7 +171,7 @@ def run_clean_job(job: Any) -> None:
     """``c4forge clean`` on a built ``CleanJob`` (Beam's import-time noise silenced, as the
     command line does)."""
     from c4forge.clean.driver import run_clean
-    from c4forge.pipeline.beam_options import quiet_beam_logging
+    from c4forge.engines.beam_options import quiet_beam_logging
 
     quiet_beam_logging()
     code = run_clean(job)
