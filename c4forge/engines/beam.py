@@ -28,6 +28,7 @@ from c4forge.clean import drop_samples as ds
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
 from c4forge.errors import ConfigError, VerificationError
 from c4forge.io import storage
+from c4forge.proctree import available_memory
 
 COLLECT_NAME = "_c4forge_collect-{}.json"  # a collected collection, handed to the driver
 # The DirectRunner holds every collection in memory: measured peak PSS of the process tree per
@@ -38,17 +39,6 @@ COLLECT_NAME = "_c4forge_collect-{}.json"  # a collected collection, handed to t
 DIRECT_MEMORY_PER_INPUT_BYTE = 11.0  # 2.36 GB PSS for 165 MB of WET.gz, 2 workers
 DIRECT_MEMORY_BASE = 600 << 20
 
-
-def available_memory() -> int | None:
-    """MemAvailable of this machine in bytes (None where /proc/meminfo is absent)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 SAMPLES_MANIFEST = "_c4forge_samples.json"
 
 
