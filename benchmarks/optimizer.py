@@ -1,6 +1,6 @@
 """One optimizer step over a T5 preset's parameters: ops dispatched, host reads, time.
 
-The op and host-read counts (torch profiler, ``c4forge.trainers.opcount``) are what a GPU pays
+The op and host-read counts (torch profiler, ``tests/optim_references.py``) are what a GPU pays
 in launches and syncs, and they are the same on any machine; the times are this machine's (the
 CPU here: eager, no compile), taken in turns so every optimizer sees the same load.
 
@@ -12,14 +12,19 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 from c4forge.trainers.config import make_config
 from c4forge.trainers.models.t5 import GLUTransformer
-from c4forge.trainers.opcount import optimizer_step_ops
-from c4forge.trainers.optim import build_optimizer, torch_adafactor
+from c4forge.trainers.optim import build_optimizer
+
+# the references are test helpers (tests/optim_references.py), not part of the package
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from optim_references import optimizer_step_ops, torch_adafactor  # noqa: E402
 
 
 def main() -> None:

@@ -35,11 +35,12 @@ from c4forge.trainers.device import resolve_device
 from c4forge.trainers.flops import flops_per_example, mfu
 from c4forge.trainers.loss import weighted_cross_entropy
 from c4forge.trainers.models.t5 import GLUTransformer
-from c4forge.trainers.optim import build_optimizer, torch_adafactor
+from c4forge.trainers.optim import build_optimizer
 
 # The HF reference models are test helpers (tests/hf_reference.py), not part of the package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from hf_reference import build_hf_model  # noqa: E402
+from optim_references import torch_adafactor  # noqa: E402
 
 
 def t5_lengths(inputs_length: int) -> int:

@@ -87,22 +87,6 @@ def model_optimizer(
     return build_optimizer(name, params, lr=lr, compile=compile)
 
 
-def torch_adafactor(
-    params: Iterable[torch.nn.Parameter], lr: float | None = None, weight_decay: float = 0.0
-) -> torch.optim.Optimizer:
-    """``torch.optim.Adafactor`` with the same settings: the numerics reference (and the
-    "before" of benchmarks); it reads ~10 scalars per tensor back to the host each step."""
-    return torch.optim.Adafactor(
-        params,
-        lr=DEFAULT_LR["adafactor"] if lr is None else float(lr),
-        beta2_decay=-0.8,
-        eps=(None, 1e-3),
-        d=1.0,
-        weight_decay=weight_decay,
-        foreach=True,
-    )
-
-
 def set_lr(optimizer: torch.optim.Optimizer, value: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = value

@@ -1,18 +1,22 @@
-"""What one call dispatches, counted with torch's profiler: a proxy for launches and host syncs.
+"""References for the optimizer tests and benchmarks (not part of the package).
 
-On a GPU every top-level op is at least one kernel launch, and every ``aten::item`` /
+``torch_adafactor`` is torch's own Adafactor with c4forge's settings: the numerics reference of
+``c4forge.trainers.adafactor`` and the "before" of the benchmarks. ``count_ops`` counts what one
+call dispatches with torch's profiler, a proxy for launches and host syncs: on a GPU every
+top-level op is at least one kernel launch, and every ``aten::item`` /
 ``aten::_local_scalar_dense`` is a device-to-host read that waits for the queue to drain. Both
-counts are properties of the code, not of the machine, so the CPU can check them (timings need
-the GPU; counts do not).
+counts are properties of the code, not of the machine, so the CPU can check them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
+
+from c4forge.trainers.optim import DEFAULT_LR
 
 HOST_READS = ("aten::item", "aten::_local_scalar_dense")
 
@@ -56,3 +60,19 @@ def optimizer_step_ops(optimizer: torch.optim.Optimizer, params: list[torch.Tens
         p.grad = torch.full_like(p, 1e-3)
     optimizer.step()
     return count_ops(optimizer.step)
+
+
+def torch_adafactor(
+    params: Iterable[torch.nn.Parameter], lr: float | None = None, weight_decay: float = 0.0
+) -> torch.optim.Optimizer:
+    """``torch.optim.Adafactor`` with the same settings: the numerics reference (and the
+    "before" of benchmarks); it reads ~10 scalars per tensor back to the host each step."""
+    return torch.optim.Adafactor(
+        params,
+        lr=DEFAULT_LR["adafactor"] if lr is None else float(lr),
+        beta2_decay=-0.8,
+        eps=(None, 1e-3),
+        d=1.0,
+        weight_decay=weight_decay,
+        foreach=True,
+    )
