@@ -449,6 +449,7 @@ class DeviceBatch:
     targets: Any
     encoder_segment_ids: Any = None
     decoder_segment_ids: Any = None
+    full_inputs: bool = False  # no padding, no segments (said by the host copy): no mask needed
 
     def weights(self) -> Any:
         return self.targets != 0

@@ -13,8 +13,9 @@ single-device gradient (model.md §5), for any number of parts.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ import torch.nn.functional as F
 
 from c4forge.errors import ConfigError, InputError
 from c4forge.objectives.registry import BERT_COLUMNS
-from c4forge.trainers.data import T5_COLUMNS, DeviceBatch, to_device
+from c4forge.trainers.data import T5_COLUMNS, to_device
 from c4forge.trainers.loss import weighted_cross_entropy
 
 
@@ -40,13 +41,6 @@ def no_padding(ids: Any) -> bool:
     """No id is 0 (padding): read on the host copy, before the transfer, so no device sync.
     The model then attends without a padding mask (models/t5.py, models/bert.py)."""
     return not bool((ids == 0).any())
-
-
-@dataclass
-class T5Batch(DeviceBatch):
-    """A t5 micro-batch on the device, with what the host copy said about padding."""
-
-    full_inputs: bool = False
 
 
 @dataclass
@@ -77,7 +71,7 @@ class T5Training:
     def to_device(self, item: dict[str, Any], device: Any, non_blocking: bool = False) -> Any:
         batch = to_device(item, device, non_blocking)
         full = "targets_segment_ids" not in item and no_padding(item["inputs"])
-        return T5Batch(**{f.name: getattr(batch, f.name) for f in fields(batch)}, full_inputs=full)
+        return dataclasses.replace(batch, full_inputs=full)
 
     def counts(self, batch: Any) -> torch.Tensor:
         return batch.weights().sum()[None]
@@ -92,7 +86,7 @@ class T5Training:
                 batch.decoder_input_ids,
                 batch.encoder_segment_ids,
                 batch.decoder_segment_ids,
-                full_inputs=getattr(batch, "full_inputs", False),
+                full_inputs=batch.full_inputs,
             )
 
     def forward_sums(
