@@ -2,7 +2,7 @@
 to disk, a pool of worker processes for the per-partition work.
 
 Why: Beam's DirectRunner keeps every collection that crosses a stage boundary in memory, so a
-local run's memory grows with the corpus (issue 19). Here, as in datatrove's local executor, a
+local run's memory grows with the corpus. Here, as in datatrove's local executor, a
 collection is a list of partition files (pickle batches); a shuffle (``group``, ``combine``,
 ``cogroup``, ``distinct``) has each map task write one spill file, its items grouped by bucket
 (a stable hash of the key) with an index of each bucket's segments (Spark's sort-shuffle
