@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     clean_out: Path | None = args.clean
     for config in args.configs if "clean" in args.stages else []:
         for w in args.workers:
-            r = run(corpus, config, w, args.tmp, keep=chain and clean_out is None)
+            r = run(corpus, config, w, args.tmp, keep=(chain or args.keep) and clean_out is None)
             if "output" in r:
                 clean_out = Path(r.pop("output"))
                 kept.append(clean_out.parent)
