@@ -118,6 +118,27 @@ def span_corruption_batch(
     u = np.empty((rows, draws))
     for i, rng in zip(range(rows), rngs):
         rng.random(out=u[i])
+    kernel = _span_kernel()
+    if kernel is not None:
+        tokens = np.ascontiguousarray(pieces, dtype=np.int32)
+        return kernel(tokens, u, n, k, s, vocab_size, eos_id)
+    return span_corruption_from_uniforms(
+        pieces, u, vocab_size, noise_density, mean_noise_span_length, eos_id
+    )
+
+
+def span_corruption_from_uniforms(
+    pieces: np.ndarray,
+    u: np.ndarray,
+    vocab_size: int,
+    noise_density: float,
+    mean_noise_span_length: float,
+    eos_id: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`span_corruption_batch` after the draws, in numpy (the reference of the numba kernel
+    ``_span_kernel.span_corrupt_rows``, and the path where numba cannot load)."""
+    rows, length = pieces.shape
+    n, s, k = nz.span_shape(length, noise_density, mean_noise_span_length)
     keep, noise = nz.span_runs_from_uniforms(u, length, noise_density, mean_noise_span_length)
     runs = np.empty((rows, 2 * s), dtype=np.int64)
     runs[:, 0::2] = keep
@@ -133,6 +154,20 @@ def span_corruption_batch(
         pieces[is_noise].reshape(rows, n), np.cumsum(noise, axis=1) - noise, sentinels, eos_id
     )
     return inputs, targets
+
+
+_KERNEL: list[Any] = []  # [the numba kernel or None], loaded on first use
+
+
+def _span_kernel() -> Any:
+    """The numba span-corruption kernel, or None where numba cannot load it (numpy then)."""
+    if not _KERNEL:
+        try:
+            from c4forge.objectives._span_kernel import span_corrupt_rows
+        except Exception:  # noqa: BLE001 - no numba, or it cannot compile: the numpy path
+            span_corrupt_rows = None
+        _KERNEL.append(span_corrupt_rows)
+    return _KERNEL[0]
 
 
 RAGGED_MAX_PIECES = 512  # (segment id << 53) | 53-bit draw must fit int64: 2·512 segments
