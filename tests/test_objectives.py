@@ -611,3 +611,24 @@ def test_numba_kernel_equals_the_numpy_code():
                 got = span_corrupt_rows(pieces, u, n, k, s, V, 1)
                 for a, b in zip(want, got):
                     assert a.dtype == b.dtype and np.array_equal(a, b), (length, d, m)
+
+
+def test_batch_switches_to_the_kernel_with_the_same_output(monkeypatch):
+    """Past ``KERNEL_AFTER_PIECES`` a process corrupts through the numba kernel: same rows."""
+    from c4forge.objectives import functions as fn
+
+    pieces = np.random.default_rng(1).integers(3, 30000, (9, 568)).astype(np.int32)
+
+    def batch() -> tuple[np.ndarray, np.ndarray]:
+        return span_corruption_batch(
+            pieces, (piece_rng(2, 0, 1, 4, p) for p in range(9)), vocab_size=V
+        )
+
+    monkeypatch.setattr(fn, "_KERNEL", {"pieces": 0})
+    monkeypatch.setattr(fn, "KERNEL_AFTER_PIECES", 10)
+    numpy_rows = batch()  # 9 pieces: still numpy
+    assert "fn" not in fn._KERNEL
+    kernel_rows = batch()  # 18: the kernel
+    assert fn._KERNEL["fn"] is not None
+    for a, b in zip(numpy_rows, kernel_rows):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
