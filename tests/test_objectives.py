@@ -587,3 +587,48 @@ def test_span_runs_follow_the_definition_draw_for_draw():
                 [tokens], [piece_rng(seed, 0, 0, 0, length)], vocab_size=V
             )
             assert np.array_equal(rag[0], ins) and np.array_equal(rag[1], tgs)
+
+
+def test_numba_kernel_equals_the_numpy_code():
+    """The kernel `span_corruption_batch` runs equals its numpy reference, draw for draw:
+    uniform draws, exact ties (lower index first) and draws that leave the candidate bound
+    short (every draw then a candidate)."""
+    from c4forge.objectives._span_kernel import span_corrupt_rows
+    from c4forge.objectives.functions import span_corruption_from_uniforms
+
+    rng = np.random.default_rng(7)
+    for length in (2, 3, 5, 20, 100, 568, 1000):
+        for d, m in ((0.15, 3.0), (0.5, 1.0), (0.15, 10.0), (0.3, 2.0)):
+            n, s, k = nz.span_shape(length, d, m)
+            pieces = rng.integers(3, 30000, (5, length)).astype(np.int32)
+            shape = (5, n - 1 + k - 1)
+            for u in (
+                rng.random(shape),
+                rng.integers(0, 6, shape) / 8,
+                0.9 + rng.random(shape) / 20,
+            ):
+                want = span_corruption_from_uniforms(pieces, u, V, d, m, 1)
+                got = span_corrupt_rows(pieces, u, n, k, s, V, 1)
+                for a, b in zip(want, got):
+                    assert a.dtype == b.dtype and np.array_equal(a, b), (length, d, m)
+
+
+def test_batch_switches_to_the_kernel_with_the_same_output(monkeypatch):
+    """Past ``KERNEL_AFTER_PIECES`` a process corrupts through the numba kernel: same rows."""
+    from c4forge.objectives import functions as fn
+
+    pieces = np.random.default_rng(1).integers(3, 30000, (9, 568)).astype(np.int32)
+
+    def batch() -> tuple[np.ndarray, np.ndarray]:
+        return span_corruption_batch(
+            pieces, (piece_rng(2, 0, 1, 4, p) for p in range(9)), vocab_size=V
+        )
+
+    monkeypatch.setattr(fn, "_KERNEL", {"pieces": 0})
+    monkeypatch.setattr(fn, "KERNEL_AFTER_PIECES", 10)
+    numpy_rows = batch()  # 9 pieces: still numpy
+    assert "fn" not in fn._KERNEL
+    kernel_rows = batch()  # 18: the kernel
+    assert fn._KERNEL["fn"] is not None
+    for a, b in zip(numpy_rows, kernel_rows):
+        assert a.dtype == b.dtype and np.array_equal(a, b)

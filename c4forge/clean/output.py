@@ -21,6 +21,7 @@ from c4forge.errors import ConfigError
 from c4forge.formats import clean_docs
 from c4forge.formats.clean_docs import SHARD_RE
 from c4forge.io import storage
+from c4forge.io.behind import WriteBehind
 from c4forge.io.pickle_batches import dump_batches, read_batches
 from c4forge.io.storage import md5_hex
 from c4forge.rules.split import SPLITS
@@ -177,12 +178,15 @@ def write_shard(
             with gzip.GzipFile(
                 filename="", mode="wb", compresslevel=GZIP_LEVEL, fileobj=sink, mtime=0
             ) as gz:
-                for doc in ordered:
-                    line = json_line(doc)
-                    content.update(line)
-                    characters += len(doc.text)
-                    documents += 1
-                    gz.write(line)
+                # deflate (the step's largest cost) on a second thread; sha256 of the lines
+                # here, where the merge leaves room
+                with WriteBehind(gz.write) as lines:
+                    for doc in ordered:
+                        line = json_line(doc)
+                        content.update(line)
+                        characters += len(doc.text)
+                        documents += 1
+                        lines.write(line)
         elif fmt == "parquet":
             for doc in ordered:
                 content.update(json_line(doc))

@@ -8,10 +8,10 @@ iterator, so this module is all they share. Paths of any kind go through ``c4for
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
+import zlib
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -106,14 +106,57 @@ def iter_documents(path: str) -> Iterator[dict[str, Any]]:
         yield from _iter_parquet(path)
         return
     with _open_binary(path) as raw:
-        stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+        lines = gzip_lines(raw) if path.endswith(".gz") else raw
         try:
-            for lineno, line in enumerate(stream, 1):
+            for lineno, line in enumerate(lines, 1):
                 if not line.strip():
                     continue
                 yield _record(line, path, lineno)
-        except (OSError, EOFError) as err:
+        except (OSError, EOFError, zlib.error) as err:
             raise InputError(f"{path}: unreadable or truncated file: {err}") from err
+
+
+GZIP_READ = 1 << 20  # compressed bytes per read of ``gzip_lines``
+
+
+def gzip_lines(raw: IO[bytes]) -> Iterator[bytes]:
+    """The lines of a gzip stream (every member, zero padding skipped), without their ``\\n``.
+
+    Why not ``gzip.GzipFile``: its line iterator costs a Python call chain per line, about
+    a fifth of reading a clean shard (a third of the JSON decoding); inflating 1 MiB reads
+    and splitting the text costs one call per read. Same strictness: a stream cut inside a
+    member raises ``EOFError``, a corrupt one ``zlib.error`` (zlib checks each member's CRC
+    and length).
+    """
+    d: Any = None  # the member being inflated; None between members
+    pending: list[bytes] = []  # the text after the last newline (one long line: many parts)
+    while True:
+        data = raw.read(GZIP_READ)
+        if not data:
+            break
+        out = []
+        while data:
+            if d is None:
+                data = data.lstrip(b"\x00")  # padding between or after members
+                if not data:
+                    break
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out.append(d.decompress(data))
+            data = d.unused_data if d.eof else b""
+            if d.eof:
+                d = None
+        block = b"".join(out)
+        if b"\n" not in block:
+            pending.append(block)
+            continue
+        lines = b"".join([*pending, block]).split(b"\n")
+        pending = [lines.pop()]
+        yield from lines
+    if d is not None:
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+    tail = b"".join(pending)
+    if tail:
+        yield tail
 
 
 def _record(line: bytes, path: str, lineno: int) -> dict[str, Any]:

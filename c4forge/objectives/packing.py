@@ -181,5 +181,3 @@ def pack_arrays(
         tgs, tg_lens, order, row_of, off_tg, tg_fill, targets_length, dtype
     )
     return PackedRows({k: cols[k] for k in PACKED_COLUMNS}, first, per_row)
-
-

@@ -11,7 +11,7 @@ build, never a path to re-read or an argparse namespace; what the user asked for
 
 from __future__ import annotations
 
-import gzip
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,9 +70,9 @@ def count_documents(files: list[str]) -> int:
             continue
         try:
             with storage.open_read(path) as raw:
-                f = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+                f = clean_docs.gzip_lines(raw) if path.endswith(".gz") else raw
                 total += sum(1 for line in f if line.strip())
-        except (OSError, EOFError) as err:
+        except (OSError, EOFError, zlib.error) as err:
             raise InputError(f"{path}: unreadable or truncated file: {err}") from err
     return total
 

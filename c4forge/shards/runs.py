@@ -68,13 +68,13 @@ class RunWriter:
         for lo in range(0, n, READ_ROWS):
             hi = min(n, lo + READ_ROWS)
             arrays = [
-                _array(columns[e["name"]][lo:hi], e, f)
+                fmt.arrow_array(columns[e["name"]][lo:hi], e, f.type)
                 for e, f in zip(self.spec, self.schema, strict=False)
             ]
             arrays += [
-                pa.array(keys[lo:hi], pa.uint64()),
-                pa.array(order[lo:hi], pa.uint64()),
-                pa.array(np.full(hi - lo, segment, np.uint32), pa.uint32()),
+                fmt.plain_array(keys[lo:hi], pa.uint64()),
+                fmt.plain_array(order[lo:hi], pa.uint64()),
+                fmt.plain_array(np.full(hi - lo, segment, np.uint32), pa.uint32()),
             ]
             self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.rows += n
@@ -113,13 +113,6 @@ class RunSet:
             w.close(exc)
 
 
-def _array(data: np.ndarray, entry: Mapping[str, Any], field: pa.Field) -> pa.Array:
-    flat = np.ascontiguousarray(data, dtype=fmt.numpy_dtype(entry)).reshape(-1)
-    if "length" in entry:
-        return pa.FixedSizeListArray.from_arrays(pa.array(flat), type=field.type)
-    return pa.array(flat, type=field.type)
-
-
 class _Cursor:
     """One segment of a run being merged: its current batch as numpy, and a read position."""
 
@@ -138,8 +131,8 @@ class _Cursor:
             batch = self.reader.get_batch(self.batches[self.next])
             self.next += 1
             if batch.num_rows:
-                self.keys = batch.column(KEY).to_numpy()
-                self.order = batch.column(ORDER).to_numpy()
+                self.keys = fmt.numpy_view(batch.column(KEY), np.uint64)
+                self.order = fmt.numpy_view(batch.column(ORDER), np.uint64)
                 self.columns = {e["name"]: fmt.column_numpy(batch, e) for e in self.spec}
                 return True
         self.keys = self.order = np.zeros(0, np.uint64)
@@ -185,8 +178,8 @@ def segments_of(
             parts = [reader.get_batch(i) for i in batches]
             if not parts:
                 continue
-            keys = np.concatenate([b.column(KEY).to_numpy() for b in parts])
-            order = np.concatenate([b.column(ORDER).to_numpy() for b in parts])
+            keys = np.concatenate([fmt.numpy_view(b.column(KEY), np.uint64) for b in parts])
+            order = np.concatenate([fmt.numpy_view(b.column(ORDER), np.uint64) for b in parts])
             columns = {
                 e["name"]: np.concatenate([fmt.column_numpy(b, e) for b in parts]) for e in spec
             }
