@@ -417,6 +417,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     ap.add_argument("--json", type=Path, help="append each run's figures here (JSON lines)")
+    ap.add_argument(
+        "--vocab", type=Path, help="an existing vocabulary of --clean for shards (skips vocab)"
+    )
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the chain's clean output and vocabulary under --tmp (their paths are printed) "
+        "for later runs with --clean",
+    )
     args = ap.parse_args(argv)
     corpus = args.corpus or (
         Path.home() / ".cache" / "c4forge-bench" / f"unique-s{args.seed}-n{args.pages}"
@@ -428,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     clean_out: Path | None = args.clean
     for config in args.configs if "clean" in args.stages else []:
         for w in args.workers:
-            r = run(corpus, config, w, args.tmp, keep=chain and clean_out is None)
+            r = run(corpus, config, w, args.tmp, keep=(chain or args.keep) and clean_out is None)
             if "output" in r:
                 clean_out = Path(r.pop("output"))
                 kept.append(clean_out.parent)
@@ -445,7 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     vocab_row = None
     try:
-        if chain:
+        if args.vocab and "vocab" not in args.stages:
+            vocab_dir = args.vocab
+        elif chain:
             assert clean_out is not None
             vocab_row = run_vocab(clean_out, pages, args.vocab_size, args.tmp)
             vocab_dir = Path(vocab_row.pop("output"))
@@ -481,7 +492,10 @@ def main(argv: list[str] | None = None) -> int:
                     _write(r, args.json)
     finally:
         for k in kept:
-            shutil.rmtree(k, ignore_errors=True)
+            if args.keep:
+                print(f"kept: {k}", flush=True)
+            else:
+                shutil.rmtree(k, ignore_errors=True)
     print("\n".join(["summary:", *summary(rows)]))
     best = {s: [r for r in rows if r["stage"] == s and r["config"] == "default"] for s in STAGES}
     if best["clean"]:

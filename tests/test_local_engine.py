@@ -57,3 +57,17 @@ raise SystemExit(run_clean(job, local.LocalEngine(job)))
     reference = _run(tmp_path / "reference", 1)
     out = {p.name: p.read_bytes() for p in sorted((tmp_path / "out").iterdir()) if p.is_file()}
     assert out == reference
+
+
+def test_the_shards_of_a_split_take_different_buckets() -> None:
+    """Output-shard keys (split, index, count) spread over the buckets, so their writers run on
+    different workers; a hash of the whole tuple put both train shards of a two-shard split in
+    one bucket (one worker wrote them one after the other)."""
+    for count in (2, 3, 8, 16):
+        for split in ("train", "validation", "en.noblocklist"):
+            keys = [(split, i, count) for i in range(count)]
+            buckets = {local.bucket_of(k, local.MIN_BUCKETS) for k in keys}
+            assert len(buckets) == count, (split, count)
+    # other keys keep their hash (strings, bytes) or round-robin (chunk indexes)
+    assert local.bucket_of(7, 16) == 7
+    assert local.bucket_of("abc", 16) == local.bucket_of("abc", 16)

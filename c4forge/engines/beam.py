@@ -31,13 +31,16 @@ from c4forge.io import storage
 from c4forge.proctree import available_memory
 
 COLLECT_NAME = "_c4forge_collect-{}.json"  # a collected collection, handed to the driver
-# The DirectRunner holds every collection in memory: measured peak PSS of the process tree per
-# compressed input byte with the keys-only plan (benchmarks/scale.py), plus a fixed base.
-# Above its fit (5.16 GB measured for 633 MB at 250k pages) on purpose: with this check relaxed,
-# two DirectRunner runs of 1M pages (2.6 GB of WET.gz) wrote fewer documents than the split
-# counted (a different number each time; the conservation check stopped both; RESULTS §11).
-DIRECT_MEMORY_PER_INPUT_BYTE = 11.0  # 2.36 GB PSS for 165 MB of WET.gz, 2 workers
-DIRECT_MEMORY_BASE = 600 << 20
+# The DirectRunner holds every collection in memory, so `--engine beam` on this machine checks
+# the input against MemAvailable before any work. Since documents stopped crossing shuffles (the
+# last pass writes sorted runs), what it holds is keys and decisions: peak PSS of the process
+# tree with 2 workers (benchmarks/scale.py) was 2.50 GiB for 659 MB of WET.gz (250k pages) and
+# 5.72 GiB for 2,623 MB (1M pages; all 679,530 documents written, the same bytes as the local
+# engine's), a fit of 1.42 GiB + 1.76 bytes per input byte. The check takes 1.5 GiB + 2.5 bytes
+# per byte: 21 % above the 250k figure, 33 % above the 1M one (the whole-shard groups of the
+# older plan needed 11 bytes per byte, which refused 1M pages on a 24 GB machine).
+DIRECT_MEMORY_PER_INPUT_BYTE = 2.5
+DIRECT_MEMORY_BASE = 1536 << 20
 
 SAMPLES_MANIFEST = "_c4forge_samples.json"
 

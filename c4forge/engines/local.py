@@ -91,6 +91,14 @@ def bucket_of(key: Any, buckets: int) -> int:
     index) goes round-robin, so the chunk passes spread evenly over the workers."""
     if isinstance(key, int):
         return key % buckets
+    if isinstance(key, tuple) and all(isinstance(k, (str, int)) for k in key):
+        # a numbered key, e.g. an output shard (split, index, count): its ints offset the hash
+        # of its names, so the shards of a split take consecutive buckets and their writers
+        # spread over the workers (a hash of the whole tuple put both train shards of a
+        # two-shard split in one bucket: one worker wrote them one after the other)
+        names = tuple(k for k in key if not isinstance(k, int))
+        offset = sum(k for k in key if isinstance(k, int))
+        return (zlib.crc32(repr(names).encode("utf-8")) + offset) % buckets
     raw = key if isinstance(key, bytes) else repr(key).encode("utf-8")
     return zlib.crc32(raw) % buckets
 
