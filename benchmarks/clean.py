@@ -8,13 +8,13 @@ Two measurements:
    ``RUSAGE_CHILDREN``) and pages per CPU second (robust when the machine is shared), and peak
    memory (sum of the RSS of the job's process tree, sampled every 0.2 s).
 2. **Stage shares** (single core, one process): Beam does not expose per-stage CPU time, so the
-   clean plan runs on the in-process local engine (``c4forge.engines.local``: the same stages
-   as the Beam and Spark engines, over lists), which times each stage: wet (gzip + WARC + page
-   text + URL normalisation), length, url_dedup, clean (line rules, without Punkt), sentence
-   split (Punkt calls made by clean_page), dedup (the in-memory equivalent of the shuffle; a
-   Beam shuffle adds serialisation on top), langid, badwords, split, output (JSON + gzip
-   shards written to a temporary folder).  Stock langdetect is timed on every 10th page that
-   reaches langid and scaled, to show what the fast backend saves.
+   clean job runs on the local engine with one worker (``c4forge.engines.local``: the same
+   plan as the Beam and Spark engines, every task in this process), whose ``seconds`` give the
+   CPU time per engine step: ``wet`` (the front of each chunk: gzip + WARC + page text + the
+   page stages + clean), ``url_dedup``, ``passN`` (a pass applying the corpus-wide decisions
+   and the document stages after them), each corpus stage's decide step (``dedup`` …) and
+   ``output`` (JSON + gzip shards, to a temporary folder). Punkt's calls are timed and taken out
+   of ``wet``. Fast and stock langdetect are then timed on every 10th written document.
 
 ``--langdetect fast|stock|as-is`` chooses the backend of the end-to-end job through the
 ``C4FORGE_LANGDETECT`` environment variable, which ``c4forge.langid.langdetect_filter`` reads in every
@@ -141,12 +141,17 @@ def _digest(content_hashes: list[str]) -> str:
 
 
 def stage_profile(files: list[Path], stock_every: int) -> None:
-    """The clean plan on the in-process local engine, CPU time per stage (one process)."""
+    """The clean job on the local engine in this process (one worker, so every task runs
+    here): CPU seconds per engine step (``LocalEngine.seconds``, keyed by the step label's first
+    part: ``wet`` is the front per chunk, read + page stages + clean; ``url_dedup``; ``passN``
+    applies the corpus-wide decisions; the corpus stages ``dedup`` …; ``shards`` writes), with
+    Punkt's share taken out of the front; then fast and stock langdetect on every
+    ``stock_every``-th written document."""
     from c4forge.clean.config import CleanJob
     from c4forge.clean.counting import CounterBag
-    from c4forge.clean.plan import build_plan
+    from c4forge.clean.driver import run_clean
     from c4forge.engines.local import LocalEngine
-    from c4forge.io.inputs import InputFile
+    from c4forge.formats.clean_docs import iter_documents, list_clean_shards
     from c4forge.langid import langdetect_filter as langid
     from c4forge.langid.langdetect_fast import detect_langs_fast
     from c4forge.rules import lines as clean_mod
@@ -168,60 +173,63 @@ def stage_profile(files: list[Path], stock_every: int) -> None:
         finally:
             punkt_seconds += time.process_time() - a
 
-    out = Path(tempfile.mkdtemp(prefix="c4forge-bench-profile-"))
-    job = CleanJob(tuple(str(f) for f in files), str(out), input_format="wet")
-    plan, engine = build_plan(job), LocalEngine()
+    out = Path(tempfile.mkdtemp(prefix="c4forge-bench-profile-")) / "out"
+    job = CleanJob(
+        inputs=tuple(str(f) for f in files), output=str(out), input_format="wet", workers=1,
+        quiet=True,
+    )  # fmt: skip
+    engine = LocalEngine(job)
     in_bytes = sum(f.stat().st_size for f in files)
     clean_mod.split_sentences = timed_punkt
     try:
-        docs = engine.front(plan, [InputFile(str(f), f.stat().st_size) for f in files], job, None)
+        code = run_clean(job, engine)
     finally:
         clean_mod.split_sentences = punkt
-    reached_langid: list[str] = []
-    for stage in plan.doc_stages:
-        if stage.name == "langid":
-            reached_langid = [d.text for d in docs]
-        docs = stage.expand(engine, docs)
-    stats = engine.write_shards(docs, job)
-    shutil.rmtree(out, ignore_errors=True)
+        engine.close()
+    if code:
+        raise SystemExit(f"the profiled clean job failed (exit {code})")
+    texts = [
+        doc["text"]
+        for split in ("train", "validation")
+        for path in list_clean_shards(str(out), split)
+        for doc in iter_documents(path)
+    ]
+    shutil.rmtree(out.parent, ignore_errors=True)
 
-    # langid.py picks its backend from C4FORGE_LANGDETECT (fast by default): force the stock
-    # langdetect on every stock_every-th page that reached langid, scaled to all of them.
-    sample = reached_langid[::stock_every]
+    # langid.py picks its backend from C4FORGE_LANGDETECT (fast by default): both backends on
+    # the same sample of the written (English) documents.
+    sample = texts[::stock_every]
+    per_text = {}
     backend = langid._BACKEND
-    langid._BACKEND = "stock"
     try:
-        langid.langid_filter("warm up the stock profiles", CounterBag())  # loads the profiles
-        a = time.process_time()
-        for txt in sample:
-            langid.langid_filter(txt, CounterBag())
-        stock_langid = (time.process_time() - a) * len(reached_langid) / max(len(sample), 1)
+        for name in ("fast", "stock"):
+            langid._BACKEND = name
+            langid.langid_filter("warm up the profiles", CounterBag())
+            a = time.process_time()
+            for txt in sample:
+                langid.langid_filter(txt, CounterBag())
+            per_text[name] = (time.process_time() - a) / max(len(sample), 1)
     finally:
         langid._BACKEND = backend
 
     t = dict(engine.seconds)
-    t["clean"] -= punkt_seconds
-    t["sentence split (Punkt in clean)"] = punkt_seconds
+    t["wet"] = t.get("wet", 0.0) - punkt_seconds
+    t["sentence split (Punkt in the front)"] = punkt_seconds
     c = engine.counters()
     n_pages = c["wet"].get("pages", 0)
-    written = sum(s["documents"] for s in stats)
     total = sum(t.values())
     print(
         f"\nStage profile (local engine, one process, CPU time): {n_pages:,} pages "
-        f"({in_bytes / 1e6:.1f} MB gzip WET) -> {c['url_dedup']['passed']:,} unique URLs -> "
-        f"{c['clean']['passed']:,} cleaned -> {c['dedup']['passed']:,} after dedup -> "
-        f"{c['langid']['passed']:,} English -> {written:,} written"
+        f"({in_bytes / 1e6:.1f} MB gzip WET) -> {len(texts):,} documents written"
     )
     for name, secs in t.items():
-        per_page = secs / n_pages * 1e3
-        print(f"  {name:<32} {secs:7.2f} s  {secs / total:6.1%}  {per_page:.3f} ms/input page")
-    print(f"  {'total':<32} {total:7.2f} s  -> {n_pages / total:,.0f} pages/s on one core")
-    swapped = total - t["langid"] + stock_langid
+        per_page = secs / max(n_pages, 1) * 1e3
+        print(f"  {name:<36} {secs:7.2f} s  {secs / total:6.1%}  {per_page:.3f} ms/input page")
+    print(f"  {'total':<36} {total:7.2f} s  -> {n_pages / total:,.0f} pages/s on one core")
     print(
-        f"  with stock langdetect (timed on every {stock_every}th langid page, scaled): langid "
-        f"{stock_langid:.1f} s = {stock_langid / swapped:.0%} of {swapped:.1f} s -> "
-        f"{n_pages / swapped:,.0f} pages/s; fast langdetect is "
-        f"x{stock_langid / t['langid']:.0f} on this stage"
+        f"  langdetect on every {stock_every}th written document ({len(sample):,}): fast "
+        f"{per_text['fast'] * 1e3:.3f} ms, stock {per_text['stock'] * 1e3:.3f} ms per document "
+        f"(x{per_text['stock'] / max(per_text['fast'], 1e-12):.0f})"
     )
 
 

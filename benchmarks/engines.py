@@ -240,7 +240,8 @@ def near_only(engine: str, n: int) -> None:
     stage = NearDedupStage("near_dedup", make_params(), MAX_ROUNDS)
     t0 = time.monotonic()
     if engine == "spark":
-        from c4forge.engines.spark import SparkEngine, make_context
+        from c4forge.engines.spark import SparkEngine
+        from c4forge.engines.spark_launch import make_context
 
         sc = make_context("local[2]", None, [])
         t0 = time.monotonic()  # JVM start excluded

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from c4forge.clean.config import CleanJob
+from c4forge.shards.job import ShardsJob
 from c4forge.trainers.options import TrainOptions
 from c4forge.vocab.options import VocabOptions
 
@@ -49,19 +50,6 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
-def _stage(title: str, argv: list[str]) -> None:
-    """A stage that still runs through its subcommand (shards)."""
-    from c4forge.cli import main
-    from c4forge.errors import C4ForgeError
-
-    print(f"\n=== {title}: c4forge {' '.join(argv)}", flush=True)
-    start = time.perf_counter()
-    code = main(argv)
-    if code != 0:
-        raise C4ForgeError(f"demo stage '{title}' failed with exit code {code}")
-    print(f"=== {title} done in {time.perf_counter() - start:.1f} s", flush=True)
-
-
 def _call(title: str, stage: Callable[[], Any], opts: Any = None) -> None:
     """Run a stage function (``opts``: the typed options it was built from, shown)."""
     print(f"\n=== {title}" + (f": {_shown(opts)}" if opts is not None else ""), flush=True)
@@ -75,9 +63,16 @@ def _shown(opts: Any) -> str:
     given = [
         f"{f.name}={getattr(opts, f.name)!r}"
         for f in dataclasses.fields(opts)
-        if f.default is dataclasses.MISSING or getattr(opts, f.name) != f.default
+        if getattr(opts, f.name) != _default(f)
     ]
     return f"{type(opts).__name__}({', '.join(given)})"
+
+
+def _default(f: dataclasses.Field) -> Any:
+    """A field's default (a factory's value; a required field has none)."""
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
 
 
 def _clean(job: Any) -> None:
@@ -97,6 +92,12 @@ def _vocab(opts: Any) -> None:
         print(line)
 
 
+def _shards(job: Any) -> None:
+    from c4forge.shards.driver import run_job
+
+    run_job(job)
+
+
 def _train(opts: Any) -> None:
     from c4forge.trainers.train import train
 
@@ -113,8 +114,6 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         os.path.join(work, d)
         for d in ("clean", "vocab", "shards", "run", "shards_bert", "run_bert")
     )
-    workers = ["--workers", str(args.workers)] if args.workers else []
-    over = ["--overwrite"] if args.overwrite else []
 
     # Each stage leaves a completion marker; a rerun skips finished stages unless --overwrite.
     def done(marker: str) -> bool:
@@ -135,21 +134,11 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         )
         _call("vocab", lambda: _vocab(vopts), vopts)
     if not done(os.path.join(shards, "index.json")):
-        _stage(
-            "shards",
-            [
-                "shards",
-                clean,
-                "--vocab",
-                vocab,
-                "--output",
-                shards,
-                "--inputs-length",
-                str(args.inputs_length),
-                *workers,
-                *over,
-            ],
-        )
+        sjob = ShardsJob(
+            docs=clean, vocab=vocab, output=shards, inputs_length=args.inputs_length,
+            workers=args.workers or None, overwrite=args.overwrite,
+        )  # fmt: skip
+        _call("shards", lambda: _shards(sjob), sjob)
     report = os.path.join(work, "report")
     if not done(os.path.join(report, "report.json")):  # the corpus datasheet
         from c4forge.report.write import write_report
@@ -177,7 +166,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         ("training run (checkpoints, metrics.jsonl, loss_curve.png)", runs),
     ]
     if args.bert_steps > 0:
-        _bert_stages(args, clean, vocab, bert_shards, bert_run, done, workers, over)
+        _bert_stages(args, clean, vocab, bert_shards, bert_run, done)
         outputs += [
             ("BERT MLM+NSP shards (bert_mlm_nsp) + index.json", bert_shards),
             ("bert-tiny pretraining run (metrics.jsonl, loss_curve.png)", bert_run),
@@ -203,13 +192,15 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-def _bert_stages(args, clean, vocab, shards, run, done, workers, over) -> None:
+def _bert_stages(args, clean, vocab, shards, run, done) -> None:
     """BERT's rows from the same clean sample (128-token pairs, 20 predictions) and a short
     bert-tiny run with BERT's AdamW (a higher peak than bert-base's 1e-4: tiny, few steps)."""
     if not done(os.path.join(shards, "index.json")):
-        argv = ["shards", clean, "--vocab", vocab, "--output", shards]
-        argv += ["--objective", "bert_mlm_nsp", "--inputs-length", "128", *workers, *over]
-        _stage("shards (bert_mlm_nsp)", argv)
+        job = ShardsJob(
+            docs=clean, vocab=vocab, output=shards, objective="bert_mlm_nsp", inputs_length=128,
+            workers=args.workers or None, overwrite=args.overwrite,
+        )  # fmt: skip
+        _call("shards (bert_mlm_nsp)", lambda: _shards(job), job)
     if args.overwrite and os.path.isdir(run):
         shutil.rmtree(run)
     if not done(os.path.join(run, "checkpoints", "latest")):

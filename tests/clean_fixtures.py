@@ -106,6 +106,23 @@ def span_scenario(docs: list[dict], donor: dict) -> tuple[list[dict], str, str]:
 # --- independent driver -------------------------------------------------------------------------
 
 
+def documents_of(engine, plan, job, files) -> list:
+    """The plan's ``(output key, OutDoc)`` pairs without writing shards, on an engine that
+    computes eagerly (the local one): the chunk files go to ``job.output/_work`` and are
+    removed afterwards."""
+    from c4forge.clean import passes
+    from c4forge.clean import resume_state as pg
+
+    chunks = pg.plan_chunks(files, pg.chunk_files_setting())
+    work = pg.WorkDir(job.output)
+    work.start({"engine": engine.name}, resume=False)
+    try:
+        return list(passes.documents(engine, plan, job, chunks))
+    finally:
+        work.finish()
+        engine.counters().pop(pg.RESUME_NAMESPACE, None)  # the driver's business, not a stage
+
+
 def reference_clean(paths: list[str], dedup: str = "spans") -> tuple[dict, list[dict]]:
     """(counters, documents) of the clean plan run by the in-process local engine (Python
     lists, no shuffles): the tests compare the Beam and Spark engines' counters and documents
@@ -113,7 +130,6 @@ def reference_clean(paths: list[str], dedup: str = "spans") -> tuple[dict, list[
     shows up."""
     import tempfile
 
-    from c4forge.clean import passes
     from c4forge.clean.config import CleanJob
     from c4forge.clean.plan import build_plan
     from c4forge.engines.local import LocalEngine
@@ -122,7 +138,7 @@ def reference_clean(paths: list[str], dedup: str = "spans") -> tuple[dict, list[
     with tempfile.TemporaryDirectory(prefix="c4forge-ref-") as work:
         job = CleanJob(tuple(paths), work, dedup=dedup, input_format="wet")
         plan, engine = build_plan(job), LocalEngine()
-        docs = passes.documents_of(engine, plan, job, [InputFile(p, 0) for p in sorted(paths)])
+        docs = documents_of(engine, plan, job, [InputFile(p, 0) for p in sorted(paths)])
     out = [{"split": s, "text": d.text, "timestamp": d.timestamp, "url": d.url} for s, d in docs]
     return engine.bag.as_dict(plan.accounts if dedup != "none" else None), out
 

@@ -74,3 +74,12 @@ def build_hf_bert(cfg, model=None, attn_implementation: str | None = None):
             )
         hf.tie_weights()
     return hf
+
+
+def cross_entropy_reference(logits, targets):
+    """HF's loss convention (labels −100 where the weight is 0, mean over the rest): what
+    ``trainers.loss.weighted_cross_entropy`` must equal once divided by its weight."""
+    import torch.nn.functional as F
+
+    labels = targets.long().masked_fill(targets == 0, -100)
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))

@@ -7,9 +7,9 @@ import dataclasses
 import functools
 
 import pytest
-from clean_fixtures import DERIVED_WET, reference_clean
+from clean_fixtures import DERIVED_WET, documents_of, reference_clean
 
-from c4forge.clean import passes, summary
+from c4forge.clean import summary
 from c4forge.clean.config import CleanJob
 from c4forge.clean.counting import Flow, conservation_errors, full_counters
 from c4forge.clean.plan import MapStage, all_accounts, build_plan, recorded_plan
@@ -86,7 +86,7 @@ def test_a_variant_is_a_different_plan(tmp_path) -> None:
 
     def run(plan):
         engine = LocalEngine()
-        docs = passes.documents_of(engine, plan, job.replace(output=str(tmp_path)), files)
+        docs = documents_of(engine, plan, job.replace(output=str(tmp_path)), files)
         return {d.url for _, d in docs}, engine.counters()
 
     base_urls, base_counts = run(base)
@@ -123,7 +123,7 @@ def test_a_new_stage_with_a_flow_is_accounted_for_by_the_plan(tmp_path) -> None:
     assert dict(plan.accounts)["domain"] is DOMAIN_FLOW
 
     engine = LocalEngine()
-    list(passes.documents_of(engine, plan, job.replace(output=str(tmp_path)), files))
+    list(documents_of(engine, plan, job.replace(output=str(tmp_path)), files))
     counters = full_counters(engine.counters(), plan.accounts)
     assert counters["domain"]["dropped"] > 0
     assert conservation_errors(counters, plan.accounts) == []

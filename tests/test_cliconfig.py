@@ -17,7 +17,7 @@ from c4forge.cli import COMMANDS, build_parser
 from c4forge.cliconfig import CliConfig, CliDeclarationError, flag, option
 from c4forge.errors import ConfigError
 from c4forge.finetune.options import EvaluateOptions, FinetuneOptions, GlueOptions
-from c4forge.shards.options import ShardsOptions
+from c4forge.shards.job import ShardsJob
 from c4forge.trainers.cli_export import ExportOptions
 from c4forge.trainers.options import TrainOptions
 from c4forge.vocab.options import VocabOptions
@@ -120,8 +120,8 @@ def test_shards_options_keep_each_objective_s_own_flags():
     args = build_parser().parse_args(
         ["shards", "docs", "--vocab", "v", "-o", "o", "--objective", "prefix_lm"]
     )
-    opts = ShardsOptions.from_args(args, docs="docs")
-    assert opts == ShardsOptions.from_mapping(
+    opts = ShardsJob.from_args(args, docs="docs")
+    assert opts == ShardsJob.from_mapping(
         {"docs": "docs", "vocab": "v", "output": "o", "objective": "prefix_lm",
          "objective_options": opts.objective_options}
     )  # fmt: skip
@@ -139,7 +139,7 @@ def test_every_command_parser_maps_every_dest():
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert set(sub.choices) == set(COMMANDS)
     for command, cls in (
-        ("clean", CleanJob), ("vocab", VocabOptions), ("shards", ShardsOptions),
+        ("clean", CleanJob), ("vocab", VocabOptions), ("shards", ShardsJob),
         ("train", TrainOptions), ("finetune", FinetuneOptions), ("glue", GlueOptions),
         ("evaluate", EvaluateOptions), ("export", ExportOptions),
     ):  # fmt: skip

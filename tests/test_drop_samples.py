@@ -93,7 +93,8 @@ def test_spark_front_done_by_an_earlier_run(tmp_path: Path) -> None:
     from c4forge.clean.config import CleanJob
     from c4forge.clean.plan import build_plan
     from c4forge.engines.local import LocalEngine
-    from c4forge.engines.spark import SparkEngine, make_context
+    from c4forge.engines.spark import SparkEngine
+    from c4forge.engines.spark_launch import make_context
 
     wet = _corpus(tmp_path)
     reference = tmp_path / "reference"

@@ -79,7 +79,7 @@ def test_beam_and_spark_profiles_with_the_same_outputs(tmp_path: Path, monkeypat
     assert beam["output"] < shard_bytes / 4 and spark["output"] < shard_bytes / 4
 
     # a later context of the process (PySpark reuses the JVM) does not inherit the event log
-    from c4forge.engines.spark import make_context
+    from c4forge.engines.spark_launch import make_context
 
     monkeypatch.delenv(PROFILE_ENV)
     sc = make_context("local[1]", None, [])

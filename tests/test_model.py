@@ -323,7 +323,7 @@ def test_decoder_inputs_shift_per_segment():
 
 
 def test_weighted_cross_entropy():
-    from c4forge.trainers.loss import cross_entropy_reference
+    from hf_reference import cross_entropy_reference
 
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(3, 7, 50, generator=g)

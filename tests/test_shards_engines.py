@@ -91,8 +91,8 @@ def test_interrupted_build_resumes_to_the_same_bytes(reference, work, docs, voca
     and counters), then ``--resume``: that clean shard is not tokenized again."""
     from c4forge.engines.local import LocalEngine
     from c4forge.shards import stage
+    from c4forge.shards.build import resolve
     from c4forge.shards.cli import job_from_args
-    from c4forge.shards.job import resolve
     from c4forge.shards.output import prepare_output
 
     out = str(work / "killed")

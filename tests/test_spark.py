@@ -22,13 +22,8 @@ from c4forge.dedup.minhash import (  # noqa: E402
     make_params,
 )
 from c4forge.engines.local import LocalEngine  # noqa: E402
-from c4forge.engines.spark import (  # noqa: E402
-    SparkEngine,
-    check_master,
-    hadoop_list,
-    make_context,
-    resolve_all,
-)
+from c4forge.engines.spark import SparkEngine, hadoop_list, resolve_all  # noqa: E402
+from c4forge.engines.spark_launch import check_master, make_context  # noqa: E402
 from c4forge.errors import ConfigError, InputError  # noqa: E402
 from c4forge.passthrough import spark_conf_pairs  # noqa: E402
 

@@ -23,7 +23,8 @@ from c4forge.clean.driver import run_clean  # noqa: E402
 from c4forge.clean.plan import recorded_plan  # noqa: E402
 from c4forge.dedup.urls import normalize_url  # noqa: E402
 from c4forge.engines.local import LocalEngine  # noqa: E402
-from c4forge.engines.spark import SparkEngine, make_context  # noqa: E402
+from c4forge.engines.spark import SparkEngine  # noqa: E402
+from c4forge.engines.spark_launch import make_context  # noqa: E402
 from c4forge.samples import (  # noqa: E402
     c4_sample_as_wet,
     dolma_sample_as_wet,

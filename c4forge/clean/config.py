@@ -14,7 +14,7 @@ from typing import Any
 
 from c4forge.clean.variants import DEFAULT_VARIANT, variants_help
 from c4forge.cliconfig import CliConfig, option
-from c4forge.engines.choose import AUTO_LOCAL_BYTES, ENGINES  # noqa: F401 - every stage's policy
+from c4forge.engines.choose import ENGINES
 from c4forge.engines.options import (
     engine_option,
     master_option,

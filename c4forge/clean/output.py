@@ -21,6 +21,7 @@ from c4forge.errors import ConfigError
 from c4forge.formats import clean_docs
 from c4forge.formats.clean_docs import SHARD_RE
 from c4forge.io import storage
+from c4forge.io.pickle_batches import dump_batches, read_batches
 from c4forge.io.storage import md5_hex
 from c4forge.rules.split import SPLITS
 
@@ -248,33 +249,8 @@ Run = tuple[str, int]  # (path, documents)
 
 def write_run(path: str, docs: Iterable[PackedDoc]) -> int:
     """Packed documents (already in ``doc_order``) → a run file, atomically; the count."""
-    import pickle
-
-    n = 0
-    batch: list[PackedDoc] = []
     with storage.atomic_writer(path) as f:
-        for doc in docs:
-            batch.append(doc)
-            if len(batch) >= RUN_BATCH:
-                f.write(pickle.dumps(batch, protocol=4))
-                n, batch = n + len(batch), []
-        if batch:
-            f.write(pickle.dumps(batch, protocol=4))
-            n += len(batch)
-    return n
-
-
-def read_run(path: str) -> Iterable[PackedDoc]:
-    """The packed documents of a run, in order, a batch at a time."""
-    import pickle
-
-    with storage.open_read(path) as f:
-        while True:
-            try:
-                batch = pickle.load(f)
-            except EOFError:
-                return
-            yield from batch
+        return dump_batches(f, docs, RUN_BATCH, protocol=4)
 
 
 def chunk_runs(
@@ -306,7 +282,7 @@ def split_run(
     n = shard_counts(dict(totals), options)[key]
     stem = path[: -len(".run")]
     parts: dict[int, list[PackedDoc]] = {}
-    for doc in read_run(path):  # one chunk's documents of one key, as ``chunk_runs`` held them
+    for doc in read_batches(path):  # one chunk's documents of one key, as ``chunk_runs`` held them
         parts.setdefault(shard_of(doc[0], n), []).append(doc)
     for shard, docs in sorted(parts.items()):
         sub = f"{stem}.{shard:05d}-of-{n:05d}.run"
@@ -321,7 +297,7 @@ def write_run_shard(
 
     key, index, n = shard
     ordered = sorted(runs)
-    merged = heapq.merge(*(read_run(path) for path, _ in ordered), key=doc_order)
+    merged = heapq.merge(*(read_batches(path) for path, _ in ordered), key=doc_order)
     stats = write_shard(directory, key, index, n, (unpack_doc(d) for d in merged), fmt, True)
     expected = sum(m for _, m in ordered)
     if stats["documents"] != expected:

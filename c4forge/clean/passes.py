@@ -172,7 +172,10 @@ def to_chunk(item: tuple[tuple[int, int], Any], count: Count) -> Iterator[tuple[
 
 
 def emit_located(item: tuple[tuple[int, int], Doc], count: Count, *, stage: Any) -> Iterator:
-    """A corpus stage's ``emit`` over ``(loc, doc)`` items (a stage run on its own, in tests)."""
+    """A corpus stage's ``emit`` over ``(loc, doc)`` items: a stage run on its own, by the tests
+    (``tests/clean_fixtures.corpus_stage``). It lives here, not under ``tests/``, because the
+    Beam and Spark workers that run it import it by module path, and ``tests/`` is not on
+    their path."""
     loc, doc = item
     yield from stage.emit(loc, doc, count)
 
@@ -255,7 +258,7 @@ def run_plan(
     engine: Any, plan: Plan, files: list[Any], job: Any, chunks: list[pg.Chunk]
 ) -> list[dict]:
     """The clean job on ``engine`` (its progress bar over ``files``); the per-shard stats."""
-    engine.start(getattr(job, "keep_samples", 0), len(chunks))
+    engine.start(job.keep_samples, len(chunks))
     with engine.progress(len(files), job.quiet):
         return run(engine, plan, job, chunks)
 
@@ -264,20 +267,6 @@ def run(engine: Any, plan: Plan, job: Any, chunks: list[pg.Chunk]) -> list[dict]
     """The whole plan keys-only on ``engine``; returns the per-shard stats. The documents
     reach the shard writers as sorted runs on storage (``output.chunk_runs``)."""
     return co.write_shards(engine, documents(engine, plan, job, chunks, runs=True), job)
-
-
-def documents_of(engine: Any, plan: Plan, job: Any, files: list[Any]) -> list[tuple[str, Any]]:
-    """The plan's ``(output key, OutDoc)`` pairs without writing shards (tests, benchmarks;
-    an engine that computes eagerly, the local one): the chunk files go to
-    ``job.output/_work`` and are removed afterwards."""
-    chunks = pg.plan_chunks(files, pg.chunk_files_setting())
-    work = pg.WorkDir(job.output)
-    work.start({"engine": engine.name}, resume=False)
-    try:
-        return list(documents(engine, plan, job, chunks))
-    finally:
-        work.finish()
-        engine.counters().pop(pg.RESUME_NAMESPACE, None)  # the driver's business, not a stage
 
 
 def documents(

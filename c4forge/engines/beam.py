@@ -360,7 +360,7 @@ class BeamEngine(Engine):
         self.pipeline = beam.Pipeline(runner=self.choice.runner, options=self.choice.options)
         self._ran = False
         # where ``collect`` hands items to the driver: the job's output (``start``)
-        self.scratch = job.output if job is not None and hasattr(job, "output") else "."
+        self.scratch = job.output if job is not None else "."
         self.progress_dir: str | None = None
         self._labels: Counter[str] = Counter()
         self._counters: dict[str, dict[str, int]] = {}

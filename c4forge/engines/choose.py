@@ -7,7 +7,7 @@ a 20-file, 20,000-page corpus (52 MB, RESULTS §15) the local engine used less C
 worker (25.9 vs 28.3 s) and far less memory (324 vs 527 MB), and its second worker cost 9 %
 more CPU against Beam's 27 % (gRPC, element encoding, a runner process), so a second core
 pays more on it at every size. The job object only needs ``engine``, ``runner``,
-``workers``, ``master`` and ``passthrough`` (``CleanJob`` has them; ``ShardsJob`` too).
+``workers``, ``master`` and ``passthrough`` (``CleanJob`` and ``ShardsJob`` are such requests).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 ENGINES = ("auto", "beam", "spark", "local")
-AUTO_LOCAL_BYTES = 0  # --engine auto: every local run goes to the local engine (was 64 MiB)
 
 
 def choose(engine: str, runner: str | None, passthrough: tuple[str, ...], size: int) -> tuple[str, str]:

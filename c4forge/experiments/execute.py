@@ -1,9 +1,9 @@
 """Run one stage into ``DIR/stages/<kind>-<key>/`` through the stage's own entry point.
 
-Each stage builds its command's typed options (``CleanJob``, ``VocabOptions``, ``TrainOptions``,
-``FinetuneOptions``: the dataclasses the command line builds too) and calls the stage function,
-so a renamed option fails where the stage is written, not at run time; the two shards stages
-still go through their subcommand (``c4forge.cli.main``). A stage is done
+Each stage builds its command's typed request (``CleanJob``, ``VocabOptions``, ``ShardsJob``,
+``TaskShardsRequest``, ``TrainOptions``, ``FinetuneOptions``: the dataclasses the command line
+builds too) and calls the stage function, so a renamed option fails where the stage is written
+(and in its tests), not as an unrecognised flag in the middle of an experiment. A stage is done
 when its ``stage.json`` exists: it is written atomically, last, and records the configuration,
 the input stages' keys, the output's own fingerprint (stats.json, index.json, checkpoint,
 predictions) and the CPU and wall seconds spent.
@@ -123,19 +123,6 @@ def read_marker(store: str, stage: Stage) -> dict[str, Any]:
     return read_json(os.path.join(stage_dir(store, stage), MARKER))
 
 
-def _cli(argv: list[str]) -> None:
-    from c4forge.cli import main
-
-    code = main(argv)
-    if code != 0:
-        raise C4ForgeError(f"stage `c4forge {' '.join(argv[:2])} …` failed (exit {code})")
-
-
-def _opt(argv: list[str], flag: str, value: Any) -> None:
-    if value is not None:
-        argv += [flag, str(value)]
-
-
 def _maybe(kind: Callable[[Any], Any], value: Any) -> Any:
     """``value`` as the option's type (what argparse's ``type`` made of it), None kept."""
     return None if value is None else kind(value)
@@ -195,15 +182,21 @@ def _vocab(stage: Stage, out: str, dirs: dict, device: str, workers: int | None)
 
 
 def _shards(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
+    from c4forge.shards.driver import run_job
+    from c4forge.shards.job import ShardsJob
+
     c = stage.config
-    argv = ["shards", dirs["clean"], "--vocab", dirs["vocab"], "--output", out, "--quiet"]
-    argv += ["--objective", c["objective"]]
-    for key in ("inputs_length", "targets_length", "noise_density", "mean_noise_span_length",
-                "packing", "seed"):  # fmt: skip
-        _opt(argv, "--" + key.replace("_", "-"), c.get(key))
-    _opt(argv, "--workers", workers)
-    _cli(argv)
-    return read_json(os.path.join(out, "index.json"))["dataset_fingerprint"]
+    job = ShardsJob.from_mapping(
+        _given(
+            docs=dirs["clean"], vocab=dirs["vocab"], output=out, quiet=True,
+            objective=c["objective"], inputs_length=_maybe(int, c.get("inputs_length")),
+            targets_length=_maybe(int, c.get("targets_length")),
+            noise_density=_maybe(float, c.get("noise_density")),
+            mean_noise_span_length=_maybe(float, c.get("mean_noise_span_length")),
+            packing=c.get("packing"), seed=_maybe(int, c.get("seed")), workers=workers,
+        )
+    )  # fmt: skip
+    return run_job(job)["dataset_fingerprint"]
 
 
 def train_options(stage: Stage, out: str, dirs: dict, device: str) -> TrainOptions:
@@ -255,12 +248,17 @@ def _pretrain(stage: Stage, out: str, dirs: dict, device: str, workers: int | No
 
 
 def _taskshards(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
+    from c4forge.shards.tasks import TaskShardsRequest, build_task_shards
+
     c = stage.config
-    argv = ["shards", "task", c["task"], "--vocab", dirs["vocab"], "--output", out, "--quiet"]
-    argv += ["--data", stage.params["data"], "--targets-length", str(c["targets_length"])]
-    _opt(argv, "--inputs-length", c.get("inputs_length"))
-    _cli(argv)
-    return read_json(os.path.join(out, "index.json"))["dataset_fingerprint"]
+    req = TaskShardsRequest(
+        **_given(
+            task=c["task"], vocab=dirs["vocab"], output=out, quiet=True,
+            data=stage.params["data"], targets_length=int(c["targets_length"]),
+            inputs_length=_maybe(int, c.get("inputs_length")),
+        )
+    )  # fmt: skip
+    return build_task_shards(req)["dataset_fingerprint"]
 
 
 def _zero_shot(stage: Stage, out: str, dirs: dict, device: str) -> str:
@@ -279,7 +277,8 @@ def _zero_shot(stage: Stage, out: str, dirs: dict, device: str) -> str:
 
 
 def _finetune(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
-    from c4forge.finetune.loop import FinetuneOptions, finetune
+    from c4forge.finetune.loop import finetune
+    from c4forge.finetune.options import FinetuneOptions
 
     c = stage.config
     if c["steps"] == 0:

@@ -35,17 +35,16 @@ class Backbone:
 
     @property
     def num_layers(self) -> int:
-        cfg = self.config
-        return int(getattr(cfg, "num_layers", None) or cfg.n_layers)
+        """Encoder layers (every family's config names them ``n_layers``)."""
+        return int(self.config.n_layers)
 
     @property
     def max_positions(self) -> int | None:
         """Longest input the encoder can take (None: T5's relative positions have no limit)."""
-        return getattr(self.config, "max_position", None)
+        return self.config.max_position
 
     def config_dict(self) -> dict[str, Any]:
-        cfg = self.config
-        return cfg.to_dict() if hasattr(cfg, "to_dict") else dict(vars(cfg))
+        return self.config.to_dict()
 
 
 def _vocab_from_dir(directory: str | None, where: str):

@@ -3,8 +3,10 @@
 Engine-free: the stage is written once against the engine primitives (``c4forge.engines``),
 so the local engine, Spark and Beam run the same build:
 
-- ``job``: the typed, frozen ``ShardsJob`` (built and validated once, from the CLI) and the
-  ``ShardsBuild`` it resolves to (vocabulary, input files, schema, manifest);
+- ``job``: the typed, frozen request ``ShardsJob`` (its flags; built and validated once, by the
+  CLI or a program);
+- ``build``: the ``ShardsBuild`` a job resolves to (vocabulary, objective, input files, schema,
+  manifest);
 - ``rows``: the rows of one clean shard, split by output shard; a shard written from them;
 - ``runs``: sorted runs of rows on storage and their merge (a worker never holds a shard);
 - ``stage``: the build on the engine primitives (rows → runs → merge per output shard);

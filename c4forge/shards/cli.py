@@ -9,20 +9,17 @@ Three forms share one subparser, told apart by the first positional argument:
 
 (a documents folder named ``verify`` or ``task`` is reachable as ``./verify``). The objective
 choices and objective-only flags come from the objective registry (pure numpy, no Beam); the
-job is imported lazily in ``run`` so `--help` stays quick. ``job_from_args`` is the one place an
-argparse namespace becomes a typed ``ShardsOptions`` (``c4forge.cliconfig``), then a ``ShardsJob``. Unrecognised arguments are engine options
-(``c4forge.passthrough``: Beam's ``PipelineOptions``, or ``--conf`` with ``--engine spark``).
+driver is imported lazily in ``run`` so `--help` stays quick. ``job_from_args`` is the one place an
+argparse namespace becomes the typed ``ShardsJob`` (``c4forge.cliconfig``). Unrecognised
+arguments are engine options (``c4forge.passthrough``: Beam's ``PipelineOptions``, or ``--conf``
+with ``--engine spark``).
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
-from c4forge.shards.options import ShardsOptions
-
-if TYPE_CHECKING:
-    from c4forge.shards.job import ShardsJob
+from c4forge.shards.job import ShardsJob
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -48,22 +45,19 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     from c4forge.shards.tasks import task_flags
 
-    ShardsOptions.add_flags(p, cli_only=("target",), insert_after={"quiet": task_flags()})
+    ShardsJob.add_flags(p, cli_only=("target",), insert_after={"quiet": task_flags()})
     return p
 
 
 def job_from_args(args: argparse.Namespace, extra: list[str]) -> ShardsJob:
     """The typed job of `c4forge shards DOCS …` (validated here, before any work)."""
     from c4forge.errors import ConfigError
-    from c4forge.shards.job import make_job
 
     if len(args.target) != 1:
         raise ConfigError(
             f"expected one documents folder, got {len(args.target)}: {' '.join(args.target)}"
         )
-    return make_job(
-        ShardsOptions.from_args(args, docs=args.target[0], pipeline_args=tuple(extra))
-    )
+    return ShardsJob.from_args(args, docs=args.target[0], passthrough=tuple(extra))
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:

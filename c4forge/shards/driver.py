@@ -14,7 +14,8 @@ from typing import Any
 
 from c4forge.formats import shards as fmt
 from c4forge.io import storage
-from c4forge.shards.job import ShardsBuild, ShardsJob, resolve
+from c4forge.shards.build import ShardsBuild, resolve
+from c4forge.shards.job import ShardsJob
 from c4forge.shards.output import finish, finished_shards, gather_stats, prepare_output
 from c4forge.shards.report import ProgressWatcher, summary_lines
 
@@ -44,8 +45,8 @@ def run_job(job: ShardsJob, engine: Any = None) -> dict[str, Any]:
     from c4forge.shards import stage
 
     started = time.time()
-    if job.pipeline_args:  # --s3_endpoint_url …: the driver's own remote calls need them too
-        storage.use_pipeline_options(list(job.pipeline_args))
+    if job.passthrough:  # --s3_endpoint_url …: the driver's own remote calls need them too
+        storage.use_pipeline_options(list(job.passthrough))
     build = resolve(job)
     state = prepare_output(build, job.overwrite)
     runner = ""
@@ -58,7 +59,7 @@ def run_job(job: ShardsJob, engine: Any = None) -> dict[str, Any]:
         runner = engine.description
         try:
             files = sum(len(f) for f in build.clean_files.values())
-            obj = job.objective
+            obj = build.objective
             _log(
                 job,
                 f"c4forge shards: {files} clean file(s) → {job.output} [objective={obj.name} "

@@ -1,76 +1,190 @@
-"""What one `c4forge shards` build is: the typed job, and what it resolves to before any work.
+"""``ShardsJob``: one `c4forge shards DOCS …` build as asked for: its flags, validated once.
 
-``ShardsJob`` is the user's request (``ShardsOptions``), frozen and validated once by
-``make_job`` (the CLI calls it; tests and other programs may too). Everything that decides the
-rows is in it: the objective's ``ObjectiveConfig`` (whose ``descriptor()`` is index.json's ``objective`` block,
-verbatim), the seed, the token dtype and the Arrow options. ``resolve`` turns it into a
-``ShardsBuild``: the vocabulary's bytes, the clean shard files, the schema and the manifest
-(index.json minus splits/stats/versions, its fingerprint already final). Workers receive the
-build, never a path to re-read or an argparse namespace.
+The one typed request of the stage, as ``CleanJob`` is clean's: the command line builds it
+(``from_args``), a program builds it (``from_mapping``, or the constructor), and the driver,
+the engines (``workers``, ``runner``, ``master``, ``passthrough``) and the stage read it. What
+needs the inputs read (the vocabulary's size for the token dtype and the objective's sentinels,
+the clean files, the manifest) is ``c4forge.shards.build.resolve``'s, not the request's.
+
+Light (argparse, the objective registry; no Beam, no Arrow) so ``--help`` stays quick. The field
+order is the order of ``shards --help``; each objective's own options come from the registry
+when the parser is built (``option_set``), so a registered objective gets its flags with no
+change here.
 """
 
 from __future__ import annotations
 
-import gzip
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from c4forge import __version__
-from c4forge.errors import ConfigError, InputError
-from c4forge.formats import clean_docs
-from c4forge.formats import shards as fmt
-from c4forge.io import storage
-from c4forge.objectives.registry import ObjectiveConfig, make_config
-from c4forge.rules.split import SPLITS
-from c4forge.shards.options import ShardsOptions
-
-COMPRESSIONS = ("none", "lz4")
-TOKEN_DTYPES = ("auto", "uint16", "int32")
+from c4forge.cliconfig import CliConfig, Flag, option, option_set
+from c4forge.engines.options import (
+    engine_option,
+    master_option,
+    runner_option,
+    workers_option,
+)
+from c4forge.errors import ConfigError
+from c4forge.objectives.registry import OBJECTIVES, objective_options
 
 
-@dataclass(frozen=True)
-class ShardsJob:
-    """One shard build, validated: the rows it makes and how it runs."""
+def _objective_flags() -> Iterator[tuple[str, str, Flag]]:
+    """Each registered objective's own options, one argument group per objective."""
+    for name, options in objective_options().items():
+        title = f"{name} only ({OBJECTIVES[name].reference})"
+        for o in options:
+            yield title, o.name, Flag((o.flag,), {"type": o.type, "default": None, "help": o.help})
 
-    docs: str
-    output: str
-    vocab: str  # a `c4forge vocab` folder, or a plain SentencePiece .model
-    objective: ObjectiveConfig
-    token_dtype: str  # "uint16" | "int32" (resolved from "auto" against the vocabulary)
-    seed: int = 0
-    extra_ids: int | None = None  # --extra-ids for a plain .model (a vocab folder records its own)
-    batch_rows: int = 1024
-    compression: str | None = None  # None | "lz4"
-    num_shards: Mapping[str, int | None] = field(
-        default_factory=lambda: {"train": None, "validation": None}
-    )  # None = the clean shard count of that split
-    rows_per_shard: int | None = None
-    # How it runs (never part of the rows):
-    engine: str = "auto"  # auto | local | spark | beam (``engines.choose``)
-    runner: str | None = None
-    workers: int | None = None
-    master: str | None = None  # Spark master URL (--engine spark)
-    pipeline_args: tuple[str, ...] = ()  # passed to the runner unchanged
-    overwrite: bool = False
-    resume: bool = False  # reuse the runs of an interrupted build
-    quiet: bool = False
 
-    @property
-    def passthrough(self) -> tuple[str, ...]:
-        """The engine options (the engines read them under this name)."""
-        return self.pipeline_args
+@dataclass(frozen=True, kw_only=True)
+class ShardsJob(CliConfig):
+    """One shard build as asked for (None = the objective's / the vocabulary's default)."""
 
-    @property
-    def inputs(self) -> tuple[str, ...]:
-        return (self.docs,)
+    docs: str  # the clean documents folder (the CLI's `DOCS` positional)
+    vocab: str | None = option(
+        "--vocab",
+        default=None,  # required: refused below with the CLI's message
+        help="`c4forge vocab` folder (vocab.json), or a plain SentencePiece .model (+ --extra-ids)",
+    )
+    extra_ids: int | None = option(
+        "--extra-ids",
+        default=None,
+        type=int,
+        help="sentinels added to a plain .model (default 100)",
+    )
+    output: str | None = option("--output", "-o", default=None, help="output shard folder")
+    # choices: the live registry (an objective registered later is a valid choice)
+    objective: str = option("--objective", default="span_corruption", choices=OBJECTIVES)
+    inputs_length: int | None = option(
+        "--inputs-length",
+        default=None,
+        type=int,
+        help="encoder row length (default: objective's; bert_mlm_nsp: max_seq_length, 128)",
+    )
+    targets_length: int | None = option(
+        "--targets-length",
+        default=None,
+        type=int,
+        help="decoder row length (default: objective's)",
+    )
+    noise_density: float | None = option(
+        "--noise-density", default=None, type=float, help="default 0.15"
+    )
+    mean_noise_span_length: float | None = option(
+        "--mean-noise-span-length", default=None, type=float, help="default 3.0"
+    )
+    packing: str = option(
+        "--packing",
+        default="concat",
+        choices=["concat", "per_document"],
+        help="concat = T5 (documents concatenated, one example per row); per_document = "
+        "examples never mix documents, first-fit packed with segment ids",
+    )
+    pack_window: int = option(
+        "--pack-window",
+        default=512,
+        type=int,
+        help="per_document: examples per first-fit window",
+    )
+    doc_separator: str = option(
+        "--doc-separator",
+        default="none",
+        choices=["none", "eos"],
+        help="none = T5 (no separator between concatenated documents); eos = HF/nanoT5",
+    )
+    objective_options: Mapping[str, Any] = option_set(_objective_flags)  # name → value
+    num_shards: str | None = option(
+        "--num-shards",
+        default="auto",
+        help="N (train), or train=N,validation=M; default auto = the clean shard count per split",
+    )
+    rows_per_shard: int | None = option(
+        "--rows-per-shard",
+        default=None,
+        type=int,
+        help="size shards by rows instead: num_shards = ceil(rows / N) per split",
+    )
+    batch_rows: int = option(
+        "--batch-rows", default=1024, type=int, help="rows per Arrow record batch"
+    )
+    seed: int = option("--seed", default=0, type=int)
+    token_dtype: str = option("--token-dtype", default="auto", choices=["auto", "uint16", "int32"])
+    compression: str | None = option("--compression", default="none", choices=["none", "lz4"])
+    workers: int | None = workers_option()
+    runner: str | None = runner_option()
+    engine: str = engine_option()
+    master: str | None = master_option()
+    overwrite: bool = option(
+        "--overwrite",
+        default=False,
+        action="store_true",
+        help="replace a shard set built differently",
+    )
+    resume: bool = option(
+        "--resume",
+        default=False,
+        action="store_true",
+        help="continue an interrupted build: clean shards whose sorted runs under "
+        "OUTPUT/_progress/ are complete are not tokenized again (finished shards are kept "
+        "either way)",
+    )
+    quiet: bool = option(
+        "--quiet", default=False, action="store_true", help="no progress bar or summary"
+    )
+    passthrough: tuple[str, ...] = ()  # engine options, passed on unchanged (not a flag)
+
+    def __post_init__(self) -> None:
+        """Every check that needs no input read (the objective's own options are checked
+        against the vocabulary by ``resolve``); a bad value is a one-line ``ConfigError``."""
+        object.__setattr__(self, "passthrough", tuple(self.passthrough))
+        if not self.vocab:
+            raise ConfigError("--vocab is required (a `c4forge vocab` folder or a .model file)")
+        if not self.output:
+            raise ConfigError("--output is required")
+        if self.batch_rows < 1:
+            raise ConfigError(f"--batch-rows must be >= 1, got {self.batch_rows}")
+        if self.seed < 0:
+            raise ConfigError(f"--seed must be >= 0, got {self.seed}")
+        if self.compression not in ("none", "lz4", None):
+            raise ConfigError(f"--compression must be none or lz4, got {self.compression!r}")
+        requested = self.shard_counts  # a bad --num-shards is refused here
+        if self.rows_per_shard is not None:
+            if self.rows_per_shard < 1:
+                raise ConfigError(f"--rows-per-shard must be >= 1, got {self.rows_per_shard}")
+            if any(v is not None for v in requested.values()):
+                raise ConfigError("give either --num-shards or --rows-per-shard, not both")
+        if self.workers is not None and self.workers < 1:
+            raise ConfigError(f"--workers must be >= 1, got {self.workers}")
 
     def replace(self, **changes: Any) -> ShardsJob:
-        from dataclasses import replace
+        return dataclasses.replace(self, **changes)
 
-        return replace(self, **changes)
+    @property
+    def shard_counts(self) -> dict[str, int | None]:
+        """``--num-shards`` per split (None: the clean shard count of that split)."""
+        return parse_num_shards(self.num_shards)
+
+    @property
+    def arrow_compression(self) -> str | None:
+        """The Arrow IPC codec: None for ``none``."""
+        return None if self.compression in (None, "none") else self.compression
+
+    def chosen_objective_options(self) -> dict[str, Any]:
+        """The options handed to the objective (None = its default). argparse's defaults for
+        packing and the separator are the T5 ones, so they count as "not given"."""
+        concat = self.packing == "concat"
+        return {
+            "inputs_length": self.inputs_length,
+            "targets_length": self.targets_length,
+            "noise_density": self.noise_density,
+            "mean_noise_span_length": self.mean_noise_span_length,
+            "packing": None if concat else self.packing,
+            "doc_separator": None if self.doc_separator == "none" else self.doc_separator,
+            "pack_window": None if concat else self.pack_window,
+            **self.objective_options,
+        }
 
 
 def parse_num_shards(spec: str | None) -> dict[str, int | None]:
@@ -96,180 +210,3 @@ def parse_num_shards(spec: str | None) -> dict[str, int | None]:
         if n is not None and n < 1:
             raise ConfigError(f"--num-shards for {split} must be >= 1, got {n}")
     return out
-
-
-def load_vocabulary(path: str, extra_ids: int | None) -> Any:
-    from c4forge.vocab.vocab import Vocabulary
-
-    return Vocabulary.load(path, extra_ids=extra_ids)
-
-
-def make_job(opts: ShardsOptions) -> ShardsJob:
-    """Validate every option (the objective's own: None = default) and load the vocabulary the
-    objective is checked against; no shard work happens here."""
-    if not opts.vocab:
-        raise ConfigError("--vocab is required (a `c4forge vocab` folder or a .model file)")
-    if not opts.output:
-        raise ConfigError("--output is required")
-    batch_rows, seed, compression = opts.batch_rows, opts.seed, opts.compression
-    rows_per_shard, workers, extra_ids = opts.rows_per_shard, opts.workers, opts.extra_ids
-    if batch_rows < 1:
-        raise ConfigError(f"--batch-rows must be >= 1, got {batch_rows}")
-    if seed < 0:
-        raise ConfigError(f"--seed must be >= 0, got {seed}")
-    if compression not in (*COMPRESSIONS, None):
-        raise ConfigError(f"--compression must be none or lz4, got {compression!r}")
-    requested = parse_num_shards(opts.num_shards)
-    if rows_per_shard is not None:
-        if rows_per_shard < 1:
-            raise ConfigError(f"--rows-per-shard must be >= 1, got {rows_per_shard}")
-        if any(v is not None for v in requested.values()):
-            raise ConfigError("give either --num-shards or --rows-per-shard, not both")
-    if workers is not None and workers < 1:
-        raise ConfigError(f"--workers must be >= 1, got {workers}")
-    vocabulary = load_vocabulary(opts.vocab, extra_ids)
-    options = {k: v for k, v in opts.chosen_objective_options().items() if v is not None}
-    config = make_config(opts.objective, extra_ids=vocabulary.extra_ids, **options)
-    return ShardsJob(
-        docs=opts.docs,
-        output=opts.output,
-        vocab=opts.vocab,
-        objective=config,
-        token_dtype=fmt.choose_token_dtype(vocabulary.embedding_size, opts.token_dtype),
-        seed=seed,
-        extra_ids=extra_ids,
-        batch_rows=batch_rows,
-        compression=None if compression in (None, "none") else compression,
-        num_shards=requested,
-        rows_per_shard=rows_per_shard,
-        engine=opts.engine,
-        runner=opts.runner,
-        workers=workers,
-        master=opts.master,
-        pipeline_args=tuple(opts.pipeline_args),
-        overwrite=opts.overwrite,
-        resume=opts.resume,
-        quiet=opts.quiet,
-    )
-
-
-# ----------------------------------------------------------------------------- the resolved build
-
-
-@dataclass(frozen=True)
-class ShardsBuild:
-    """A job with its inputs read: everything a worker needs, nothing it must look up again."""
-
-    job: ShardsJob
-    vocab_state: dict[str, Any]  # Vocabulary.__getstate__(): the model bytes travel, not a path
-    vocab_descriptor: dict[str, Any]
-    vocab_files: tuple[tuple[str, bytes], ...]  # the copy for SHARDS/vocab/ (driver only)
-    schema: list[dict[str, Any]]
-    manifest: dict[str, Any]  # index.json minus splits/stats/versions
-    clean_files: dict[str, list[str]]
-    num_shards: dict[str, int] | None  # None → sized by rows_per_shard inside the job
-
-    @property
-    def output(self) -> str:
-        return self.job.output
-
-    @property
-    def objective(self) -> ObjectiveConfig:
-        return self.job.objective
-
-    @property
-    def seed(self) -> int:
-        return self.job.seed
-
-    @property
-    def rows_per_shard(self) -> int | None:
-        return self.job.rows_per_shard
-
-    @property
-    def fingerprint(self) -> str:
-        return self.manifest["dataset_fingerprint"]
-
-    @property
-    def splits(self) -> list[str]:
-        return [s for s in SPLITS if self.clean_files.get(s)]
-
-    @property
-    def np_dtype(self) -> np.dtype:
-        return np.dtype(self.job.token_dtype)
-
-
-def count_documents(files: list[str]) -> int:
-    """Non-blank lines of clean files: the first pass formats.md §1 asks for without stats.json."""
-    total = 0
-    for path in files:
-        if path.endswith(".parquet"):
-            import pyarrow.parquet as pq
-
-            with storage.open_read(path) as raw:
-                total += pq.ParquetFile(raw).metadata.num_rows
-            continue
-        try:
-            with storage.open_read(path) as raw:
-                f = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
-                total += sum(1 for line in f if line.strip())
-        except (OSError, EOFError) as err:
-            raise InputError(f"{path}: unreadable or truncated file: {err}") from err
-    return total
-
-
-def source_block(docs: str, clean_files: dict[str, list[str]]) -> dict[str, Any]:
-    """`source` of index.json: the clean stats.json's sha256 and document counts per split."""
-    stats = clean_docs.clean_stats(docs)
-    documents = {}
-    for split, files in clean_files.items():
-        n = clean_docs.split_documents(stats, split) if stats is not None else None
-        documents[split] = n if n is not None else count_documents(files)
-    digest = storage.sha256(clean_docs.clean_stats_path(docs)) if stats is not None else None
-    return {"clean_stats_sha256": digest, "documents": documents}
-
-
-def resolve(job: ShardsJob) -> ShardsBuild:
-    """Read the vocabulary and list the clean shards; refuse missing inputs before any work."""
-    from c4forge.vocab.vocab_files import source_files
-
-    vocab = load_vocabulary(job.vocab, job.extra_ids)
-    cfg = job.objective
-    schema = fmt.column_layout(
-        cfg.spec.layout,
-        cfg.packing,
-        cfg.inputs_length,
-        cfg.targets_length,
-        job.token_dtype,
-        max_predictions=cfg.targets_length,
-    )
-    clean_files = {s: clean_docs.list_clean_shards(job.docs, s) for s in SPLITS}
-    if not clean_files["train"]:
-        raise InputError(
-            f"{job.docs}: no c4-train.NNNNN-of-NNNNN.json.gz files (a `c4forge clean` output "
-            "or AllenAI C4 folder is expected)"
-        )
-    clean_files = {s: f for s, f in clean_files.items() if f}
-    num_shards = None
-    if job.rows_per_shard is None:
-        num_shards = {s: job.num_shards.get(s) or len(f) for s, f in clean_files.items()}
-    manifest = fmt.make_manifest(
-        objective=cfg.descriptor(),
-        schema=schema,
-        seed=job.seed,
-        source=source_block(job.docs, clean_files),
-        token_dtype=job.token_dtype,
-        vocabulary=vocab.descriptor(),
-        batch_rows=job.batch_rows,
-        compression=job.compression,
-        created_by=f"c4forge {__version__}",
-    )
-    return ShardsBuild(
-        job=job,
-        vocab_state=vocab.__getstate__(),
-        vocab_descriptor=vocab.descriptor(),
-        vocab_files=source_files(vocab, job.vocab),
-        schema=schema,
-        manifest=manifest,
-        clean_files=clean_files,
-        num_shards=num_shards,
-    )

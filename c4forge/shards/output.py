@@ -16,7 +16,7 @@ from c4forge.formats import shards as fmt
 from c4forge.formats.shards import VOCAB_DIR
 from c4forge.formats.shards import VOCAB_INDEX_KEY as INDEX_KEY
 from c4forge.io import storage
-from c4forge.shards.job import ShardsBuild
+from c4forge.shards.build import ShardsBuild
 from c4forge.shards.rows import check_rows, clean_stats_path, empty_stats, write_one_shard
 from c4forge.vocab.vocab_files import copy_is_current, write_vocab_copy
 
@@ -40,8 +40,8 @@ def remove_previous(output: str) -> None:
 def build_record(build: ShardsBuild) -> dict[str, Any]:
     layout: dict[str, Any] = (
         {"num_shards": build.num_shards}
-        if build.rows_per_shard is None
-        else {"rows_per_shard": build.rows_per_shard}
+        if build.job.rows_per_shard is None
+        else {"rows_per_shard": build.job.rows_per_shard}
     )
     return {"dataset_fingerprint": build.fingerprint, "arrow": build.manifest["arrow"], **layout}
 
@@ -58,7 +58,7 @@ def _index_matches(build: ShardsBuild, index: dict[str, Any]) -> bool:
         want = (
             build.num_shards[split]
             if build.num_shards is not None
-            else max(1, math.ceil(block["rows"] / build.rows_per_shard))
+            else max(1, math.ceil(block["rows"] / build.job.rows_per_shard))
         )
         if block["num_shards"] != want:
             return False
@@ -67,7 +67,7 @@ def _index_matches(build: ShardsBuild, index: dict[str, Any]) -> bool:
 
 def prepare_output(build: ShardsBuild, overwrite: bool) -> str:
     """Decide what to do with an existing folder: 'done', 'resume' or 'fresh' (§3.4)."""
-    out = build.output
+    out = build.job.output
     index_path = storage.join(out, fmt.INDEX_NAME)
     record_path = storage.join(out, fmt.PROGRESS_DIR, BUILD_RECORD)
     want = build_record(build)
@@ -137,7 +137,7 @@ def finished_shards(build: ShardsBuild) -> frozenset[str]:
     """Names whose progress record and file sha256 agree (only knowable with fixed counts)."""
     if build.num_shards is None:
         return frozenset()
-    progress = fmt.Progress(build.output)
+    progress = fmt.Progress(build.job.output)
     names = {fmt.shard_file_name(s, i, n) for s, n in build.num_shards.items() for i in range(n)}
     return frozenset(n for n in names if progress.finished(n, build.fingerprint) is not None)
 
@@ -150,7 +150,7 @@ def gather_stats(build: ShardsBuild) -> dict[str, dict[str, int]]:
         total = empty_stats(build.objective)
         read = 0
         for path in build.clean_files[split]:
-            rec_path = clean_stats_path(build.output, split, clean_docs.shard_index(path))
+            rec_path = clean_stats_path(build.job.output, split, clean_docs.shard_index(path))
             if not storage.exists(rec_path):
                 raise RuntimeError(f"clean shard {path} was not processed ({rec_path} missing)")
             record = storage.read_json(rec_path)
@@ -181,9 +181,9 @@ def finish(build: ShardsBuild, stats: dict[str, dict[str, int]]) -> dict[str, An
                 f"{st['documents_empty']} of them empty (no text)"
             )
     num_shards = build.num_shards or {
-        s: max(1, math.ceil(stats[s]["rows"] / build.rows_per_shard)) for s in build.splits
+        s: max(1, math.ceil(stats[s]["rows"] / build.job.rows_per_shard)) for s in build.splits
     }
-    progress = fmt.Progress(build.output)
+    progress = fmt.Progress(build.job.output)
     splits = {}
     for split in build.splits:
         count = num_shards[split]
@@ -195,14 +195,14 @@ def finish(build: ShardsBuild, stats: dict[str, dict[str, int]]) -> dict[str, An
                 rec = write_one_shard(build, split, i, count, [])  # no row hashed to this shard
             records.append(rec)
         block = fmt.split_summary(count, records)
-        check_rows(split, build.output, "write", stats[split]["rows"], block["rows"])
+        check_rows(split, build.job.output, "write", stats[split]["rows"], block["rows"])
         splits[split] = block
     index = dict(build.manifest)
     index["splits"] = splits
     index["stats"] = stats
     index["versions"] = fmt.library_versions()
     index[INDEX_KEY] = write_vocab_copy(
-        build.output, build.vocab_files, build.manifest["vocabulary"]
+        build.job.output, build.vocab_files, build.manifest["vocabulary"]
     )
-    fmt.write_index(build.output, index)
+    fmt.write_index(build.job.output, index)
     return index

@@ -8,7 +8,7 @@ from typing import Any
 
 from c4forge.formats import shards as fmt
 from c4forge.io import storage
-from c4forge.shards.job import ShardsBuild
+from c4forge.shards.build import ShardsBuild
 from c4forge.shards.rows import CLEAN_STATS_DIR
 
 # Objectives no longer registered (an old index.json) are summarised like the T5 family.
@@ -75,7 +75,7 @@ class ProgressWatcher:
 
         clean_total = sum(len(f) for f in self.build.clean_files.values())
         shards_total = sum((self.build.num_shards or {}).values()) or None
-        pdir = storage.join(self.build.output, fmt.PROGRESS_DIR)
+        pdir = storage.join(self.build.job.output, fmt.PROGRESS_DIR)
         # A bucket listing costs a request: poll it every 10 s, a local folder every 0.5 s.
         every = 10.0 if storage.is_remote(pdir) else 0.5
         with (

@@ -17,7 +17,7 @@ import numpy as np
 from c4forge.formats import clean_docs
 from c4forge.formats import shards as fmt
 from c4forge.io import storage
-from c4forge.shards.job import ShardsBuild
+from c4forge.shards.build import ShardsBuild
 
 # Rows per block: bounds a worker's memory to a few blocks whatever the clean shard's size (a
 # C4 clean shard makes ~270k rows of 1.25 kB).
@@ -60,7 +60,7 @@ def clean_shard_rows(
         texts,
         vocab,
         clean_shard_index=clean_index,
-        seed=build.seed,
+        seed=build.job.seed,
         config=cfg,
         stats=stats,
         dtype=build.np_dtype,
@@ -140,7 +140,7 @@ def save_clean_stats(
     """The counters of one processed clean shard (same content on a retried bundle), with
     ``extra`` (documents read, its runs); returns the record."""
     record = {"split": split, "file": storage.basename(path), "stats": stats, **extra}
-    storage.write_json(clean_stats_path(build.output, split, clean_docs.shard_index(path)), record)
+    storage.write_json(clean_stats_path(build.job.output, split, clean_docs.shard_index(path)), record)
     return record
 
 
@@ -149,7 +149,7 @@ def write_one_shard(
 ) -> dict[str, Any]:
     """Sort and write one shard unless an intact copy from this build is already there."""
     name = fmt.shard_file_name(split, index, count)
-    progress = fmt.Progress(build.output)
+    progress = fmt.Progress(build.job.output)
     done = progress.finished(name, build.fingerprint)
     if done is not None:  # never rewrite a finished shard (§3.4 step 3)
         return done
@@ -158,12 +158,12 @@ def write_one_shard(
         build.fingerprint, build.vocab_descriptor["sha256"], split, index, count
     )
     rec = fmt.write_shard(
-        storage.join(build.output, name),
+        storage.join(build.job.output, name),
         build.schema,
         columns,
         meta,
         batch_rows=build.job.batch_rows,
-        compression=build.job.compression,
+        compression=build.job.arrow_compression,
     )
     rec = {**rec, "dataset_fingerprint": build.fingerprint}
     progress.save(rec)
@@ -178,7 +178,7 @@ def write_merged_shard(
     from c4forge.shards import runs as sruns
 
     name = fmt.shard_file_name(split, index, count)
-    progress = fmt.Progress(build.output)
+    progress = fmt.Progress(build.job.output)
     done = progress.finished(name, build.fingerprint)
     if done is not None:
         return done
@@ -187,11 +187,11 @@ def write_merged_shard(
     )
     merged = sruns.merged_rows([(path, segments) for path, segments, _ in runs], build.schema)
     rec = fmt.write_shard_batches(
-        storage.join(build.output, name),
+        storage.join(build.job.output, name),
         build.schema,
         sruns.rebatch(merged, build.job.batch_rows),
         meta,
-        compression=build.job.compression,
+        compression=build.job.arrow_compression,
     )
     check_rows(split, name, "merge", sum(r[2] for r in runs), rec["rows"])
     rec = {**rec, "dataset_fingerprint": build.fingerprint}

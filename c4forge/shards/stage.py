@@ -27,7 +27,7 @@ from c4forge.formats import shards as fmt
 from c4forge.io import storage
 from c4forge.shards import rows as sr
 from c4forge.shards import runs
-from c4forge.shards.job import ShardsBuild
+from c4forge.shards.build import ShardsBuild
 
 RUNS_DIR = "_runs"  # under _progress/
 Run = tuple[str, list[int], int]  # (path, batches per segment, rows)
@@ -72,7 +72,7 @@ def build_runs(
     a clean shard whose record and runs exist is not read again."""
     split, path = item
     clean_index = clean_docs.shard_index(path)
-    record_path = sr.clean_stats_path(build.output, split, clean_index)
+    record_path = sr.clean_stats_path(build.job.output, split, clean_index)
     record = storage.read_json(record_path) if resume and storage.exists(record_path) else None
     if record is None or not _runs_intact(record):
         record = _write_runs(build, split, path, clean_index, counts)
@@ -106,7 +106,7 @@ def _write_runs(
             for shard, sub in parts:
                 key = "all" if shard is None else f"{shard:05d}-of-{counts[split]:05d}"
                 target = None if shard is None else (shard, counts[split])
-                w = out.get(key, run_path(build.output, split, clean_index, target))
+                w = out.get(key, run_path(build.job.output, split, clean_index, target))
                 w.add_segment(*runs.sort_block(sub.keys, sub.order, sub.columns))
     written = {k: [w.path, w.segments, w.rows] for k, w in out.writers.items()}
     sr.check_rows(split, path, "tokenize", read[0], stats["documents"])
@@ -130,7 +130,7 @@ def split_run(
     with runs.RunSet(build.schema) as out:
         for keys, order, columns in runs.segments_of(path, segments, build.schema):
             for shard, sub in sr.split_by_shard(sr.Block(keys, order, columns), n):
-                w = out.get(shard, run_path(build.output, split, clean_index, (shard, n)))
+                w = out.get(shard, run_path(build.job.output, split, clean_index, (shard, n)))
                 w.add_segment(sub.keys, sub.order, sub.columns)
     sr.check_rows(split, path, "split runs", rows, out.rows)
     for shard, w in sorted(out.writers.items()):
@@ -177,11 +177,11 @@ def row_counts(build: ShardsBuild) -> dict[str, int]:
     from c4forge.shards.output import gather_stats
 
     rows = {s: st["rows"] for s, st in gather_stats(build).items()}
-    return {s: max(1, math.ceil(n / build.rows_per_shard)) for s, n in rows.items()}
+    return {s: max(1, math.ceil(n / build.job.rows_per_shard)) for s, n in rows.items()}
 
 
 def unsplit_runs(build: ShardsBuild, split: str, path: str) -> list[Run]:
     record = storage.read_json(
-        sr.clean_stats_path(build.output, split, clean_docs.shard_index(path))
+        sr.clean_stats_path(build.job.output, split, clean_docs.shard_index(path))
     )
     return [tuple(r) for r in record["runs"].values()]  # type: ignore[misc]

@@ -15,7 +15,7 @@ def verify_command(
 ) -> int:
     run_vocab: Any = vocab
     if vocab is not None and os.path.isfile(vocab) and vocab.endswith(".model"):
-        from c4forge.shards.job import load_vocabulary
+        from c4forge.shards.build import load_vocabulary
 
         run_vocab = load_vocabulary(vocab, extra_ids).descriptor()
     shards = fmt.ShardSet.open(directory, vocab=run_vocab)

@@ -73,6 +73,16 @@ class ModelConfig:
         return self.num_layers
 
     @property
+    def family(self) -> str:
+        """The model family (a bert config has it as a field; config.json of t5 has no key)."""
+        return "t5"
+
+    @property
+    def max_position(self) -> None:
+        """No longest input: relative position buckets (the bert family has a number here)."""
+        return None
+
+    @property
     def d_attn(self) -> int:
         return self.num_heads * self.d_kv
 

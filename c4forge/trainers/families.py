@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,13 @@ class BertBatch:
     full_rows: bool = False  # no padding in input_ids (checked on the host copy)
 
 
+def part_stats(
+    stats: tuple[tuple[str, int], ...], sums: Sequence[float], weights: Sequence[float]
+) -> dict[str, float]:
+    """A log window's metrics: each stat's sum over the weight of the loss part it divides."""
+    return {name: value / max(weights[part], 1.0) for (name, part), value in zip(stats, sums)}
+
+
 class T5Training:
     """The encoder-decoder on inputs/targets rows."""
 
@@ -67,6 +75,9 @@ class T5Training:
 
     def row_tokens(self, inputs_length: int, targets_length: int) -> int:
         return inputs_length + targets_length
+
+    def stats_record(self, sums: Sequence[float], weights: Sequence[float]) -> dict[str, float]:
+        return part_stats(self.stats, sums, weights)
 
     def to_device(self, item: dict[str, Any], device: Any, non_blocking: bool = False) -> Any:
         batch = to_device(item, device, non_blocking)
@@ -126,6 +137,9 @@ class BertTraining:
 
     def row_tokens(self, inputs_length: int, targets_length: int) -> int:
         return inputs_length  # targets_length is max_predictions_per_seq: not extra tokens
+
+    def stats_record(self, sums: Sequence[float], weights: Sequence[float]) -> dict[str, float]:
+        return part_stats(self.stats, sums, weights)
 
     def to_device(self, item: dict[str, Any], device: Any, non_blocking: bool = False) -> BertBatch:
         def move(name: str, dtype: Any = torch.int64) -> torch.Tensor:

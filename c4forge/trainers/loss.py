@@ -1,4 +1,5 @@
-"""Token-weighted cross-entropy (model.md §1.5) and decoder inputs (objectives.md §5.3).
+"""Token-weighted cross-entropy (model.md §1.5); the decoder inputs it is computed on are
+``trainers.data.decoder_input_tokens``.
 
 The loss returns a *sum* and a weight count, not a mean: the trainer divides by the weight count of
 the global batch (all micro-batches, all ranks), so accumulation and DDP give the same update as one
@@ -8,7 +9,6 @@ big batch.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 
 def weighted_cross_entropy(
@@ -42,9 +42,3 @@ def weighted_cross_entropy(
             term = term + z_loss * lse.square() * w
         total = total + term.sum()
     return total, weights.sum()
-
-
-def cross_entropy_reference(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """HF's convention (labels −100 where w = 0, mean over the rest) for tests and comparisons."""
-    labels = targets.long().masked_fill(targets == 0, -100)
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))

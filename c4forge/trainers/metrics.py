@@ -127,7 +127,7 @@ class LastFigures:
 class WindowLogger:
     """Turns a ``LogWindow`` into one metrics record: the only host sync of the training loop
     (on TPU deferred to the step closure). ``fam``: the family's training (its loss parts,
-    metric names and, for a mixture, ``stats_record``)."""
+    metric names and ``stats_record``)."""
 
     fam: Any
     info: Any  # distributed.DistInfo
@@ -211,11 +211,7 @@ class WindowLogger:
         }
         if len(self.fam.parts) > 1:
             record.update(zip(self.fam.parts, means))
-        if hasattr(self.fam, "stats_record"):  # a mixture's per-source figures
-            record.update(self.fam.stats_record(stat_sums))
-        else:
-            for (name, part), value in zip(self.fam.stats, stat_sums):
-                record[name] = value / max(weights[part], 1.0)
+        record.update(self.fam.stats_record(stat_sums, weights))  # a mixture's: per source
         if util is not None:
             record["mfu"] = util
         return record

@@ -28,7 +28,7 @@ class MixtureT5Training(T5Training):
         self.names = list(names)
         self.columns = tuple(columns)
         k = len(self.names)
-        # sizes only: ``stats_record`` reads them (the loop's generic division does not apply)
+        # sizes only: ``stats_record`` reads them (the families' division by a part does not apply)
         self.stats = tuple((f"_{i}", 0) for i in range(3 * k))
 
     def to_device(self, item: dict[str, Any], device: Any, non_blocking: bool = False) -> Any:
@@ -65,9 +65,10 @@ class MixtureT5Training(T5Training):
         k = len(self.names)
         return list(stats[:k]), list(stats[k : 2 * k]), list(stats[2 * k : 3 * k])
 
-    def stats_record(self, stats: Sequence[float]) -> dict[str, float]:
+    def stats_record(self, stats: Sequence[float], weights: Sequence[float]) -> dict[str, float]:
         """A log window's per-source keys: ``loss_<name>`` (sources that had rows) and
-        ``tokens_<name>`` (non-pad tokens trained in the window)."""
+        ``tokens_<name>`` (non-pad tokens trained in the window); the parts' ``weights`` do not
+        apply (each source's weight is among its own stats)."""
         sums, weights, tokens = self._split(stats)
         out: dict[str, float] = {}
         for name, s, w, t in zip(self.names, sums, weights, tokens):

@@ -86,7 +86,8 @@ def config_from_dict(family: str, data: dict[str, Any]) -> Any:
 
 
 def family_of(config: Any) -> str:
-    return str(getattr(config, "family", "t5"))
+    """The family of a model config (every family's config names it)."""
+    return str(config.family)
 
 
 def build_model(family: str, config: Any):

@@ -1,0 +1,142 @@
+"""What one `c4forge shards` build resolves to before any work: ``ShardsBuild``.
+
+The request is ``c4forge.shards.job.ShardsJob``; ``resolve`` reads its inputs once: the
+vocabulary (its bytes travel to the workers, its size picks the token dtype, its sentinels
+check the objective), the objective's ``ObjectiveConfig`` (whose ``descriptor()`` is
+index.json's ``objective`` block, verbatim), the clean shard files, the schema and the manifest
+(index.json minus splits/stats/versions, its fingerprint already final). Workers receive the
+build, never a path to re-read or an argparse namespace; what the user asked for is read from
+``build.job``.
+"""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from c4forge import __version__
+from c4forge.errors import InputError
+from c4forge.formats import clean_docs
+from c4forge.formats import shards as fmt
+from c4forge.io import storage
+from c4forge.objectives.registry import ObjectiveConfig, make_config
+from c4forge.rules.split import SPLITS
+from c4forge.shards.job import ShardsJob
+
+
+def load_vocabulary(path: str, extra_ids: int | None) -> Any:
+    from c4forge.vocab.vocab import Vocabulary
+
+    return Vocabulary.load(path, extra_ids=extra_ids)
+
+
+@dataclass(frozen=True)
+class ShardsBuild:
+    """A job with its inputs read: everything a worker needs, nothing it must look up again."""
+
+    job: ShardsJob  # the request, as asked for
+    objective: ObjectiveConfig  # validated against the vocabulary (its sentinels)
+    token_dtype: str  # "uint16" | "int32" (``auto`` resolved against the vocabulary)
+    vocab_state: dict[str, Any]  # Vocabulary.__getstate__(): the model bytes travel, not a path
+    vocab_descriptor: dict[str, Any]
+    vocab_files: tuple[tuple[str, bytes], ...]  # the copy for SHARDS/vocab/ (driver only)
+    schema: list[dict[str, Any]]
+    manifest: dict[str, Any]  # index.json minus splits/stats/versions
+    fingerprint: str  # the manifest's dataset_fingerprint
+    clean_files: dict[str, list[str]]
+    num_shards: dict[str, int] | None  # None → sized by rows_per_shard inside the job
+
+    @property
+    def splits(self) -> list[str]:
+        return [s for s in SPLITS if self.clean_files.get(s)]
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(self.token_dtype)
+
+
+def count_documents(files: list[str]) -> int:
+    """Non-blank lines of clean files: the first pass formats.md §1 asks for without stats.json."""
+    total = 0
+    for path in files:
+        if path.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            with storage.open_read(path) as raw:
+                total += pq.ParquetFile(raw).metadata.num_rows
+            continue
+        try:
+            with storage.open_read(path) as raw:
+                f = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+                total += sum(1 for line in f if line.strip())
+        except (OSError, EOFError) as err:
+            raise InputError(f"{path}: unreadable or truncated file: {err}") from err
+    return total
+
+
+def source_block(docs: str, clean_files: dict[str, list[str]]) -> dict[str, Any]:
+    """`source` of index.json: the clean stats.json's sha256 and document counts per split."""
+    stats = clean_docs.clean_stats(docs)
+    documents = {}
+    for split, files in clean_files.items():
+        n = clean_docs.split_documents(stats, split) if stats is not None else None
+        documents[split] = n if n is not None else count_documents(files)
+    digest = storage.sha256(clean_docs.clean_stats_path(docs)) if stats is not None else None
+    return {"clean_stats_sha256": digest, "documents": documents}
+
+
+def resolve(job: ShardsJob) -> ShardsBuild:
+    """Read the vocabulary, validate the objective's options against it (None = default) and
+    list the clean shards; refuse missing inputs before any work."""
+    from c4forge.vocab.vocab_files import source_files
+
+    vocab = load_vocabulary(job.vocab, job.extra_ids)
+    options = {k: v for k, v in job.chosen_objective_options().items() if v is not None}
+    cfg = make_config(job.objective, extra_ids=vocab.extra_ids, **options)
+    token_dtype = fmt.choose_token_dtype(vocab.embedding_size, job.token_dtype)
+    schema = fmt.column_layout(
+        cfg.spec.layout,
+        cfg.packing,
+        cfg.inputs_length,
+        cfg.targets_length,
+        token_dtype,
+        max_predictions=cfg.targets_length,
+    )
+    clean_files = {s: clean_docs.list_clean_shards(job.docs, s) for s in SPLITS}
+    if not clean_files["train"]:
+        raise InputError(
+            f"{job.docs}: no c4-train.NNNNN-of-NNNNN.json.gz files (a `c4forge clean` output "
+            "or AllenAI C4 folder is expected)"
+        )
+    clean_files = {s: f for s, f in clean_files.items() if f}
+    num_shards = None
+    if job.rows_per_shard is None:
+        requested = job.shard_counts
+        num_shards = {s: requested.get(s) or len(f) for s, f in clean_files.items()}
+    manifest = fmt.make_manifest(
+        objective=cfg.descriptor(),
+        schema=schema,
+        seed=job.seed,
+        source=source_block(job.docs, clean_files),
+        token_dtype=token_dtype,
+        vocabulary=vocab.descriptor(),
+        batch_rows=job.batch_rows,
+        compression=job.arrow_compression,
+        created_by=f"c4forge {__version__}",
+    )
+    return ShardsBuild(
+        job=job,
+        objective=cfg,
+        token_dtype=token_dtype,
+        vocab_state=vocab.__getstate__(),
+        vocab_descriptor=vocab.descriptor(),
+        vocab_files=source_files(vocab, job.vocab),
+        schema=schema,
+        manifest=manifest,
+        fingerprint=manifest["dataset_fingerprint"],
+        clean_files=clean_files,
+        num_shards=num_shards,
+    )
