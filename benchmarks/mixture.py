@@ -7,6 +7,8 @@ with the project's own shard writer, then times ``TrainStream`` on the first set
 ``--batch-size`` rows, through a DataLoader with ``--workers`` workers, as training reads them.
 Rounds alternate single / mixture and the best round of each is kept (a shared machine's noise
 only ever slows a round down). Prints rows/s, the ratio, and the load average.
+``--shuffle-batches K`` shuffles rows inside windows of K batches; ``--world N`` reads rank 0's
+share of each batch (its rows are then not one range: the mixture's scattered-row path).
 
 Usage: ``python benchmarks/mixture.py [--rows 20000] [--steps 150] [--batch-size 128]``
 """
@@ -89,6 +91,8 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--shuffle-batches", type=int, default=0)
+    ap.add_argument("--world", type=int, default=1, help="read rank 0's rows of N ranks")
     ap.add_argument("--work", default=None, help="folder for the shard sets (default: a temp dir)")
     args = ap.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="c4forge-mixbench-")
@@ -96,19 +100,23 @@ def main() -> None:
     for i, path in enumerate(sets):
         if not os.path.exists(os.path.join(path, "index.json")):
             write_set(path, args.rows, args.shards_per_set, i, 512, 114)
-    plan = DataPlan(batch_size=args.batch_size, seed=0)
+    plan = DataPlan(
+        batch_size=args.batch_size, seed=0, shuffle_window=args.shuffle_batches,
+        world_size=args.world,
+    )  # fmt: skip
     spec = spec_from_flags(
         sets[0], sets[1:], rates="0.5,0.3,0.2", strategy=None, limit=None, temperature=None,
         pad=False,
     )  # fmt: skip
     mixture = open_mixture(spec, vocab=None, seed=0)
     single = open_shard_set(sets[0])
-    rows = args.steps * args.batch_size
+    rows = args.steps * plan.rank_rows
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start")
     print(f"{args.steps} steps × {args.batch_size} rows of 512/114 uint16 tokens, "
-          f"{args.rows:,} rows per set in {args.shards_per_set} shards")  # fmt: skip
-    rows_per_second(TrainStream(single, plan, 0, 2), 0, 2 * args.batch_size)  # imports, caches
-    rows_per_second(MixtureStream(mixture, plan, 0, 2), 0, 2 * args.batch_size)
+          f"{args.rows:,} rows per set in {args.shards_per_set} shards, shuffle window "
+          f"{args.shuffle_batches}, rank 0 of {args.world}")  # fmt: skip
+    rows_per_second(TrainStream(single, plan, 0, 2), 0, 2 * plan.rank_rows)  # imports, caches
+    rows_per_second(MixtureStream(mixture, plan, 0, 2), 0, 2 * plan.rank_rows)
     for workers in args.workers:
         best = {"single": (0.0, 0.0), "mixture": (0.0, 0.0)}
         for _ in range(args.rounds):
@@ -125,6 +133,7 @@ def main() -> None:
             f"{100 * mw / sw:.1f} % wall, {100 * mc / sc:.1f} % CPU "
             f"(load average {os.getloadavg()[0]:.2f})"
         )
+
 
 if __name__ == "__main__":
     main()

@@ -25,7 +25,7 @@ from c4forge.trainers import checkpoint as ckpt  # noqa: E402
 from c4forge.trainers.data import DataPlan, TrainStream, open_shard_set  # noqa: E402
 from c4forge.trainers.metrics import read_metrics  # noqa: E402
 from c4forge.trainers.mixture_data import MixtureStream, open_mixture  # noqa: E402
-from c4forge.trainers.mixture_map import MixtureMap  # noqa: E402
+from c4forge.trainers.mixture_map import BLOCK, MixtureMap  # noqa: E402
 from c4forge.trainers.mixture_spec import load_mixture, spec_from_flags  # noqa: E402
 from c4forge.trainers.train import train  # noqa: E402
 
@@ -154,6 +154,31 @@ def test_a_two_source_mixture_of_one_set_reads_it_like_the_plain_stream(data):
     b = _items(single, DataPlan(batch_size=8, seed=4), 3, 5)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x["inputs"].numpy(), y["inputs"])
+
+
+def test_ranges_and_scattered_rows_read_the_rows_the_map_names(data):
+    """Reads of a range (in order and permuted, across a block boundary and the sources'
+    epochs) and of scattered rows give, row by row, the row the map names and its source."""
+    root, desc = data
+    mixture = open_mixture(_flags_spec(root), vocab=desc, seed=6)
+    lo = BLOCK - 150
+    rows = np.arange(lo, lo + 300)
+    source, within = mixture.map.locate(rows)
+    ref = mixture.reader()
+    want = {}
+    for r, k, w in zip(rows, source, within):
+        shard, at = mixture.sources[k].order.locate(np.array([w]))
+        want[int(r)] = (int(k), mixture.conform(ref.readers[k].gather(shard, at)))
+    epochs = [within[source == k] // src.train_rows for k, src in enumerate(mixture.sources)]
+    assert any(e.min() < e.max() for e in epochs)  # some source starts a new epoch here
+    perm = np.random.default_rng(0).permutation(rows)
+    for query in (rows, perm, rows[::3], perm[:-7]):
+        got = mixture.reader().rows(query)
+        for i, r in enumerate(query):
+            k, row = want[int(r)]
+            assert got["source"][i] == k
+            for c in mixture.columns:
+                np.testing.assert_array_equal(got[c][i], row[c][0])
 
 
 # ----------------------------------------------------------------------------- training

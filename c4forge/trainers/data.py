@@ -114,6 +114,21 @@ class RowOrder:
             within[sel] = offset[sel] - starts[pos]
         return shard, within
 
+    def runs(self, lo: int, hi: int) -> Iterator[tuple[int, int, int, int]]:
+        """Global rows ``[lo, hi)`` as runs ``(offset from lo, shard, first row in it, rows)``
+        of consecutive rows of one shard, in order: ``locate`` of a range, with no per-row
+        arrays (a mixture reads each source's rows as such ranges)."""
+        per_epoch = self.rows_per_epoch
+        at = lo
+        while at < hi:
+            epoch, offset = divmod(at, per_epoch)
+            order, starts = self._epoch_layout(epoch)
+            pos = int(np.searchsorted(starts, offset, side="right")) - 1
+            first = offset - int(starts[pos])
+            take = min(hi - at, self.shard_rows[int(order[pos])] - first)
+            yield at - lo, int(order[pos]), first, take
+            at += take
+
     def _window_perm(self, window: int) -> np.ndarray:
         size = self.shuffle_window * self.batch_size
         return np.random.default_rng([self.seed, _SHUFFLE_TAG, window]).permutation(size)

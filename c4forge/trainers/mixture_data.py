@@ -148,34 +148,101 @@ class MixtureReader:
             )
 
     def rows(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The rows of global mixture indices ``rows``, in that order, with their sources."""
         m = self.mixture
-        source, within = m.map.locate(rows)
+        rows = np.asarray(rows, np.int64)
         out = {
             c: np.empty((len(rows), m.inputs_length if c.startswith("inputs") else m.targets_length),
                         m.dtypes[c])
             for c in m.columns
         }  # fmt: skip
-        for k in dict.fromkeys(source.tolist()):  # first-appearance order, deterministic
-            sel = np.nonzero(source == k)[0]
+        direct = m.direct or (False,) * len(m.sources)
+        dest = _range_positions(rows)
+        if dest is not None:
+            lo = int(rows[0]) if dest is _IN_ORDER else int(rows.min())
+            self._read_range(lo, lo + len(rows), dest, direct, out)
+            return out
+        source, within = m.map.locate(rows)
+        for k, sel in _by_source(source, len(m.sources)):
             shard, at = m.sources[k].order.locate(within[sel])
-            if m.direct and m.direct[k]:  # copy each row once, straight into the batch
-                first = int(shard[0])
-                if (shard == first).all():  # the usual case: one shard of this source
-                    data = self.readers[k].shard(first)
-                    for c in m.columns:
-                        out[c][sel] = data[c][at]
-                    continue
-                for sh in dict.fromkeys(shard.tolist()):
-                    hit = shard == sh
-                    data = self.readers[k].shard(sh)
-                    for c in m.columns:
-                        out[c][sel[hit]] = data[c][at[hit]]
+            if not direct[k]:
+                part = m.conform(self.readers[k].gather(shard, at))
+                for c in m.columns:
+                    out[c][sel] = part[c]
                 continue
-            part = m.conform(self.readers[k].gather(shard, at))
-            for c in m.columns:
-                out[c][sel] = part[c]
+            for hit, sh in _by_shard(shard):  # each row copied once, straight into the batch
+                data = self.readers[k].shard(sh)
+                into, take = (sel, at) if hit is None else (sel[hit], at[hit])
+                for c in m.columns:
+                    out[c][into] = data[c][take]
         out["source"] = source
         return out
+
+    def _read_range(
+        self, lo: int, hi: int, dest: Any, direct: tuple[bool, ...], out: dict[str, np.ndarray]
+    ) -> None:
+        """Rows ``[lo, hi)`` in any order (row ``lo + i`` goes to ``out[dest[i]]``): each
+        source's rows there are consecutive rows of its order (``MixtureMap.runs``), so they
+        are read as slices of the decoded shards and, when already in the mixture's layout,
+        copied once, straight into the batch (a gather then a scatter would copy twice)."""
+        m = self.mixture
+        source = m.map.range_sources(lo, hi)
+        out["source"] = source if dest is _IN_ORDER else _placed(source, dest)
+        for k, offsets, first in m.map.runs(lo, hi):
+            into = offsets if dest is _IN_ORDER else dest[offsets]
+            for at, shard, row, n in m.sources[k].order.runs(first, first + len(offsets)):
+                data = self.readers[k].shard(shard)
+                part = {c: v[row : row + n] for c, v in data.items()}
+                if not direct[k]:
+                    part = m.conform(part)
+                for c in m.columns:
+                    out[c][into[at : at + n]] = part[c]
+
+
+_IN_ORDER = slice(None)  # ``_range_positions``: the rows are ``lo, lo + 1, …`` in order
+
+
+def _range_positions(rows: np.ndarray) -> Any:
+    """Where each row of the range ``[min, min + len)`` sits in ``rows`` (``_IN_ORDER`` when
+    they are that range in order), or None when ``rows`` is not a permutation of a range (a
+    rank's share of a batch, a shuffle window cut by the read)."""
+    n = len(rows)
+    if not n:
+        return None
+    lo = int(rows.min())
+    if int(rows.max()) - lo != n - 1:
+        return None
+    if int(rows[0]) == lo and np.array_equal(rows, np.arange(lo, lo + n)):
+        return _IN_ORDER
+    dest = np.full(n, -1, np.int64)
+    dest[rows - lo] = np.arange(n)
+    return dest if dest.min() >= 0 else None
+
+
+def _placed(values: np.ndarray, dest: np.ndarray) -> np.ndarray:
+    """``values[i]`` moved to position ``dest[i]``."""
+    out = np.empty_like(values)
+    out[dest] = values
+    return out
+
+
+def _by_source(source: np.ndarray, num_sources: int) -> list[tuple[int, np.ndarray]]:
+    """(source, positions of its rows) in order of first appearance (deterministic decode
+    order); one comparison per source, no Python loop over rows."""
+    found = [(k, np.flatnonzero(source == k)) for k in range(num_sources)]
+    return sorted(((k, sel) for k, sel in found if len(sel)), key=lambda ks: int(ks[1][0]))
+
+
+def _by_shard(shard: np.ndarray) -> Iterator[tuple[np.ndarray | None, int]]:
+    """(positions, shard) per shard in order of first appearance; positions None when every
+    row is of one shard (the usual case)."""
+    first = int(shard[0])
+    if shard[-1] == first and (shard == first).all():
+        yield None, first
+        return
+    values, where = np.unique(shard, return_index=True)
+    for sh in values[np.argsort(where)]:
+        yield np.flatnonzero(shard == sh), int(sh)
 
 
 class MixtureStream(TrainStream):
@@ -211,6 +278,37 @@ class MixtureStream(TrainStream):
 
     def read(self, reader: Any, rows: np.ndarray) -> dict[str, np.ndarray]:
         return reader.rows(rows)
+
+    def _item(self, data: dict[str, np.ndarray], step: int, micro: int) -> dict[str, Any]:
+        return MixtureItem(super()._item(data, step, micro))
+
+
+class MixtureItem(dict):
+    """A mixture's micro-batch: a plain dict of columns, except in how it leaves a DataLoader
+    worker. Every tensor a worker sends takes a shared-memory segment and a file descriptor
+    passed over a socket, the main cost of passing an item; the ``source`` column (one small
+    int per row) crosses inside the item's pickle as bytes instead and is a tensor again on
+    arrival, so a mixture's item costs what a single set's does."""
+
+    def __copy__(self) -> MixtureItem:
+        return MixtureItem(self)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        fields = dict(self)
+        source = fields.get("source")
+        tensor = source is not None and not isinstance(source, np.ndarray)
+        if tensor:
+            fields["source"] = source.numpy()
+        return _rebuild_item, (fields, tensor)
+
+
+def _rebuild_item(fields: dict[str, Any], tensor: bool) -> MixtureItem:
+    item = MixtureItem(fields)
+    if tensor:
+        import torch
+
+        item["source"] = torch.from_numpy(item["source"])
+    return item
 
 
 # ----------------------------------------------------------------------------- opening

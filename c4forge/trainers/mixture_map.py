@@ -24,7 +24,7 @@ is never exhausted early.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +63,16 @@ def _block(counts: tuple[int, ...], seed: int, block: int) -> tuple[np.ndarray, 
     rank = np.concatenate([np.arange(c, dtype=np.int64) for c in counts])
     order = np.argsort(times, kind="stable")  # ties (measure zero) to the earlier source
     return source[order], rank[order]
+
+
+@functools.lru_cache(maxsize=16)
+def _block_slots(counts: tuple[int, ...], seed: int, block: int) -> tuple[np.ndarray, ...]:
+    """Per source, the block's slots it fills, increasing: its ``j``-th slot holds its
+    ``j``-th row of the block (the interleaving keeps each source's rows in order)."""
+    source, _ = _block(counts, seed, block)
+    order = np.argsort(source, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    return tuple(order[bounds[k] : bounds[k + 1]] for k in range(len(counts)))
 
 
 @dataclass(frozen=True)
@@ -104,6 +114,27 @@ class MixtureMap:
             source[sel] = s
             within[sel] = int(b) * base[s] + rank[slot[sel]]
         return source, within
+
+    def runs(self, lo: int, hi: int) -> Iterator[tuple[int, np.ndarray, int]]:
+        """Global rows ``[lo, hi)`` per block and source as ``(source, offsets of its rows from
+        lo, increasing, its first row)``: the rows are consecutive rows of that source, so a
+        range needs no per-row lookup (``locate`` of a range, grouped by source)."""
+        for b in range(lo // BLOCK, (hi - 1) // BLOCK + 1):
+            base = b * BLOCK
+            t0, t1 = max(lo, base) - base, min(hi, base + BLOCK) - base
+            for k, slots in enumerate(_block_slots(self.counts, self.seed, b)):
+                j0, j1 = (int(j) for j in np.searchsorted(slots, (t0, t1)))
+                if j1 > j0:
+                    yield k, slots[j0:j1] + (base - lo), b * self.counts[k] + j0
+
+    def range_sources(self, lo: int, hi: int) -> np.ndarray:
+        """The source of each global row in ``[lo, hi)`` (``locate(arange(lo, hi))[0]``)."""
+        parts = []
+        for b in range(lo // BLOCK, (hi - 1) // BLOCK + 1):
+            base = b * BLOCK
+            source, _ = _block(self.counts, self.seed, b)
+            parts.append(source[max(lo, base) - base : min(hi, base + BLOCK) - base])
+        return np.concatenate(parts).astype(np.int64)
 
     def source_counts(self, rows: int) -> list[int]:
         """How many of the first ``rows`` global rows each source fills (closed form for whole
