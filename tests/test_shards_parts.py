@@ -167,3 +167,18 @@ def test_an_interrupted_parts_build_resumes_to_the_same_bytes(
     err = capsys.readouterr().err
     assert "1 clean shard(s) or parts tokenized by an earlier run, reused; 2 built now" in err
     assert files_of_dir(out) == reference
+
+
+def test_parts_with_rows_per_shard(work, docs, vocab_dir) -> None:
+    """``--rows-per-shard``: the parts' unsplit runs are split by the row total's shard count."""
+
+    def build(out: str, workers: str) -> dict[str, bytes]:
+        argv = shards_argv(docs, vocab_dir, out, "--batch-rows", "100", "--quiet",
+                           "--engine", "local", "--workers", workers,
+                           inputs_length=INPUTS_LENGTH, rows_per_shard=1500)  # fmt: skip
+        assert main(argv) == 0
+        return files_of_dir(out)
+
+    whole = build(str(work / "rps-whole"), "1")
+    assert sum(n.startswith("train-") for n in whole) == 4  # 5,699 rows
+    assert build(str(work / "rps-parts"), "2") == whole
