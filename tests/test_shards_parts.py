@@ -10,6 +10,7 @@ shape of a corpus under 356,000 documents, where parts are what gives a second w
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import os
 
@@ -119,9 +120,12 @@ def test_parts_give_the_bytes_of_whole_clean_shards(reference, work, docs, vocab
         ("train", 512, None),
         ("validation", 0, None),
     ]
-    for engine in ("local", "beam"):
+    engines = [("local",), ("beam",)]
+    if importlib.util.find_spec("pyspark") is not None:
+        engines.append(("spark", "--master", "local[2]"))
+    for engine, *extra in engines:
         out = str(work / f"parts-{engine}")
-        assert shards(docs, vocab_dir, out, "--engine", engine, "--workers", "2") == 0
+        assert shards(docs, vocab_dir, out, "--engine", engine, "--workers", "2", *extra) == 0
         assert files_of_dir(out) == reference, engine
 
 
