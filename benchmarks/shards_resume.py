@@ -40,8 +40,8 @@ def main() -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--after", type=int, default=1, help="records to wait for before the kill")
     ap.add_argument("--match", default="train", help="count only records whose name has this")
-    ap.add_argument("extra", nargs="*", help="more `c4forge shards` options (after --)")
-    args = ap.parse_args()
+    args, extra = ap.parse_known_args()  # the rest: `c4forge shards` options (after --)
+    args.extra = [x for x in extra if x != "--"]
     shutil.rmtree(args.out, ignore_errors=True)
     cmd = [sys.executable, "-m", "c4forge", "shards", args.clean, "--vocab", args.vocab,
            "-o", str(args.out), "--quiet", *args.extra]  # fmt: skip
