@@ -100,6 +100,42 @@ def shards_argv(docs: str, vocab_dir: str, out: str, *extra: str, **options: obj
     return [*argv, *extra]
 
 
+def leave_one_unit(argv: list[str], pick) -> object:
+    """What a build killed after one unit of its rows step leaves on disk (the build record,
+    that unit's runs and counters): ``pick(job, build)`` names the unit; returns it."""
+    from c4forge.cli import build_parser
+    from c4forge.engines.local import LocalEngine
+    from c4forge.shards import stage
+    from c4forge.shards.build import resolve
+    from c4forge.shards.cli import job_from_args
+    from c4forge.shards.output import prepare_output
+
+    args, extra = build_parser().parse_known_args(argv)
+    job = job_from_args(args, extra)
+    build = resolve(job)
+    assert prepare_output(build, overwrite=False) == "fresh"
+    unit = pick(job, build)
+    engine = LocalEngine(workers=1)
+    try:
+        kwargs = {"build": build, "counts": dict(build.num_shards), "skip": frozenset()}
+        built = list(stage.build_runs(unit, engine.bag, resume=False, **kwargs))
+    finally:
+        engine.close()
+    assert built and all(os.path.exists(run[0]) for _key, run in built)
+    return unit
+
+
+def files_of_dir(directory: str) -> dict[str, bytes]:
+    """Every file under ``directory`` by relative path, with its bytes."""
+    out = {}
+    for root, _dirs, names in os.walk(directory):
+        for n in names:
+            p = os.path.join(root, n)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, directory)] = f.read()
+    return out
+
+
 def contains(haystack: np.ndarray, needle) -> bool:
     """Is ``needle`` a contiguous run of ``haystack`` (int32 arrays compared as bytes)?"""
     hay = np.asarray(haystack).astype("<i4").tobytes()

@@ -15,7 +15,7 @@ import shutil
 
 import numpy as np
 import pytest
-from shards_fixtures import corpus_fixtures, shards_argv
+from shards_fixtures import corpus_fixtures, files_of_dir, leave_one_unit, shards_argv
 
 from c4forge.cli import main
 from c4forge.shards import runs
@@ -32,20 +32,11 @@ def shards(docs: str, vocab: str, out: str, *extra: str) -> int:
     return main(shards_argv(docs, vocab, out, "--batch-rows", "100", "--quiet", *extra, **options))
 
 
-def files_of(directory: str) -> dict[str, bytes]:
-    out = {}
-    for root, _dirs, names in os.walk(directory):
-        for n in names:
-            p = os.path.join(root, n)
-            out[os.path.relpath(p, directory)] = open(p, "rb").read()
-    return out
-
-
 @pytest.fixture(scope="module")
 def reference(work, docs, vocab_dir):
     out = str(work / "beam-1")
     assert shards(docs, vocab_dir, out, "--engine", "beam", "--workers", "1") == 0
-    return files_of(out)
+    return files_of_dir(out)
 
 
 def test_merge_of_sorted_runs_is_one_sort(tmp_path) -> None:
@@ -82,57 +73,26 @@ def test_every_engine_writes_the_same_bytes(engine, reference, work, docs, vocab
     extra = ["--master", "local[2]"] if engine == "spark" else []
     out = str(work / f"{engine}-2")
     assert shards(docs, vocab_dir, out, "--engine", engine, "--workers", "2", *extra) == 0
-    assert files_of(out) == reference
+    assert files_of_dir(out) == reference
     assert not os.path.exists(os.path.join(out, "_progress"))  # the runs are gone
 
 
 def test_interrupted_build_resumes_to_the_same_bytes(reference, work, docs, vocab_dir, capsys):
     """What a build killed after its first clean shard leaves (build record, that shard's runs
     and counters), then ``--resume``: that clean shard is not tokenized again."""
-    from c4forge.engines.local import LocalEngine
-    from c4forge.shards import stage
-    from c4forge.shards.build import resolve
-    from c4forge.shards.cli import job_from_args
-    from c4forge.shards.output import prepare_output
+    from c4forge.shards.parts import whole
 
     out = str(work / "killed")
     argv = shards_argv(
-        docs,
-        vocab_dir,
-        out,
-        "--batch-rows",
-        "100",
-        "--engine",
-        "local",
-        inputs_length=INPUTS_LENGTH,
-        num_shards="train=3,validation=2",
-    )
-    from c4forge.cli import build_parser
-
-    args, extra = build_parser().parse_known_args(argv)
-    build = resolve(job_from_args(args, extra))
-    assert prepare_output(build, overwrite=False) == "fresh"
-    first = build.clean_files["train"][0]
-    engine = LocalEngine(workers=1)
-    try:
-        built = list(
-            stage.build_runs(
-                ("train", first),
-                engine.bag,
-                build=build,
-                counts=dict(build.num_shards),
-                skip=frozenset(),
-                resume=False,
-            )
-        )
-    finally:
-        engine.close()
-    assert built and all(os.path.exists(run[0]) for _key, run in built)
+        docs, vocab_dir, out, "--batch-rows", "100", "--engine", "local",
+        inputs_length=INPUTS_LENGTH, num_shards="train=3,validation=2",
+    )  # fmt: skip
+    leave_one_unit(argv, lambda job, build: whole("train", build.clean_files["train"][0]))
     capsys.readouterr()
     assert main([*argv, "--resume", "--workers", "2"]) == 0
     err = capsys.readouterr().err
     assert "1 clean shard(s) tokenized by an earlier run, reused; 2 built now" in err
-    assert files_of(out) == {k: v for k, v in reference.items()}
+    assert files_of_dir(out) == {k: v for k, v in reference.items()}
 
 
 def test_documents_that_do_not_add_up_are_refused(work, docs, vocab_dir, capsys) -> None:

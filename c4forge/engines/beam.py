@@ -519,7 +519,7 @@ class BeamEngine(Engine):
         return self._samples
 
     def execute(self) -> None:
-        """Run the pipeline built so far; keep its counters (``counters()``); a later source
+        """Run the pipeline built so far; add its counters to ``counters()``; a later source
         starts a new pipeline (a stage's second job, ``_root``)."""
         from c4forge.engines.errors import user_error_from
 
@@ -535,7 +535,11 @@ class BeamEngine(Engine):
         state = str(getattr(result, "state", "DONE"))
         if "DONE" not in state:
             raise VerificationError(f"the pipeline ended in state {state}")
-        self._counters, self.counter_source = counters_from_metrics(result)
+        counts, self.counter_source = counters_from_metrics(result)
+        for ns, named in counts.items():  # summed over the stage's jobs, as on the other engines
+            mine = self._counters.setdefault(ns, {})
+            for name, value in named.items():
+                mine[name] = mine.get(name, 0) + value
         if self.profile:
             self.shuffle_bytes = shuffle_bytes_from_metrics(result)
             self.largest_element = largest_from_metrics(result)

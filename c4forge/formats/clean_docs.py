@@ -95,23 +95,34 @@ def _open_binary(path: str) -> IO[bytes]:
     return storage.open_read(path)
 
 
-def iter_documents(path: str) -> Iterator[dict[str, Any]]:
-    """Yield each record of a clean file as a dict with a str `text` and `url` ("" if absent).
+def iter_documents(path: str, start: int = 0, stop: int | None = None) -> Iterator[dict[str, Any]]:
+    """Yield each record of a clean file as a dict with a str `text` and `url` ("" if absent);
+    with ``start``/``stop``, only documents ``start`` to ``stop - 1`` (a part of the file:
+    the documents before it are counted, not decoded, and reading ends at ``stop``).
 
     A record that is not a JSON object, or whose `text` is not a string, is an input error
     naming file and line: such a file is not a C4 file and guessing would hide it. Empty text is
     valid here; the consumers drop and count empty documents.
     """
     if path.endswith(".parquet"):
-        yield from _iter_parquet(path)
+        for i, rec in enumerate(_iter_parquet(path)):
+            if stop is not None and i >= stop:
+                return
+            if i >= start:
+                yield rec
         return
     with _open_binary(path) as raw:
         lines = gzip_lines(raw) if path.endswith(".gz") else raw
+        doc = 0
         try:
             for lineno, line in enumerate(lines, 1):
                 if not line.strip():
                     continue
-                yield _record(line, path, lineno)
+                if stop is not None and doc >= stop:
+                    return
+                if doc >= start:
+                    yield _record(line, path, lineno)
+                doc += 1
         except (OSError, EOFError, zlib.error) as err:
             raise InputError(f"{path}: unreadable or truncated file: {err}") from err
 

@@ -80,6 +80,7 @@ class ObjectiveSpec:
     check_density: Callable[[float], None] | None = None
     masks: tuple[str, ...] = ("random",)
     vectorised: bool = False
+    group_keyed: bool = False  # rows depend only on (clean shard, group, piece): see splittable
 
     def default_lengths(
         self,
@@ -125,6 +126,19 @@ class ObjectiveConfig:
     @property
     def concatenates(self) -> bool:
         return self.concat_documents is not None
+
+    @property
+    def splittable(self) -> bool:
+        """Whether a clean shard's rows can be built in parts cut at group boundaries, with the
+        same rows: one row per example, each drawn from (clean shard, group, piece) alone. Not
+        with per-document packing (its windows count examples from the shard's start) nor BERT
+        (sentence pairs run across documents)."""
+        return self.spec.group_keyed and self.packing == "concat"
+
+    @property
+    def group_documents(self) -> int:
+        """Documents per group: where a part of a clean shard may start."""
+        return self.concat_documents if self.concat_documents is not None else 1
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -179,19 +179,25 @@ def _streams(
     seed: int,
     clean_shard_index: int,
     st: dict[str, int],
+    first_document: int = 0,
 ) -> Iterator[tuple[np.ndarray, int]]:
     """(token stream, group index) to cut pieces from: §2 steps 1–4.
 
     Drop empty documents, `select_random_chunk`, optional EOS separator; then either groups of
     `config.concat_documents` concatenated documents, or one document per stream (its index).
+    ``first_document``: the clean-shard index of the first document given (a part of a clean
+    shard, cut at a group boundary): its documents and groups keep their clean-shard indices,
+    which is right when no document before it was empty (``shards.parts`` checks that).
     """
     eos_sep = config.doc_separator == "eos"
     # Config attributes read once (`concatenates` is a property): this loop runs per document.
     chunk_max, concatenates = config.select_random_chunk_max, config.concatenates
     group_size = config.concat_documents
     group: list[np.ndarray] = []
-    group_index = 0
-    for doc_index, doc in enumerate(documents):
+    if concatenates and first_document % group_size:
+        raise ValueError(f"a part must start at a group boundary ({group_size} documents)")
+    group_index = first_document // group_size if concatenates else 0
+    for doc_index, doc in enumerate(documents, first_document):
         st["documents"] += 1
         tokens = np.asarray(doc, dtype=np.int32)
         if len(tokens) == 0:
@@ -240,6 +246,7 @@ def shard_examples(
     config: ObjectiveConfig,
     vocab_size: int,
     stats: dict[str, int] | None = None,
+    first_document: int = 0,
 ) -> Iterator[Example]:
     """Examples of one clean shard in deterministic order; counters go into `stats` (see STAT_KEYS).
 
@@ -258,6 +265,7 @@ def shard_examples(
             config=config,
             vocab_size=vocab_size,
             stats=st,
+            first_document=first_document,
         ):
             yield from block.examples()
         return
@@ -270,7 +278,7 @@ def shard_examples(
         "extra_ids": config.extra_ids,
     }
     kwargs = objective_kwargs(spec.name, spec.fn, params)  # only what the function declares
-    for stream, g in _streams(documents, config, seed, clean_shard_index, st):
+    for stream, g in _streams(documents, config, seed, clean_shard_index, st, first_document):
         step = config.tokens_length
         for p in range(-(-len(stream) // step)):
             st["pieces"] += 1
@@ -293,6 +301,7 @@ def span_corruption_blocks(
     config: ObjectiveConfig,
     vocab_size: int,
     stats: dict[str, int] | None = None,
+    first_document: int = 0,
 ) -> Iterator[ExampleBlock]:
     """Span corruption (random mask) of one clean shard as `ExampleBlock`s, vectorized.
 
@@ -378,7 +387,7 @@ def span_corruption_blocks(
         pending.clear()
         held = 0
 
-    for stream, g in _streams(documents, config, seed, clean_shard_index, st):
+    for stream, g in _streams(documents, config, seed, clean_shard_index, st, first_document):
         full = len(stream) // step
         first = 0
         if full and config.concatenates:
@@ -447,6 +456,7 @@ def example_blocks(
     vocab_size: int,
     stats: dict[str, int] | None = None,
     block_examples: int = 512,
+    first_document: int = 0,
 ) -> Iterator[ExampleBlock]:
     """`shard_examples` as blocks: vectorized for span corruption, grouped otherwise."""
     kw = {
@@ -455,6 +465,7 @@ def example_blocks(
         "config": config,
         "vocab_size": vocab_size,
         "stats": stats,
+        "first_document": first_document,
     }
     if _batched(config):
         yield from span_corruption_blocks(documents, **kw)
@@ -551,12 +562,17 @@ def piece_rows(
     stats: dict[str, int],
     dtype: Any,
     chunk_examples: int,
+    first_document: int = 0,
 ) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
-    """The T5 objectives' example builder (objectives.RowBuilder): rows of one clean shard.
+    """The T5 objectives' example builder (objectives.RowBuilder): rows of one clean shard, or
+    of its documents from ``first_document`` on (``ObjectiveConfig.splittable``).
 
     Per-document packing windows are counted from the clean shard's first example; chunks hold
-    a whole number of windows, so chunking never changes which examples share a window.
+    a whole number of windows, so chunking never changes which examples share a window (and a
+    part of a clean shard cannot know where its windows start: such builds are not split).
     """
+    if first_document and not config.splittable:
+        raise ValueError(f"{config.name} with --packing {config.packing} cannot start mid-shard")
     blocks = example_blocks(
         encoded_documents(texts, vocab),
         clean_shard_index=clean_shard_index,
@@ -564,6 +580,7 @@ def piece_rows(
         config=config,
         vocab_size=vocab.vocab_size,
         stats=stats,
+        first_document=first_document,
     )
     if config.packing == "per_document":
         window = config.pack_window or 512

@@ -190,6 +190,7 @@ def _piece_objective(
         reference=reference,
         configure=configure_pieces,
         build_rows=piece_rows,
+        group_keyed=True,
         layout=ENCODER_DECODER,
         columns=ENC_DEC_COLUMNS,
         stat_keys=STAT_KEYS,

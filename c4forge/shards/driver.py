@@ -17,6 +17,7 @@ from c4forge.io import storage
 from c4forge.shards.build import ShardsBuild, resolve
 from c4forge.shards.job import ShardsJob
 from c4forge.shards.output import finish, finished_shards, gather_stats, prepare_output
+from c4forge.shards.parts import Part
 from c4forge.shards.report import ProgressWatcher, summary_lines
 
 
@@ -31,6 +32,29 @@ def choose_engine(job: ShardsJob, build: ShardsBuild) -> tuple[ShardsJob, str]:
         size = sum(storage.size(p) for files in build.clean_files.values() for p in files)
     engine, why = choose(job.engine, job.runner, job.passthrough, size)
     return job.replace(engine=engine), why
+
+
+def plan_units(job: ShardsJob, build: ShardsBuild) -> list[Part]:
+    """The rows step's units (``shards.parts``): clean shards cut so that ``--workers``
+    (default: this machine's cores) have work even when the output has one train shard. The
+    documents of a file to cut come from the clean stats.json, else from a counting pass."""
+    import os
+
+    from c4forge.shards import parts
+    from c4forge.shards.build import count_documents
+
+    files = {s: build.clean_files[s] for s in build.splits}
+    if not build.objective.splittable:
+        return parts.wholes(files)
+    workers = job.workers or os.cpu_count() or 1
+    known = parts.file_documents(job.docs)
+
+    def documents(path: str) -> int:
+        n = known.get(storage.basename(path))
+        return n if n is not None else count_documents([path])
+
+    sizes = {p: storage.size(p) for s in files for p in files[s]}
+    return parts.plan(files, sizes, documents, workers, build.objective.group_documents)
 
 
 def _log(job: ShardsJob, msg: str) -> None:
@@ -66,19 +90,22 @@ def run_job(job: ShardsJob, engine: Any = None) -> dict[str, Any]:
                 f"{obj.inputs_length}/{obj.targets_length}, {engine.tag}={runner}"
                 f"{f' ({why})' if why else ''}]",
             )
-            with ProgressWatcher(build, job.quiet):
-                stage.run(engine, build, finished_shards(build), job.resume)
+            units = plan_units(job, build)
+            with ProgressWatcher(build, job.quiet, len(units)):
+                units = stage.run(engine, build, finished_shards(build), job.resume, units)
             if job.resume:
                 done = engine.counters().get("shards", {})
+                of_parts = " or parts" if any(u.count > 1 for u in units) else ""
                 _log(
                     job,
-                    f"  --resume: {done.get('clean_shards_reused', 0)} clean shard(s) tokenized "
-                    f"by an earlier run, reused; {done.get('clean_shards_built', 0)} built now",
+                    f"  --resume: {done.get('clean_shards_reused', 0)} clean shard(s){of_parts} "
+                    f"tokenized by an earlier run, reused; {done.get('clean_shards_built', 0)} "
+                    "built now",
                 )
         finally:
             if own:
                 engine.close()
-        index = finish(build, gather_stats(build))  # removes _progress/ (runs) after index.json
+        index = finish(build, gather_stats(build, units))  # removes _progress/ after index.json
     else:
         index = storage.read_json(storage.join(job.output, fmt.INDEX_NAME))
     if not job.quiet:

@@ -11,12 +11,12 @@ import re
 from typing import Any
 
 from c4forge.errors import InputError, OutputExistsError
-from c4forge.formats import clean_docs
 from c4forge.formats import shards as fmt
 from c4forge.formats.shards import VOCAB_DIR
 from c4forge.formats.shards import VOCAB_INDEX_KEY as INDEX_KEY
 from c4forge.io import storage
 from c4forge.shards.build import ShardsBuild
+from c4forge.shards.parts import Part, wholes
 from c4forge.shards.rows import check_rows, clean_stats_path, empty_stats, write_one_shard
 from c4forge.vocab.vocab_files import copy_is_current, write_vocab_copy
 
@@ -142,17 +142,21 @@ def finished_shards(build: ShardsBuild) -> frozenset[str]:
     return frozenset(n for n in names if progress.finished(n, build.fingerprint) is not None)
 
 
-def gather_stats(build: ShardsBuild) -> dict[str, dict[str, int]]:
-    """Sum the per-clean-shard counters per split; every clean shard must have reported; the
-    documents read must be the documents the clean output holds (``check_documents``)."""
+def gather_stats(build: ShardsBuild, units: list[Part] | None = None) -> dict[str, dict[str, int]]:
+    """Sum the counters of the rows step's units (default: each clean shard whole) per split;
+    every unit must have reported; the documents read must be the documents the clean output
+    holds (``check_documents``)."""
+    units = units or wholes({s: build.clean_files[s] for s in build.splits})
     out: dict[str, dict[str, int]] = {}
     for split in build.splits:
         total = empty_stats(build.objective)
         read = 0
-        for path in build.clean_files[split]:
-            rec_path = clean_stats_path(build.job.output, split, clean_docs.shard_index(path))
+        for unit in (u for u in units if u.split == split):
+            rec_path = clean_stats_path(build.job.output, unit)
             if not storage.exists(rec_path):
-                raise RuntimeError(f"clean shard {path} was not processed ({rec_path} missing)")
+                raise RuntimeError(
+                    f"clean shard {unit.path} was not processed ({rec_path} missing)"
+                )
             record = storage.read_json(rec_path)
             for k, v in record["stats"].items():
                 total[k] = total.get(k, 0) + v

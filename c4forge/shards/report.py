@@ -65,26 +65,30 @@ def summary_lines(
 class ProgressWatcher:
     """A progress display (``c4forge.progress``) fed by the files the workers write (clean shards read, shards written)."""
 
-    def __init__(self, build: ShardsBuild, quiet: bool) -> None:
+    def __init__(self, build: ShardsBuild, quiet: bool, units: int | None = None) -> None:
         self.build = build
+        self.units = units or sum(len(f) for f in build.clean_files.values())
         self.stop = threading.Event()
         self.thread = None if quiet else threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         from c4forge.progress import progress
 
-        clean_total = sum(len(f) for f in self.build.clean_files.values())
+        clean_total = self.units
+        files = sum(len(f) for f in self.build.clean_files.values())
+        unit = "file" if clean_total == files else "part"
         shards_total = sum((self.build.num_shards or {}).values()) or None
         pdir = storage.join(self.build.job.output, fmt.PROGRESS_DIR)
         # A bucket listing costs a request: poll it every 10 s, a local folder every 0.5 s.
         every = 10.0 if storage.is_remote(pdir) else 0.5
         with (
-            progress(total=clean_total, desc="clean shards read", unit="file") as a,
+            progress(total=clean_total, desc="clean shards read", unit=unit) as a,
             progress(total=shards_total, desc="shards written", unit="shard") as b,
         ):
             while not self.stop.wait(every):
                 with contextlib.suppress(OSError):
-                    a.update(len(storage.listdir(storage.join(pdir, CLEAN_STATS_DIR))) - a.n)
+                    done = len(storage.listdir(storage.join(pdir, CLEAN_STATS_DIR)))
+                    a.update(min(done, clean_total) - a.n)
                     b.update(sum(n.endswith(".arrow.json") for n in storage.listdir(pdir)) - b.n)
 
     def __enter__(self) -> ProgressWatcher:

@@ -1,8 +1,9 @@
 """Rows of one clean shard, their output shard, and the writing of one sorted shard.
 
-The parallel unit is the clean shard because groups of 128 documents never cross one and all
-randomness is keyed by (seed, objective, clean shard, group, piece): any engine and any number
-of workers give byte-identical shards. Blocks of rows (not single rows) travel between the
+The parallel unit is the clean shard, or a part of one cut at a group boundary
+(``shards.parts``), because groups of 128 documents never cross one and all randomness is keyed
+by (seed, objective, clean shard, group, piece): any engine and any number of workers give
+byte-identical shards. Blocks of rows (not single rows) travel between the
 steps, so a shuffle moves one element per (clean shard, output shard, chunk).
 """
 
@@ -18,6 +19,7 @@ from c4forge.formats import clean_docs
 from c4forge.formats import shards as fmt
 from c4forge.io import storage
 from c4forge.shards.build import ShardsBuild
+from c4forge.shards.parts import PART_ROW_BITS, Part
 
 # Rows per block: bounds a worker's memory to a few blocks whatever the clean shard's size (a
 # C4 clean shard makes ~270k rows of 1.25 kB).
@@ -45,17 +47,20 @@ class Block:
 def clean_shard_rows(
     build: ShardsBuild,
     vocab: Any,
-    path: str,
+    part: Part,
     stats: dict[str, int],
     read: list[int] | None = None,
 ) -> Iterator[Block]:
-    """Row blocks of one clean shard, in example order, made by the objective's registered
-    example builder; ``stats`` receives its counters, ``read[0]`` the documents read from the
-    file (for the accounting: every document read is tokenized or a counted drop)."""
+    """Row blocks of one clean shard (or a part of one, ``shards.parts``), in example order,
+    made by the objective's registered example builder; ``stats`` receives its counters,
+    ``read[0]`` the documents read from the file (for the accounting: every document read is
+    tokenized or a counted drop)."""
     cfg = build.objective
-    clean_index = clean_docs.shard_index(path)
+    clean_index = part.clean_index
+    base = (np.uint64(clean_index) << np.uint64(32)) + np.uint64(part.order_base())
     done = 0
-    texts = _counted_texts(path, read if read is not None else [0])
+    texts = _counted_texts(part, read if read is not None else [0])
+    extra = {"first_document": part.start} if part.count > 1 else {}
     for columns, keys in cfg.spec.build_rows(
         texts,
         vocab,
@@ -65,17 +70,18 @@ def clean_shard_rows(
         stats=stats,
         dtype=build.np_dtype,
         chunk_examples=CHUNK_EXAMPLES,
+        **extra,
     ):
         n = len(keys)
-        order = (np.uint64(clean_index) << np.uint64(32)) + np.arange(
-            done, done + n, dtype=np.uint64
-        )
+        if part.count > 1 and done + n > 1 << PART_ROW_BITS:
+            raise RuntimeError(f"{part.path}: more than 2**{PART_ROW_BITS} rows in one part")
+        order = base + np.arange(done, done + n, dtype=np.uint64)
         done += n
         yield Block(keys.astype(np.uint64), order, columns)
 
 
-def _counted_texts(path: str, read: list[int]) -> Iterator[str]:
-    for rec in clean_docs.iter_documents(path):
+def _counted_texts(part: Part, read: list[int]) -> Iterator[str]:
+    for rec in clean_docs.iter_documents(part.path, part.start, part.stop):
         read[0] += 1
         yield rec["text"]
 
@@ -128,19 +134,22 @@ def count_block(stats: dict[str, int], block: Block, schema: list[dict[str, Any]
     stats["target_tokens"] += t
 
 
-def clean_stats_path(output: str, split: str, clean_index: int) -> str:
-    return storage.join(
-        output, fmt.PROGRESS_DIR, CLEAN_STATS_DIR, f"{split}-{clean_index:05d}.json"
-    )
+def clean_stats_path(output: str, part: Part) -> str:
+    """The counter file of one processed clean shard (or part of one)."""
+    tag = f".{part.tag}" if part.tag else ""
+    name = f"{part.split}-{part.clean_index:05d}{tag}.json"
+    return storage.join(output, fmt.PROGRESS_DIR, CLEAN_STATS_DIR, name)
 
 
 def save_clean_stats(
-    build: ShardsBuild, split: str, path: str, stats: dict[str, int], **extra: Any
+    build: ShardsBuild, part: Part, stats: dict[str, int], **extra: Any
 ) -> dict[str, Any]:
-    """The counters of one processed clean shard (same content on a retried bundle), with
-    ``extra`` (documents read, its runs); returns the record."""
-    record = {"split": split, "file": storage.basename(path), "stats": stats, **extra}
-    storage.write_json(clean_stats_path(build.job.output, split, clean_docs.shard_index(path)), record)
+    """The counters of one processed clean shard or part (same content on a retried bundle),
+    with ``extra`` (documents read, its runs); returns the record."""
+    record = {"split": part.split, "file": storage.basename(part.path), "stats": stats, **extra}
+    if part.tag:
+        record["part"] = {"index": part.index, "count": part.count, "start": part.start}
+    storage.write_json(clean_stats_path(build.job.output, part), record)
     return record
 
 

@@ -1,16 +1,19 @@
 """The shard build on the engine primitives (``engines.base``): Beam, Spark and the local
 engine run this one function.
 
-    source: one item per clean shard → its rows (``rows.clean_shard_rows``), each block split
+    source: one item per unit of the rows step (a clean shard, or a part of one cut at a group
+        boundary: ``shards.parts``) → its rows (``rows.clean_shard_rows``), each block split
         by output shard, sorted, and appended as a segment to that shard's run file
-        (``runs.RunWriter``); the clean shard's counters and runs recorded under
-        _progress/_clean/ → ((split, shard, count), run) per output shard
+        (``runs.RunWriter``); the unit's counters and runs recorded under _progress/_clean/
+        → ((split, shard, count), run) per output shard
     group by output shard → the runs' merge written as the shard (``rows.write_merged_shard``)
 
 Only run paths (and their segment sizes) cross the shuffle; a worker holds one block of rows,
-or one small batch per segment it merges, never a whole shard. With ``--rows-per-shard`` the
-shard count depends on the row total: the clean shards' runs are written unsplit first, the
-driver adds up the rows, and a second job splits each run by shard (segment by segment).
+or one small batch per segment it merges, never a whole shard. Two cases run the rows as a
+job of their own before the writes: with parts (the driver checks them, ``parts.misplaced``,
+and builds a clean shard again whole where a part cannot stand), and with ``--rows-per-shard``
+(the shard count depends on the row total: the runs are written unsplit, the driver adds up
+the rows, and a second job splits each run by shard, segment by segment).
 
 Runs are never deleted by a task (a retried task must find its inputs): ``driver`` removes
 _progress/ after index.json.
@@ -22,22 +25,24 @@ import functools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from c4forge.formats import clean_docs
 from c4forge.formats import shards as fmt
 from c4forge.io import storage
+from c4forge.shards import parts, runs
 from c4forge.shards import rows as sr
-from c4forge.shards import runs
 from c4forge.shards.build import ShardsBuild
+from c4forge.shards.parts import Part, whole
 
 RUNS_DIR = "_runs"  # under _progress/
 Run = tuple[str, list[int], int]  # (path, batches per segment, rows)
 _VOCABS: dict[str, Any] = {}  # per worker process: the vocabulary of a build, loaded once
 
 
-def run_path(output: str, split: str, clean_index: int, shard: tuple[int, int] | None) -> str:
-    """A clean shard's run for output shard ``(index, count)``; ``None``: its unsplit run."""
-    part = "all" if shard is None else f"{shard[0]:05d}-of-{shard[1]:05d}"
-    name = f"{split}-{part}.{clean_index:05d}.arrow"
+def run_path(output: str, part: Part, shard: tuple[int, int] | None) -> str:
+    """A clean shard's (or part's) run for output shard ``(index, count)``; ``None``: its
+    unsplit run."""
+    name = "all" if shard is None else f"{shard[0]:05d}-of-{shard[1]:05d}"
+    tag = f".{part.tag}" if part.tag else ""
+    name = f"{part.split}-{name}.{part.clean_index:05d}{tag}.arrow"
     return storage.join(output, fmt.PROGRESS_DIR, RUNS_DIR, name)
 
 
@@ -59,7 +64,7 @@ def _runs_intact(record: dict[str, Any]) -> bool:
 
 
 def build_runs(
-    item: tuple[str, str],
+    part: Part,
     count: Any,
     *,
     build: ShardsBuild,
@@ -67,55 +72,61 @@ def build_runs(
     skip: frozenset[str],
     resume: bool,
 ) -> Iterator[tuple[Any, Run]]:
-    """One clean shard → its runs; yields ``((split, shard, count), run)`` per output shard
-    still to write (``counts`` None: ``(split, run)`` of its one unsplit run). With ``resume``
-    a clean shard whose record and runs exist is not read again."""
-    split, path = item
-    clean_index = clean_docs.shard_index(path)
-    record_path = sr.clean_stats_path(build.job.output, split, clean_index)
+    """One clean shard (or part) → its runs; yields ``((split, shard, count), run)`` per output
+    shard still to write (``counts`` None: ``(part, run)`` of its one unsplit run). With
+    ``resume`` a unit whose record and runs exist is not read again."""
+    record_path = sr.clean_stats_path(build.job.output, part)
     record = storage.read_json(record_path) if resume and storage.exists(record_path) else None
     if record is None or not _runs_intact(record):
-        record = _write_runs(build, split, path, clean_index, counts)
+        record = _write_runs(build, part, counts)
         count("shards", "clean_shards_built")
     else:
         count("shards", "clean_shards_reused")
+    yield from _keyed_runs(part, record, counts, skip)
+
+
+def _keyed_runs(
+    part: Part, record: dict[str, Any], counts: dict[str, int] | None, skip: frozenset[str]
+) -> Iterator[tuple[Any, Run]]:
     for key, (run_file, segments, rows) in sorted(record["runs"].items()):
         run: Run = (run_file, segments, rows)
         if counts is None:
-            yield split, run
+            yield part, run
             continue
         shard, n = (int(x) for x in key.split("-of-"))
-        if fmt.shard_file_name(split, shard, n) not in skip:
-            yield (split, shard, n), run
+        if fmt.shard_file_name(part.split, shard, n) not in skip:
+            yield (part.split, shard, n), run
 
 
-def _write_runs(
-    build: ShardsBuild, split: str, path: str, clean_index: int, counts: dict[str, int] | None
-) -> dict[str, Any]:
-    """Build the rows of one clean shard into its runs; record and return what was written."""
+def _write_runs(build: ShardsBuild, part: Part, counts: dict[str, int] | None) -> dict[str, Any]:
+    """Build the rows of one clean shard (or part) into its runs; record and return what was
+    written."""
     vocab = _vocabulary(build)
     stats = sr.empty_stats(build.objective)
     read = [0]
+    split = part.split
     with runs.RunSet(build.schema) as out:
-        for block in sr.clean_shard_rows(build, vocab, path, stats, read):
+        for block in sr.clean_shard_rows(build, vocab, part, stats, read):
             sr.count_block(stats, block, build.schema)
             if counts is None:
-                parts: Iterable[tuple[Any, sr.Block]] = [(None, block)]
+                pieces: Iterable[tuple[Any, sr.Block]] = [(None, block)]
             else:
-                parts = sr.split_by_shard(block, counts[split])
-            for shard, sub in parts:
+                pieces = sr.split_by_shard(block, counts[split])
+            for shard, sub in pieces:
                 key = "all" if shard is None else f"{shard:05d}-of-{counts[split]:05d}"
                 target = None if shard is None else (shard, counts[split])
-                w = out.get(key, run_path(build.job.output, split, clean_index, target))
+                w = out.get(key, run_path(build.job.output, part, target))
                 w.add_segment(*runs.sort_block(sub.keys, sub.order, sub.columns))
     written = {k: [w.path, w.segments, w.rows] for k, w in out.writers.items()}
-    sr.check_rows(split, path, "tokenize", read[0], stats["documents"])
-    sr.check_rows(split, path, "runs", stats["rows"], out.rows)
-    return sr.save_clean_stats(build, split, path, stats, documents_read=read[0], runs=written)
+    sr.check_rows(split, part.path, "tokenize", read[0], stats["documents"])
+    if part.stop is not None:  # a part that ends before the file does
+        sr.check_rows(split, part.path, "read", part.stop - part.start, read[0])
+    sr.check_rows(split, part.path, "runs", stats["rows"], out.rows)
+    return sr.save_clean_stats(build, part, stats, documents_read=read[0], runs=written)
 
 
 def split_run(
-    item: tuple[str, Run],
+    item: tuple[Part, Run],
     count: Any,
     *,
     build: ShardsBuild,
@@ -124,18 +135,23 @@ def split_run(
 ) -> Iterator[tuple[tuple[str, int, int], Run]]:
     """An unsplit run → one run per output shard (each segment split by shard, still sorted);
     ``((split, shard, count), run)`` for the shards still to write."""
-    split, (path, segments, rows) = item
+    part, (path, segments, rows) = item
+    split = part.split
     n = counts[split]
-    clean_index = int(storage.basename(path).split(".")[1])
     with runs.RunSet(build.schema) as out:
         for keys, order, columns in runs.segments_of(path, segments, build.schema):
             for shard, sub in sr.split_by_shard(sr.Block(keys, order, columns), n):
-                w = out.get(shard, run_path(build.job.output, split, clean_index, (shard, n)))
+                w = out.get(shard, run_path(build.job.output, part, (shard, n)))
                 w.add_segment(sub.keys, sub.order, sub.columns)
     sr.check_rows(split, path, "split runs", rows, out.rows)
     for shard, w in sorted(out.writers.items()):
         if fmt.shard_file_name(split, shard, n) not in skip:
             yield (split, shard, n), (w.path, w.segments, w.rows)
+
+
+def _given(item: tuple[Any, Run], count: Any) -> Iterator[tuple[Any, Run]]:
+    """A (key, run) pair the driver read from the records, as it is."""
+    yield item
 
 
 def write_shard(
@@ -147,41 +163,72 @@ def write_shard(
     yield rec["file"]
 
 
-def run(engine: Any, build: ShardsBuild, skip: frozenset[str], resume: bool) -> None:
-    """Every shard not in ``skip`` written, every clean shard's counters recorded."""
+def run(
+    engine: Any,
+    build: ShardsBuild,
+    skip: frozenset[str],
+    resume: bool,
+    units: list[Part] | None = None,
+) -> list[Part]:
+    """Every shard not in ``skip`` written, every unit's counters recorded; ``units``: the rows
+    step's units (``parts.plan``; default: each clean shard whole). Returns the units whose
+    records hold the counters (a misplaced part's clean shard replaced by its whole)."""
     from dataclasses import replace
 
-    inputs = [(s, p) for s in build.splits for p in build.clean_files[s]]
-    engine.start(0, len(inputs))
+    units = units or parts.wholes({s: build.clean_files[s] for s in build.splits})
+    engine.start(0, len(units))
     builder = replace(build, vocab_files=())  # workers never write the vocabulary copy
     writer = replace(builder, vocab_state={})  # writers never tokenize
     counts = dict(build.num_shards) if build.num_shards is not None else None
     make = functools.partial(build_runs, build=builder, counts=counts, skip=skip, resume=resume)
-    built = engine.source("shards/rows", inputs, make)
-    if counts is None:  # --rows-per-shard: the row total decides the shard count
-        engine.drain(built, "shards/rows")
+    if counts is not None and all(u.count == 1 for u in units):  # one job: rows, then writes
+        built = engine.source("shards/rows", units, make)
+    else:
+        # Rows first, in a job of their own: the parts must be checked, or the row total
+        # known (--rows-per-shard decides the shard count from it), before a shard is written.
+        engine.drain(engine.source("shards/rows", units, make), "shards/rows")
         engine.execute()
-        counts = row_counts(build)
-        unsplit = [(s, r) for s, p in inputs for r in unsplit_runs(build, s, p)]
-        split = functools.partial(split_run, build=writer, counts=counts, skip=skip)
-        built = engine.source("shards/split", unsplit, split)
+        units = _rebuild_misplaced(engine, build, units, make)
+        if counts is None:
+            counts = row_counts(build, units)
+            unsplit = [(u, r) for u in units for r in recorded_runs(build, u)]
+            split = functools.partial(split_run, build=writer, counts=counts, skip=skip)
+            built = engine.source("shards/split", unsplit, split)
+        else:
+            keyed = [kr for u in units for kr in _keyed_runs(u, _record(build, u), counts, skip)]
+            built = engine.source("shards/runs", keyed, _given)
     done = engine.group(built, "shards/write", functools.partial(write_shard, build=writer))
     engine.drain(done, "shards/write")
     engine.execute()
+    return units
 
 
-def row_counts(build: ShardsBuild) -> dict[str, int]:
+def _rebuild_misplaced(engine: Any, build: ShardsBuild, units: list[Part], make: Any) -> list[Part]:
+    """Clean shards whose parts cannot stand (``parts.misplaced``) built again whole."""
+    bad = parts.misplaced({u: _record(build, u) for u in units if u.count > 1})
+    if not bad:
+        return units
+    redo = [whole(s, p) for s, p in sorted(bad)]
+    engine.drain(engine.source("shards/rows-whole", redo, make), "shards/rows-whole")
+    engine.execute()
+    kept = [u for u in units if (u.split, u.path) not in bad]
+    return kept + redo
+
+
+def row_counts(build: ShardsBuild, units: list[Part]) -> dict[str, int]:
     """Shard count per split from the recorded rows (``--rows-per-shard``)."""
     import math
 
     from c4forge.shards.output import gather_stats
 
-    rows = {s: st["rows"] for s, st in gather_stats(build).items()}
+    rows = {s: st["rows"] for s, st in gather_stats(build, units).items()}
     return {s: max(1, math.ceil(n / build.job.rows_per_shard)) for s, n in rows.items()}
 
 
-def unsplit_runs(build: ShardsBuild, split: str, path: str) -> list[Run]:
-    record = storage.read_json(
-        sr.clean_stats_path(build.job.output, split, clean_docs.shard_index(path))
-    )
-    return [tuple(r) for r in record["runs"].values()]  # type: ignore[misc]
+def _record(build: ShardsBuild, unit: Part) -> dict[str, Any]:
+    """What a unit's rows step recorded (its counters and runs)."""
+    return storage.read_json(sr.clean_stats_path(build.job.output, unit))
+
+
+def recorded_runs(build: ShardsBuild, unit: Part) -> list[Run]:
+    return [tuple(r) for r in _record(build, unit)["runs"].values()]  # type: ignore[misc]
