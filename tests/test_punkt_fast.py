@@ -377,3 +377,27 @@ def test_simple_context_words_are_nltk_word_tokens(context):
         reference().text_contains_sentbreak(context)
     )
     assert punkt_fast.simple_context_words(context + ",") is None
+
+
+def test_nltk_loads_without_scipy_stats_which_still_imports_later():
+    """A fresh process: the splitter and the fingerprint load NLTK without SciPy's statistics
+    (0.6 s of every clean run's start), sentences are NLTK's, and scipy.stats imports after."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from c4forge.rules import sentences\n"
+        "print(sentences.split_sentences('It was 5 p.m. on Jan. 3. He left.'))\n"
+        "print(sentences.punkt_fingerprint()['nltk_version'])\n"
+        "print('scipy.stats' in sys.modules)\n"
+        "import scipy.stats\n"
+        "print(callable(scipy.stats.fisher_exact))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    reference = sentences.get_tokenizer().tokenize("It was 5 p.m. on Jan. 3. He left.")
+    assert lines[0] == repr(reference)
+    import importlib.metadata
+
+    assert lines[1:] == [importlib.metadata.version("nltk"), "False", "True"]

@@ -54,7 +54,31 @@ class _OrthoContext(dict):
         return 0
 
 
+def import_nltk() -> None:
+    """Import NLTK (once per process) without SciPy's statistics module.
+
+    Why: NLTK's package ``__init__`` imports its collocation measures, whose Fisher test
+    imports ``scipy.stats`` inside a ``try`` (NLTK runs without SciPy). That import is 0.6 s of
+    the 1.1 s NLTK costs, paid before every clean run starts its workers (who share the
+    driver's modules), for a measure c4forge never calls; c4forge uses NLTK's Punkt only.
+    ``scipy.stats`` is hidden during NLTK's import alone: a later ``import scipy.stats`` works.
+    """
+    import sys
+
+    if "nltk" in sys.modules:
+        return
+    hidden = "scipy.stats" not in sys.modules
+    if hidden:
+        sys.modules["scipy.stats"] = None  # type: ignore[assignment]
+    try:
+        import nltk  # noqa: F401
+    finally:
+        if hidden:
+            del sys.modules["scipy.stats"]
+
+
 def _english_parameters():  # -> nltk.tokenize.punkt.PunktParameters
+    import_nltk()
     from nltk.tokenize.punkt import PunktParameters
     from punkt.data import english
 
@@ -94,6 +118,7 @@ def get_tokenizer(language: str = "en") -> PunktSentenceTokenizer:
         if tok is None:
             if language != "en":
                 raise ValueError(f"no Punkt parameters for language {language!r} (only 'en')")
+            import_nltk()
             from nltk.tokenize.punkt import PunktSentenceTokenizer
 
             tok = PunktSentenceTokenizer(_english_parameters())
@@ -172,6 +197,7 @@ def punkt_fingerprint() -> dict:
 
 
 def _compute_fingerprint() -> dict:
+    import_nltk()
     import nltk
 
     params = _english_parameters()
