@@ -40,6 +40,7 @@ EXPECTED_SIZES = {
 }
 
 _LOCK = threading.Lock()
+_NLTK_LOCK = threading.Lock()
 _TOKENIZERS: dict[str, PunktSentenceTokenizer] = {}
 
 
@@ -67,14 +68,17 @@ def import_nltk() -> None:
 
     if "nltk" in sys.modules:
         return
-    hidden = "scipy.stats" not in sys.modules
-    if hidden:
-        sys.modules["scipy.stats"] = None  # type: ignore[assignment]
-    try:
-        import nltk  # noqa: F401
-    finally:
+    with _NLTK_LOCK:  # two threads of one process: one hides, imports and restores
+        if "nltk" in sys.modules:
+            return
+        hidden = "scipy.stats" not in sys.modules
         if hidden:
-            del sys.modules["scipy.stats"]
+            sys.modules["scipy.stats"] = None  # type: ignore[assignment]
+        try:
+            import nltk  # noqa: F401
+        finally:
+            if hidden:
+                del sys.modules["scipy.stats"]
 
 
 def _english_parameters():  # -> nltk.tokenize.punkt.PunktParameters
