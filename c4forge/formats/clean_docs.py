@@ -229,6 +229,16 @@ def split_characters(stats: dict | None, split: str) -> int | None:
         return None
 
 
+def file_documents(stats: dict | None) -> dict[str, int]:
+    """Documents per clean file name, from a stats.json's ``outputs`` ({} without one)."""
+    out: dict[str, int] = {}
+    for split in (stats or {}).get("outputs", {}).values():
+        for f in split.get("files", []):
+            if isinstance(f.get("documents"), int):
+                out[f["file"]] = f["documents"]
+    return out
+
+
 def split_documents(stats: dict | None, split: str) -> int | None:
     try:
         return int(stats["outputs"][split]["documents"])  # type: ignore[index]

@@ -279,12 +279,16 @@ def bert_row_blocks(
     stats: dict[str, int],
     dtype: Any,
     chunk_examples: int,
+    first_document: int = 0,
 ) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
     """bert_mlm_nsp's example builder (objectives.RowBuilder): rows of one clean shard.
 
     Random "next" sentences come from any document of the clean shard: all of its documents
-    are held (as token arrays) while its instances are made.
+    are held (as token arrays) while its instances are made, so a build is never cut into
+    parts (``first_document`` is always 0: ``ObjectiveConfig.splittable`` is False).
     """
+    if first_document:
+        raise ValueError("bert_mlm_nsp rows cannot start mid-shard")
     docs = list(sentence_documents(texts, vocab))
     instances = bert_mlm_nsp(
         docs,

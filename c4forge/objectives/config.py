@@ -22,8 +22,10 @@ DOC_SEPARATORS = ("none", "eos")
 
 # An example builder: the rows of one clean shard, as (columns, row keys) blocks in example
 # order. Arguments: the documents' texts, the Vocabulary, and keywords clean_shard_index, seed,
-# config, stats (the objective's counters, updated in place), dtype (the token dtype) and
-# chunk_examples (examples per block, a memory bound that must not change the rows).
+# config, stats (the objective's counters, updated in place), dtype (the token dtype),
+# chunk_examples (examples per block, a memory bound that must not change the rows) and
+# first_document (the clean-shard index of the first text: a part of the shard, only where
+# ``ObjectiveConfig.splittable``; 0 otherwise).
 RowBuilder = Callable[..., Iterator[tuple[dict[str, np.ndarray], np.ndarray]]]
 
 

@@ -48,6 +48,7 @@ class ShardsBuild:
     fingerprint: str  # the manifest's dataset_fingerprint
     clean_files: dict[str, list[str]]
     num_shards: dict[str, int] | None  # None → sized by rows_per_shard inside the job
+    file_documents: dict[str, int]  # per clean file name, from stats.json ({} without one)
 
     @property
     def splits(self) -> list[str]:
@@ -77,9 +78,11 @@ def count_documents(files: list[str]) -> int:
     return total
 
 
-def source_block(docs: str, clean_files: dict[str, list[str]]) -> dict[str, Any]:
-    """`source` of index.json: the clean stats.json's sha256 and document counts per split."""
-    stats = clean_docs.clean_stats(docs)
+def source_block(
+    docs: str, clean_files: dict[str, list[str]], stats: dict | None
+) -> dict[str, Any]:
+    """`source` of index.json: the clean ``stats`` (its stats.json)'s sha256 and document
+    counts per split."""
     documents = {}
     for split, files in clean_files.items():
         n = clean_docs.split_documents(stats, split) if stats is not None else None
@@ -112,6 +115,7 @@ def resolve(job: ShardsJob) -> ShardsBuild:
             "or AllenAI C4 folder is expected)"
         )
     clean_files = {s: f for s, f in clean_files.items() if f}
+    stats = clean_docs.clean_stats(job.docs)  # read once: index.json's source, the parts' plan
     num_shards = None
     if job.rows_per_shard is None:
         requested = job.shard_counts
@@ -120,7 +124,7 @@ def resolve(job: ShardsJob) -> ShardsBuild:
         objective=cfg.descriptor(),
         schema=schema,
         seed=job.seed,
-        source=source_block(job.docs, clean_files),
+        source=source_block(job.docs, clean_files, stats),
         token_dtype=token_dtype,
         vocabulary=vocab.descriptor(),
         batch_rows=job.batch_rows,
@@ -139,4 +143,5 @@ def resolve(job: ShardsJob) -> ShardsBuild:
         fingerprint=manifest["dataset_fingerprint"],
         clean_files=clean_files,
         num_shards=num_shards,
+        file_documents=clean_docs.file_documents(stats),
     )

@@ -47,14 +47,22 @@ def plan_units(job: ShardsJob, build: ShardsBuild) -> list[Part]:
     if not build.objective.splittable:
         return parts.wholes(files)
     workers = job.workers or os.cpu_count() or 1
-    known = parts.file_documents(job.docs)
 
     def documents(path: str) -> int:
-        n = known.get(storage.basename(path))
+        n = build.file_documents.get(storage.basename(path))
         return n if n is not None else count_documents([path])
 
-    sizes = {p: storage.size(p) for s in files for p in files[s]}
+    sizes = _file_sizes(job.docs, [p for s in files for p in files[s]])
     return parts.plan(files, sizes, documents, workers, build.objective.group_documents)
+
+
+def _file_sizes(docs: str, paths: list[str]) -> dict[str, int]:
+    """Bytes of each clean file: one listing of a bucket folder (not a request per file), a
+    stat per local file. A file the listing misses counts 0 (it is then not cut)."""
+    if storage.is_remote(docs):
+        listed = dict(storage.match(storage.join(docs, "c4-*")))
+        return {p: listed.get(p, 0) for p in paths}
+    return {p: storage.size(p) for p in paths}
 
 
 def _log(job: ShardsJob, msg: str) -> None:

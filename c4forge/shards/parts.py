@@ -64,17 +64,6 @@ def wholes(clean_files: dict[str, list[str]]) -> list[Part]:
     return [whole(s, p) for s in clean_files for p in clean_files[s]]
 
 
-def file_documents(docs: str) -> dict[str, int]:
-    """Documents per clean file name, from the clean job's stats.json ({} without one)."""
-    stats = clean_docs.clean_stats(docs)
-    out: dict[str, int] = {}
-    for split in (stats or {}).get("outputs", {}).values():
-        for f in split.get("files", []):
-            if isinstance(f.get("documents"), int):
-                out[f["file"]] = f["documents"]
-    return out
-
-
 def plan(
     clean_files: dict[str, list[str]],
     sizes: dict[str, int],

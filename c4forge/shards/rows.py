@@ -60,7 +60,6 @@ def clean_shard_rows(
     base = (np.uint64(clean_index) << np.uint64(32)) + np.uint64(part.order_base())
     done = 0
     texts = _counted_texts(part, read if read is not None else [0])
-    extra = {"first_document": part.start} if part.count > 1 else {}
     for columns, keys in cfg.spec.build_rows(
         texts,
         vocab,
@@ -70,7 +69,7 @@ def clean_shard_rows(
         stats=stats,
         dtype=build.np_dtype,
         chunk_examples=CHUNK_EXAMPLES,
-        **extra,
+        first_document=part.start,
     ):
         n = len(keys)
         if part.count > 1 and done + n > 1 << PART_ROW_BITS:

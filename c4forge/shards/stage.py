@@ -188,14 +188,14 @@ def run(
         # known (--rows-per-shard decides the shard count from it), before a shard is written.
         engine.drain(engine.source("shards/rows", units, make), "shards/rows")
         engine.execute()
-        units = _rebuild_misplaced(engine, build, units, make)
+        units, records = _rebuild_misplaced(engine, build, units, make)
         if counts is None:
             counts = row_counts(build, units)
-            unsplit = [(u, r) for u in units for r in recorded_runs(build, u)]
+            unsplit = [(u, tuple(r)) for u in units for r in records[u]["runs"].values()]
             split = functools.partial(split_run, build=writer, counts=counts, skip=skip)
             built = engine.source("shards/split", unsplit, split)
         else:
-            keyed = [kr for u in units for kr in _keyed_runs(u, _record(build, u), counts, skip)]
+            keyed = [kr for u in units for kr in _keyed_runs(u, records[u], counts, skip)]
             built = engine.source("shards/runs", keyed, _given)
     done = engine.group(built, "shards/write", functools.partial(write_shard, build=writer))
     engine.drain(done, "shards/write")
@@ -203,16 +203,20 @@ def run(
     return units
 
 
-def _rebuild_misplaced(engine: Any, build: ShardsBuild, units: list[Part], make: Any) -> list[Part]:
-    """Clean shards whose parts cannot stand (``parts.misplaced``) built again whole."""
-    bad = parts.misplaced({u: _record(build, u) for u in units if u.count > 1})
+def _rebuild_misplaced(
+    engine: Any, build: ShardsBuild, units: list[Part], make: Any
+) -> tuple[list[Part], dict[Part, dict[str, Any]]]:
+    """The units after the rows job, with the records they wrote (read once): clean shards
+    whose parts cannot stand (``parts.misplaced``) built again whole."""
+    records = {u: _record(build, u) for u in units}
+    bad = parts.misplaced(records)
     if not bad:
-        return units
+        return units, records
     redo = [whole(s, p) for s, p in sorted(bad)]
     engine.drain(engine.source("shards/rows-whole", redo, make), "shards/rows-whole")
     engine.execute()
-    kept = [u for u in units if (u.split, u.path) not in bad]
-    return kept + redo
+    kept = {u: r for u, r in records.items() if (u.split, u.path) not in bad}
+    return [*kept, *redo], {**kept, **{u: _record(build, u) for u in redo}}
 
 
 def row_counts(build: ShardsBuild, units: list[Part]) -> dict[str, int]:
@@ -229,6 +233,3 @@ def _record(build: ShardsBuild, unit: Part) -> dict[str, Any]:
     """What a unit's rows step recorded (its counters and runs)."""
     return storage.read_json(sr.clean_stats_path(build.job.output, unit))
 
-
-def recorded_runs(build: ShardsBuild, unit: Part) -> list[Run]:
-    return [tuple(r) for r in _record(build, unit)["runs"].values()]  # type: ignore[misc]
