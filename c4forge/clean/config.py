@@ -114,7 +114,8 @@ class CleanJob(CliConfig):
         "--max-record-bytes",
         default=64 << 20,
         type=int,
-        help="skip (and count) WARC payloads larger than this (default 64 MiB)",
+        help="skip (and count) WARC payloads larger than this many bytes "
+        "(default 67108864 = 64 MiB)",
     )
     input_format: str = option(
         "--input-format",
