@@ -364,7 +364,12 @@ def names_default(text: str, shown: str) -> bool:
 
 class _ShowDefaults:
     """Appends ``(default: X)`` to an option's help unless the help already names it
-    (``default 13``, ``default: auto``), so no option's default is a secret of the code."""
+    (``default 13``, ``default: auto``), so no option's default is a secret of the code; a
+    newline in a help string starts a new line (one per objective in ``--objective``)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        split = super()._split_lines  # type: ignore[misc]
+        return [line for part in text.split("\n") for line in split(part, width)]
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = super()._get_help_string(action)  # type: ignore[misc]

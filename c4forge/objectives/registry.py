@@ -415,9 +415,9 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
 
 def objectives_help() -> str:
     """`shards --objective`'s help: every registered objective, its T5 config and what its
-    rows hold (an objective registered later is described with no change to the CLI); its
+    rows hold, one per line (an objective registered later is described with no change to the CLI); its
     ``%`` are doubled, as argparse's help strings need."""
-    text = "; ".join(
+    text = "\n".join(
         f"{name} ({spec.reference}): {spec.description}"
         if spec.description
         else f"{name} ({spec.reference})"

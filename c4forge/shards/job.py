@@ -61,7 +61,8 @@ class ShardsJob(CliConfig):
         default="span_corruption",
         choices=OBJECTIVES,
         metavar="NAME",
-        help="pretraining objective (objectives.md §3-4): " + objectives_help(),
+        help="pretraining objective (objectives.md §3-4), its T5 config, what it does:\n"
+        + objectives_help(),
     )
     inputs_length: int | None = option(
         "--inputs-length",
