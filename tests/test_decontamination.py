@@ -290,3 +290,19 @@ def test_decontaminate_specs_repeat_or_join_with_commas(tmp_path: Path) -> None:
         assert (job.inputs, job.decontaminate, extra) == (("in.wet",), want, []), spelling
     assert [s.benchmark for s in parse_specs(want)][-1] == "mine"
     assert parse_specs(want)[-1].fields == ("q", "a")
+
+
+def test_two_values_after_one_decontaminate_flag_say_how_to_give_both(tmp_path, capsys) -> None:
+    """The one spelling the one-value flag no longer reads (``--decontaminate glue mine=F``
+    after the inputs) is a one-line error that says how, before any work."""
+    evals = tmp_path / "mine.jsonl"
+    evals.write_text(json.dumps({"text": "an example"}) + "\n")
+    wet = tmp_path / "in.wet.gz"
+    wet.write_bytes(wet_bytes(doc_records(c4_docs(0, 2))))
+    for engine in ("local", "beam"):
+        argv = ["clean", str(wet), "-o", str(tmp_path / "o"), "--engine", engine,
+                "--decontaminate", "glue", f"mine={evals}"]  # fmt: skip
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "repeat the option, or join a list with commas" in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
