@@ -77,9 +77,10 @@ def test_stage_list_has_no_sentencepiece_log_and_a_running_stage_ticks(tmp_path)
         if (d / "stage.json").is_file()
     }
     assert sorted(walls) == ["clean", "vocab"]
-    beats = re.findall(r"\] (clean|vocab) .*: running, (\d+) s elapsed", proc.stdout)
+    beats = re.findall(r"\] (clean|vocab) .*: still running, (\d+) s elapsed", proc.stdout)
     if sum(walls.values()) >= 2.5:  # two stages each starting a pool and reading files
         assert beats, proc.stdout
+    assert proc.stdout.count(": running") == 2  # the start lines only, as tools count them
     for kind, seconds in beats:
         assert int(seconds) <= walls[kind] + 1
 
@@ -91,8 +92,8 @@ def test_a_training_stage_line_names_its_last_logged_step(tmp_path) -> None:
     lines = [json.dumps({"step": s, "loss": 5.0 - s / 100}) for s in (10, 20, 30)]
     metrics.write_text("\n".join(lines) + '\n{"step": 4')  # the last line half written
     line = heartbeat_line("[4/13] pretrain tiny", 45.2, str(tmp_path), 500)
-    assert line == "[4/13] pretrain tiny: running, 45 s elapsed, step 30/500"
+    assert line == "[4/13] pretrain tiny: still running, 45 s elapsed, step 30/500"
     metrics.write_text("")
     assert heartbeat_line("[1/2] clean", 3.0, str(tmp_path), None) == (
-        "[1/2] clean: running, 3 s elapsed"
+        "[1/2] clean: still running, 3 s elapsed"
     )

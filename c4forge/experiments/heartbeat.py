@@ -41,8 +41,9 @@ def last_step(folder: str) -> int | None:
 
 
 def heartbeat_line(head: str, elapsed: float, folder: str, steps: Any) -> str:
-    """``[4/13] pretrain …: running, 45 s elapsed, step 120/500``."""
-    text = f"{head}: running, {elapsed:,.0f} s elapsed"
+    """``[4/13] pretrain …: still running, 45 s elapsed, step 120/500`` (not ``: running``, the
+    stage-start line that tools count)."""
+    text = f"{head}: still running, {elapsed:,.0f} s elapsed"
     step = last_step(folder)
     if step is not None:
         text += f", step {step:,}" + (f"/{steps:,}" if isinstance(steps, int) and steps else "")
