@@ -1,7 +1,7 @@
 """`c4forge shards`: clean documents → tokenized, corrupted, packed Arrow shards, on any engine
 (``--engine auto|local|spark|beam``, the same policy as `clean`).
 
-Three forms share one subparser, told apart by the first positional argument:
+Three forms, told apart by the word after `shards`:
 
     c4forge shards DOCS --vocab VOCAB --output DIR [options] [Beam options]
     c4forge shards verify DIR [--vocab VOCAB_DIR]
