@@ -15,7 +15,7 @@ import pytest
 from c4forge.cli import build_parser, main, parser_tree
 
 # Words that once described a command wrongly: clean runs on three engines, not as a Beam job.
-STALE = ("(Beam job;", "DirectRunner worker processes", "DirectRunner default")
+STALE = ("(Beam job;", "DirectRunner worker processes", "DirectRunner default", "Beam workers")
 
 
 def _parsers() -> list[argparse.ArgumentParser]:
