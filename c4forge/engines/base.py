@@ -30,7 +30,8 @@ Primitives (``label`` names the step: Beam needs unique labels, the others use i
 * ``counters()``: ``{stage: {reason: n}}`` of the finished run.
 
 Job level: ``start`` (samples kept, partitions), ``list_inputs`` (the engine's filesystem),
-``check_inputs``, ``progress`` (a progress bar), ``samples``, ``close``. Nothing here knows a
+``check_inputs``, ``progress`` (a display per stage, ``stage_progress``; Beam: its files read),
+``samples``, ``close``. Nothing here knows a
 stage: ``clean`` (``clean.passes``) and ``shards`` (``shards.stage``) are written once against
 these primitives.
 """
