@@ -22,6 +22,7 @@ garbage-collected).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import shutil
@@ -250,7 +251,10 @@ class LocalEngine(Engine):
                 import multiprocessing
 
                 ctx = multiprocessing.get_context("fork")
-                self._pool = ctx.Pool(self.workers)
+                # forked while the progress ticker holds no lock (it prints under this one), so
+                # no worker starts with stderr's lock taken
+                with self.bars.lock if self.bars is not None else contextlib.nullcontext():
+                    self._pool = ctx.Pool(self.workers)
             results = [self._pool.apply_async(f, (*args, self.bag.keep)) for f, args in tasks]
             outs: Iterable[tuple] = (r.get() for r in results)
         else:
