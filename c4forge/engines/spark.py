@@ -55,19 +55,36 @@ class CountersParam(AccumulatorParam):
         return a
 
 
-def group_tasks(sc: Any, group: str) -> tuple[int, int]:
-    """(tasks done, tasks) of the stages of the job group ``group`` known so far (a stage
-    not yet submitted counts once it is)."""
+def group_tasks(sc: Any, group: str) -> tuple[int, int, str | None]:
+    """(tasks done, tasks, the running stage's name) of the Spark stages of the job group
+    ``group`` known so far (a stage not yet submitted counts once it is; the name is the
+    first stage, by id, with a task running, named by ``SparkEngine._named``)."""
     tracker = sc.statusTracker()
     done = total = 0
+    running = None
     for job_id in tracker.getJobIdsForGroup(group):
         job = tracker.getJobInfo(job_id)
-        for stage_id in job.stageIds if job is not None else ():
+        for stage_id in sorted(job.stageIds) if job is not None else ():
             info = tracker.getStageInfo(stage_id)
             if info is not None:
                 done += info.numCompletedTasks
                 total += info.numTasks
-    return done, total
+                if running is None and info.numActiveTasks > 0:
+                    running = info.name
+    return done, total, running
+
+
+def _step(rdd: Any, label: str) -> Any:
+    """``rdd``, marked with the step that made it (``SparkEngine._named`` names the Spark
+    stages that compute it)."""
+    rdd._c4forge_step = label
+    return rdd
+
+
+def _steps(*rdds: Any) -> str:
+    """The stages whose output ``rdds`` are (``url_dedup+chunks``)."""
+    names = (stage_of(getattr(r, "_c4forge_step", "input")) for r in rdds)
+    return "+".join(dict.fromkeys(names))
 
 
 def materialize(rdd: Any) -> Any:
@@ -337,10 +354,31 @@ class SparkEngine(Engine):
         poll = functools.partial(group_tasks, self.sc, group)
         self.bars.begin(label, poll=poll, title=f"Spark: every step up to {label}")
         try:
-            yield
+            with self._named(stage_of(label)):
+                yield
         finally:
             self.sc.setLocalProperty("spark.jobGroup.id", None)
         self.bars.end()
+
+    @contextlib.contextmanager
+    def _named(self, name: str) -> Iterator[None]:
+        """Spark stages whose RDDs are created meanwhile carry ``name`` (their call site, which
+        the status tracker reports as the stage's name), so the progress display can say
+        which step runs. Why the depth: pyspark's own call-site guard (``SCCallSiteSync``)
+        sets the Python caller's line unless a guard is already open. Only while a progress
+        display runs."""
+        if self.bars is None:
+            yield
+            return
+        from pyspark.traceback_utils import SCCallSiteSync
+
+        self.sc._jsc.setCallSite(name)
+        SCCallSiteSync._spark_stack_depth += 1
+        try:
+            yield
+        finally:
+            SCCallSiteSync._spark_stack_depth -= 1
+            self.sc._jsc.setCallSite(None)
 
     def progress_note(self) -> None:
         """Where Spark's web UI is (off on a local master, where this run starts its own)."""
@@ -386,40 +424,40 @@ class SparkEngine(Engine):
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
         self._last = label
         rdd = self.sc.parallelize(items, max(1, len(items)))
-        return rdd.mapPartitions(self._counted(_map_all(fn)))
+        return _step(rdd.mapPartitions(self._counted(_map_all(fn))), label)
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
         self._last = label
-        return coll.mapPartitions(self._counted(_map_all(fn)))
+        return _step(coll.mapPartitions(self._counted(_map_all(fn))), label)
 
     def broadcast(self, label: str, value: Any) -> Any:
         return self.sc.broadcast(value)
 
     def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
         self._last = label
-        return coll.mapPartitions(self._counted(_map_all_with(fn, side)))
+        return _step(coll.mapPartitions(self._counted(_map_all_with(fn, side))), label)
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
         self._last = label
-        with self._scope(label):
+        with self._scope(label), self._named(_steps(coll)):
             grouped = coll.groupByKey(self.parts)
-        return grouped.mapPartitions(self._counted(_group_all(fn)))
+        return _step(grouped.mapPartitions(self._counted(_group_all(fn))), label)
 
     def combine(self, coll: Any, label: str, fn: Fn) -> Any:
         self._last = label
-        with self._scope(label):
-            return coll.reduceByKey(_pairwise(fn), self.parts)
+        with self._scope(label), self._named(_steps(coll)):
+            return _step(coll.reduceByKey(_pairwise(fn), self.parts), label)
 
     def cogroup(self, label: str, left: Any, right: Any, fn: Fn) -> Any:
         self._last = label
-        with self._scope(label):
+        with self._scope(label), self._named(_steps(left, right)):
             joined = left.cogroup(right, self.parts)
-        return joined.mapPartitions(self._counted(_cogroup_all(fn)))
+        return _step(joined.mapPartitions(self._counted(_cogroup_all(fn))), label)
 
     def distinct(self, coll: Any, label: str) -> Any:
         self._last = label
-        with self._scope(label):
-            return coll.distinct(self.parts)
+        with self._scope(label), self._named(_steps(coll)):
+            return _step(coll.distinct(self.parts), label)
 
     def shared(self, coll: Any) -> Any:
         with self._action(self._last):

@@ -22,7 +22,9 @@ from typing import Any, NamedTuple
 from c4forge.engines.base import stage_of
 
 Counters = Callable[[], Mapping[str, Mapping[str, int]]]
-Poll = Callable[[], tuple[int, int]]  # (tasks done, tasks) of the running step, engine-side
+# (tasks done, tasks) of the running step, engine-side; a third item, where given, names the
+# part of it that runs now (Spark: the step its running stage computes)
+Poll = Callable[[], tuple[Any, ...]]
 TICK_S = 0.5
 
 
@@ -49,6 +51,8 @@ class StageBars:
         self.counters = counters
         self.lock = threading.RLock()
         self.stage: str | None = None
+        self.title: str | None = None  # the open stage's title, where the engine gave one
+        self.now: str | None = None  # what of the open stage runs now (a polled step's third item)
         self.bar: Any = None
         self.done = 0  # tasks of the open stage: finished, and known of (local)
         self.total = 0
@@ -86,7 +90,7 @@ class StageBars:
         may lag the engine's)."""
         with self.lock:
             if self.poll is not None:
-                done, total = self.poll()
+                done, total, *_ = self.poll()
                 total = max(total, done, 1)
                 self.base = (self.base[0] + total, self.base[1] + total)
                 self.poll = None
@@ -100,19 +104,26 @@ class StageBars:
         if self.poll is None:
             return self.base[0] + self.done, self.base[1] + self.total
         try:
-            done, total = self.poll()
+            done, total, *now = self.poll()
         except Exception:  # a status call racing the engine's shutdown: keep the last figures
-            done = total = 0
+            done, total, now = 0, 0, []
+        if now and now[0] and now[0] != self.now:
+            self.now = now[0]
+            self.bar.set_description(self._desc(self.stage, self.title), refresh=False)
         return self.base[0] + done, self.base[1] + max(total, done)
 
     def _desc(self, stage: str, title: str | None = None) -> str:
         title = title or self.plan.titles.get(stage)
+        if self.now:
+            title = f"{title}; running {self.now}" if title else f"running {self.now}"
         return f"{self.plan.job} {stage}" + (f" ({title})" if title else "")
 
     def _open_stage(self, stage: str, title: str | None = None) -> None:
         from c4forge.progress import progress
 
         self.stage = stage
+        self.title = title
+        self.now: str | None = None
         self.stages.append(stage)
         self.done = self.total = 0
         self.base = (0, 0)
