@@ -152,7 +152,9 @@ class StageBars:
         except RuntimeError:  # a dict resized while read (a pool callback merging counters)
             return None
 
-    def _show(self) -> None:
+    def _show(self, redraw: bool = False) -> None:
+        """The figures into the display; ``redraw`` (the ticker): tqdm redraws elapsed and ETA
+        now (on each task it redraws at its own pace)."""
         bar = self.bar
         if bar is None:
             return
@@ -164,13 +166,13 @@ class StageBars:
             bar.set_postfix(pages=f"{pages:,}", refresh=False)
         bar.update(done - bar.n)  # a line in a log when the period has passed, even for 0
         refresh = getattr(bar, "refresh", None)
-        if refresh is not None and getattr(bar, "disable", True) is False:
-            refresh()  # tqdm: redraw elapsed and ETA while no task ends
+        if redraw and refresh is not None and getattr(bar, "disable", True) is False:
+            refresh()  # tqdm: elapsed and ETA move while no task ends
 
     def _tick(self) -> None:
         while not self._stop.wait(TICK_S):
             with self.lock:
-                self._show()
+                self._show(redraw=True)
 
     # -- lifetime ----------------------------------------------------------------------------
     def __enter__(self) -> StageBars:
