@@ -98,11 +98,18 @@ class ProgressWatcher:
             progress(total=clean_total, desc="clean shards read", unit=unit) as a,
             progress(total=shards_total, desc="shards written", unit="shard") as b,
         ):
-            while not self.stop.wait(every):
+
+            def poll() -> None:
                 with contextlib.suppress(OSError):
                     done = len(storage.listdir(storage.join(pdir, CLEAN_STATS_DIR)))
                     a.update(min(done, clean_total) - a.n)
                     b.update(sum(n.endswith(".arrow.json") for n in storage.listdir(pdir)) - b.n)
+
+            while not self.stop.wait(every):
+                poll()
+            # once more after the build: a job shorter than one period (the local engine on a
+            # small corpus) would otherwise close its bars at 0 %
+            poll()
 
     def __enter__(self) -> ProgressWatcher:
         if self.thread is not None:
