@@ -8,6 +8,8 @@ that refuse a shard set built for another vocabulary, objective or build.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -518,6 +520,10 @@ class ShardSet:
     columns: list[str]
     schema: pa.Schema = field(repr=False)
     index_sha256: str = ""  # of index.json's bytes as read (a checkpoint records it)
+    # ``verify_reads``: each shard's sha256 is computed from the bytes as they are read, the
+    # first time this process reads it (``verified`` holds the paths already checked here).
+    verify_reads: bool = False
+    verified: set[str] = field(default_factory=set, repr=False, compare=False)
 
     @property
     def remote(self) -> bool:
@@ -539,11 +545,14 @@ class ShardSet:
         targets_length: int | None = None,
         vocab: Any = None,
         full: bool = False,
+        verify_reads: bool = False,
     ) -> ShardSet:
         """Open and verify ``path`` (§3.6 steps 1–3, plus existence and sizes of every file).
 
         ``vocab`` (vocab.json dict, directory, or Vocabulary) also checks vocab_size/extra_ids;
-        ``full=True`` opens every shard (schema, metadata, row count) and recomputes its sha256.
+        ``full=True`` opens every shard (schema, metadata, row count) and recomputes its sha256;
+        ``verify_reads=True`` checks each shard's sha256 on the bytes of its first read instead
+        (no pass of its own: ``iter_batches``).
         """
         remote = storage.is_remote(path)
         index_path = storage.join(path, INDEX_NAME)
@@ -623,6 +632,7 @@ class ShardSet:
             columns=[e["name"] for e in index["schema"]],
             schema=arrow_schema(index["schema"], None),
             index_sha256=sha256_bytes(raw),
+            verify_reads=verify_reads,
         )
         if full:
             shards.verify(checksums=True)
@@ -680,29 +690,63 @@ class ShardSet:
                     f"{path}: metadata {key} expected {value!r} (index.json), found {meta.get(key)!r}"
                 )
 
-    def iter_batches(self, path: str) -> Iterator[pa.RecordBatch]:
+    def iter_batches(
+        self, path: str, *, checksum: bool | None = None
+    ) -> Iterator[pa.RecordBatch]:
         """Record batches of one shard; checks schema, metadata and row count.
 
         Local shards are memory-mapped; remote ones (gs://, s3://, any Beam filesystem) are
         streamed through an open file of the storage layer, batch by batch (nothing is written
         to local disk; a trainer's DataLoader worker reads each shard it needs once per visit).
+
+        ``checksum``: also hash the bytes as they are read and compare with index.json's sha256
+        once the stream ends (a caller that keeps the batches must wait for the end: the last
+        batch comes before the verdict). None: the set's ``verify_reads`` policy, on the first
+        read of ``path`` in this process only.
         """
         if not storage.is_remote(path) and not os.path.isabs(path) and not os.path.exists(path):
             path = storage.join(self.directory, path)
         split, i, rec = self._record_for(path)
+        if checksum is None:
+            checksum = self.verify_reads and path not in self.verified
         rows = 0
+        digest: Any = hashlib.sha256() if checksum else None
         try:
-            with _open_shard(path) as source:
-                reader = pa.ipc.open_stream(source)
-                self._check_file_schema(path, reader.schema, split, i)
-                for batch in reader:
-                    rows += batch.num_rows
-                    yield batch
-        except (pa.ArrowInvalid, OSError) as err:
+            if digest is None:
+                with _open_shard(path) as source:
+                    reader = pa.ipc.open_stream(source)
+                    self._check_file_schema(path, reader.schema, split, i)
+                    for batch in reader:
+                        rows += batch.num_rows
+                        yield batch
+            else:
+                with _HashedSource(path, digest) as hashed:
+                    reader = pa.ipc.open_stream(hashed.source)
+                    self._check_file_schema(path, reader.schema, split, i)
+                    for batch in reader:
+                        hashed.advance()
+                        rows += batch.num_rows
+                        yield batch
+                    hashed.finish()
+        except (pa.ArrowInvalid, OSError, VerificationError) as err:
+            if checksum:  # damaged bytes: say so rather than what they broke
+                self._check_sha256(path, rec, storage.sha256(path))
+            if isinstance(err, VerificationError):
+                raise
             raise VerificationError(f"{path}: unreadable Arrow stream ({err})") from err
+        if digest is not None:
+            self._check_sha256(path, rec, digest.hexdigest())
+            self.verified.add(path)
         if rows != rec["rows"]:
             raise VerificationError(
                 f"{path}: rows expected {rec['rows']} (index.json), found {rows}"
+            )
+
+    @staticmethod
+    def _check_sha256(path: str, rec: Mapping[str, Any], found: str) -> None:
+        if found != rec["sha256"]:
+            raise VerificationError(
+                f"{path}: sha256 expected {rec['sha256']} (index.json), found {found}"
             )
 
     def read_rows(self, split: str) -> dict[str, np.ndarray]:
@@ -729,14 +773,7 @@ class ShardSet:
             bar = progress_display(total=len(files), unit="shard", desc="verify")
         rows = 0
         for _split, path in files:
-            if checksums:
-                _, _, rec = self._record_for(path)
-                digest = storage.sha256(path)
-                if digest != rec["sha256"]:
-                    raise VerificationError(
-                        f"{path}: sha256 expected {rec['sha256']} (index.json), found {digest}"
-                    )
-            for batch in self.iter_batches(path):
+            for batch in self.iter_batches(path, checksum=checksums):  # one pass: read + hash
                 rows += batch.num_rows
             if bar is not None:
                 bar.update(1)
@@ -754,6 +791,78 @@ def _open_shard(path: str) -> Any:
     if not storage.is_remote(path):
         return pa.memory_map(path)
     return pa.PythonFile(storage.open_read(path), mode="r")
+
+
+class _HashedSource:
+    """A shard's bytes for ``pa.ipc.open_stream`` that feed ``digest`` as they are consumed.
+
+    Local: the memory map, read zero-copy through a ``BufferReader``; ``advance`` hashes up to
+    the reader's position after each message, i.e. the pages the decoder just touched, not a
+    second read of the file. Remote: the storage stream, hashed in ``read``. ``finish`` hashes
+    what follows the last message (the end marker, and anything appended), so the digest
+    covers the whole file."""
+
+    def __init__(self, path: str, digest: Any) -> None:
+        self.digest = digest
+        self._map: Any = None
+        self._raw: Any = None
+        self._hashed = 0
+        if storage.is_remote(path):
+            self._raw = storage.open_read(path)
+            self.source: Any = pa.PythonFile(_HashingReader(self._raw, digest), mode="r")
+        else:
+            self._map = pa.memory_map(path)
+            self._buffer = self._map.read_buffer()
+            self.source = pa.BufferReader(self._buffer)
+
+    def advance(self) -> None:
+        """Hash the bytes read so far (local; a remote stream hashes as it goes)."""
+        if self._map is not None:
+            position = self.source.tell()
+            if position > self._hashed:
+                self.digest.update(memoryview(self._buffer)[self._hashed : position])
+                self._hashed = position
+
+    def finish(self) -> None:
+        if self._map is not None:
+            self.source.seek(0, 2)
+            self.advance()
+        else:
+            while self.source.read(_READ_CHUNK):
+                pass
+
+    def __enter__(self) -> _HashedSource:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.source.close()
+        for f in (self._map, self._raw):
+            if f is not None:
+                f.close()
+
+
+_READ_CHUNK = 1 << 20
+
+
+class _HashingReader(io.RawIOBase):
+    """A read-only file that sha256-hashes the bytes read from ``raw`` (a remote shard)."""
+
+    def __init__(self, raw: Any, digest: Any) -> None:
+        self.raw = raw
+        self.digest = digest
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n) if n is not None and n >= 0 else self.raw.read()
+        self.digest.update(data)
+        return data
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
 
 
 def column_numpy(batch: pa.RecordBatch, entry: Mapping[str, Any]) -> np.ndarray:

@@ -203,8 +203,10 @@ class TrainOptions(CliConfig):
         ),
     )
     verify_shards: str = option(
-        "--verify-shards", default="quick", group=_R, choices=("quick", "full")
-    )
+        "--verify-shards", default="read", group=_R, choices=("read", "full", "quick"),
+        help="read (default): each shard's sha256 checked as it is first read; full: every "
+        "shard hashed before training; quick: sizes only",
+    )  # fmt: skip
     num_workers: int | None = option(
         "--num-workers", default=None, group=_R, type=non_negative,
         help="DataLoader workers (default 2 on GPU/TPU, 0 on CPU)",

@@ -35,6 +35,7 @@ from c4forge.progress import progress
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers import distributed as dist
 from c4forge.trainers import models
+from c4forge.trainers.data import VERIFY_MODES
 from c4forge.trainers.device import DeviceInfo, is_out_of_memory, resolve_device
 from c4forge.trainers.metrics import (
     LastFigures,
@@ -163,8 +164,8 @@ def setup_runtime(opts: TrainOptions) -> tuple[dist.DistInfo, DeviceInfo]:
     dist.init(info, dev.kind)
     if opts.steps < 1:
         raise ConfigError(f"--steps must be >= 1, got {opts.steps}")
-    if opts.verify_shards not in ("quick", "full"):
-        raise ConfigError("--verify-shards must be quick or full")
+    if opts.verify_shards not in VERIFY_MODES:
+        raise ConfigError(f"--verify-shards must be one of {', '.join(VERIFY_MODES)}")
     return info, dev
 
 
