@@ -21,12 +21,13 @@ import pyarrow as pa
 
 from c4forge.errors import ConfigError, VerificationError
 from c4forge.io import storage
+from c4forge.io.names import member_name
 from c4forge.io.storage import (
     check_format,
     dumps_canonical,
     sha256_bytes,
 )
-from c4forge.vocab.vocab_files import COPY_DIR, MODEL_FILE, read_descriptor
+from c4forge.vocab.vocab_files import COPY_DIR, MODEL_FILE, VOCAB_FILES, read_descriptor
 
 FORMAT = "c4forge.shards"
 FORMAT_VERSION = 1
@@ -442,11 +443,26 @@ def check_vocab_copy(
     checksums: bool,
 ) -> None:
     """Every listed file present with its size (and, with ``checksums``, its sha256), and the
-    model's fingerprint equal to ``vocabulary.sha256``; else a VerificationError naming it."""
-    directory = storage.join(output, block.get("directory", VOCAB_DIR))
-    names = [rec["file"] for rec in block.get("files", [])]
+    model's fingerprint equal to ``vocabulary.sha256``; else a VerificationError naming it.
+
+    The block names a folder inside the set and the files of a vocabulary folder, nothing
+    else (``member_name``). With ``checksums`` each file's content is also bound to
+    ``vocabulary``, which ``dataset_fingerprint`` covers (``check_copy_content``): the block
+    itself stays out of the fingerprint, so existing sets keep their bytes, yet no byte of the
+    copy can change without failing against a fingerprinted field."""
+    index_path = storage.join(output, INDEX_NAME)
+    folder = member_name(block.get("directory", VOCAB_DIR), index_path, "vocab_files.directory")
+    directory = storage.join(output, folder)
+    names = [rec.get("file") for rec in block.get("files", [])]
+    for name in names:
+        if name not in VOCAB_FILES:
+            raise VerificationError(
+                f"{index_path}: vocab_files lists {name!r}, not a vocabulary file "
+                f"({', '.join(VOCAB_FILES)})"
+            )
     if VOCAB_MODEL_FILE not in names:
         raise VerificationError(f"{directory}: index.json lists no {VOCAB_MODEL_FILE}")
+    contents: dict[str, bytes] = {}
     for rec in block["files"]:
         path = storage.join(directory, rec["file"])
         if not storage.exists(path):
@@ -462,10 +478,48 @@ def check_vocab_copy(
                 f"with vocabulary {vocabulary.get('sha256')}"
             )
         if checksums:
-            digest = storage.sha256(path)
+            data = storage.read_bytes(path)  # a vocabulary's files are small
+            digest = sha256_bytes(data)
             if digest != rec["sha256"]:
                 raise VerificationError(
                     f"{path}: sha256 expected {rec['sha256']} (index.json), found {digest}"
+                )
+            contents[rec["file"]] = data
+    if checksums:
+        check_copy_content(directory, contents, vocabulary)
+
+
+def check_copy_content(
+    directory: str, contents: Mapping[str, bytes], vocabulary: Mapping[str, Any]
+) -> None:
+    """Each file of a vocabulary copy agrees with ``vocabulary`` (index.json's block, inside
+    ``dataset_fingerprint``): the model's sha256 is ``vocabulary.sha256`` (checked by the
+    caller), the extra-ids model is the one made from that model and ``extra_ids``, and
+    vocab.json states the same values for every key of ``vocabulary``."""
+    from c4forge.vocab.vocab import add_extra_ids
+    from c4forge.vocab.vocab_files import DESCRIPTOR_FILE, EXTRA_IDS_MODEL_FILE
+
+    model = contents.get(VOCAB_MODEL_FILE)
+    extra = contents.get(EXTRA_IDS_MODEL_FILE)
+    if model is not None and extra is not None:
+        made = add_extra_ids(model, int(vocabulary.get("extra_ids", 0)))
+        if made != extra:
+            raise VerificationError(
+                f"{storage.join(directory, EXTRA_IDS_MODEL_FILE)}: not the model that "
+                f"{VOCAB_MODEL_FILE} with {vocabulary.get('extra_ids')} extra ids makes"
+            )
+    raw = contents.get(DESCRIPTOR_FILE)
+    if raw is not None:
+        path = storage.join(directory, DESCRIPTOR_FILE)
+        try:
+            desc = json.loads(raw.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise VerificationError(f"{path}: not valid JSON ({err})") from err
+        for key, value in vocabulary.items():
+            if not isinstance(desc, dict) or desc.get(key) != value:
+                found = desc.get(key) if isinstance(desc, dict) else None
+                raise VerificationError(
+                    f"{path}: {key} is {found!r}, index.json's vocabulary says {value!r}"
                 )
 
 
@@ -533,7 +587,11 @@ class ShardSet:
     def vocab_dir(self) -> str | None:
         """The shard set's copy of its vocabulary (a `c4forge vocab` folder), if it has one."""
         block = self.index.get(VOCAB_INDEX_KEY)
-        return storage.join(self.directory, block["directory"]) if block else None
+        if not block:
+            return None
+        index_path = storage.join(self.directory, INDEX_NAME)
+        folder = member_name(block.get("directory", VOCAB_DIR), index_path, "vocab_files.directory")
+        return storage.join(self.directory, folder)
 
     @classmethod
     def open(
@@ -637,6 +695,12 @@ class ShardSet:
         if full:
             shards.verify(checksums=True)
         return shards
+
+    def verify_vocab_copy(self) -> None:
+        """The vocabulary copy's checksums and content (``check_vocab_copy``): a few small
+        files, checked before a run copies or loads them (train's SHARDS/vocab)."""
+        if VOCAB_INDEX_KEY in self.index:
+            check_vocab_copy(self.directory, self.index[VOCAB_INDEX_KEY], self.vocab, checksums=True)
 
     # -- manifest views
     @property

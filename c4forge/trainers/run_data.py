@@ -98,6 +98,8 @@ def open_run_data(opts: TrainOptions, info: dist.DistInfo, resume: rs.Resume) ->
             primary, vocab=run_vocab, verify=opts.verify_shards, **resume.lengths
         )
     rs.check_shards_index(resume, shards.index_sha256, primary)
+    if vocab_source and shards.vocab_dir and same_folder(vocab_source, shards.vocab_dir):
+        shards.verify_vocab_copy()  # the copy this run loads and copies into RUN/vocab
     vocabulary = dict(shards.vocab)
     own = vocab_files.copy_dir(opts.output)
     if own:  # a resumed run's copy must be the shards' vocabulary
@@ -139,6 +141,10 @@ def open_run_data(opts: TrainOptions, info: dist.DistInfo, resume: rs.Resume) ->
         targets_length=lengths[1],
         mixture=mixture,
     )
+
+
+def same_folder(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def guess_vocab_dir(shards: str, sha256: str) -> str | None:
