@@ -66,6 +66,31 @@ def _span_lengths(i: int, d: float, m: float, extra_ids: int) -> tuple[int, int]
     return span_corruption_lengths(i, d, m, extra_ids)
 
 
+def cut_percent(targets_length: int, fits: int) -> int:
+    """The share of a ``fits``-token target that a ``targets_length`` row drops, in %."""
+    return round(100 * (fits - targets_length) / fits)
+
+
+def short_targets_warning(cfg: ObjectiveConfig) -> str | None:
+    """A warning when ``--targets-length`` is below the length the objective's targets take
+    at these settings (where that is an expected size, not an exact one, so only a warning:
+    long targets are trimmed and counted as ``targets_truncated``); None otherwise."""
+    spec = cfg.spec
+    if spec.lengths is None or spec.layout == BERT_LAYOUT:
+        return None
+    fits = spec.lengths(
+        cfg.inputs_length, cfg.noise_density, cfg.mean_noise_span_length, cfg.extra_ids
+    )[1]
+    if cfg.targets_length >= fits:
+        return None
+    return (
+        f"--targets-length {cfg.targets_length} is below the {fits} tokens {spec.name}'s "
+        f"targets take at --inputs-length {cfg.inputs_length}: about "
+        f"{cut_percent(cfg.targets_length, fits)} % of target tokens will be cut "
+        f"(--targets-length {fits} keeps them)"
+    )
+
+
 def _minus_one_same(i: int, d: float, m: float, extra_ids: int) -> tuple[int, int]:
     return i - 1, i
 
@@ -147,6 +172,15 @@ def configure_pieces(
     targets_length = default_targets if targets_length is None else int(targets_length)
     if targets_length < 2:
         raise ConfigError(f"--targets-length must be >= 2, got {targets_length}")
+    if targets_length < default_targets and spec.lengths is _span_lengths:
+        # span corruption's pieces are cut so that their targets are exactly this long: a
+        # shorter row cuts every full example's targets (sentinels left without their spans)
+        raise ConfigError(
+            f"--targets-length {targets_length} is shorter than the {default_targets} tokens "
+            f"{spec.name}'s targets take at --inputs-length {inputs_length}: "
+            f"{cut_percent(targets_length, default_targets)} % of target tokens would be "
+            f"dropped; leave --targets-length out (it is {default_targets})"
+        )
     if packing == "per_document" and pack_window < 1:
         raise ConfigError("--pack-window must be >= 1")
     concatenates = spec.concat and packing == "concat"
