@@ -231,11 +231,11 @@ class ShardReader:
         # allocations page-fault on every decode (worst with a mixture's several readers).
         spare = self._cache.popitem(last=False)[1] if len(self._cache) >= self._cache_size else {}
         data = {c: _concatenate(v, spare.get(c)) for c, v in parts.items()}
+        if self.check is not None:  # the family's checks first: their messages say more
+            self.check(data, path)
         if idx not in self._in_range:
             check_id_range(data, self.limits, path)
             self._in_range.add(idx)
-        if self.check is not None:
-            self.check(data, path)
         self._cache[idx] = data
         return data
 
