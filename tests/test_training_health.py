@@ -100,3 +100,12 @@ def test_metrics_never_hold_a_bare_nan(tmp_path):
     assert _strict_records(tmp_path / "metrics.jsonl") == [
         {"step": 3, "eval_nll": None, "eval_ppl": None, "loss": 2.5}
     ]
+
+
+def test_finetune_refuses_a_bad_lr_before_reading_the_checkpoint(tmp_path, capsys):
+    glue = os.path.join(os.path.dirname(__file__), "data", "glue")
+    argv = ["finetune", str(tmp_path / "no-run"), "--task", "sst2", "--data", glue,
+            "-o", str(tmp_path / "ft"), "--lr", "nan"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--lr must be a finite number >= 0, got nan" in err
