@@ -41,7 +41,11 @@ def gradient_norm(params: list[torch.nn.Parameter], max_norm: float) -> torch.Te
     if max_norm > 0:
         return torch.nn.utils.clip_grad_norm_(params, max_norm)
     grads = [p.grad for p in params if p.grad is not None]
-    return torch.nn.utils.get_total_norm(grads, foreach=True)
+    if not grads:
+        return torch.zeros((), device=params[0].device if params else None)
+    if hasattr(torch.nn.utils, "get_total_norm"):  # torch >= 2.6 (foreach where it can)
+        return torch.nn.utils.get_total_norm(grads)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
 
 
 class Health:
