@@ -72,9 +72,14 @@ def cut_percent(targets_length: int, fits: int) -> int:
 
 
 def short_targets_warning(cfg: ObjectiveConfig) -> str | None:
-    """A warning when ``--targets-length`` is below the length the objective's targets take
-    at these settings (where that is an expected size, not an exact one, so only a warning:
-    long targets are trimmed and counted as ``targets_truncated``); None otherwise."""
+    """What ``c4forge shards`` says when ``--targets-length`` is below the length the
+    objective's targets take at these settings; None otherwise.
+
+    Span corruption cuts its pieces so that the targets are exactly that long: a shorter row
+    cuts every full example's targets (sentinels left without their spans), so that is a
+    ``ConfigError``. Elsewhere the length is an expected size, so a warning: longer targets
+    are trimmed and counted as ``targets_truncated``. (The library keeps accepting short
+    targets: tests build truncated rows on purpose.)"""
     spec = cfg.spec
     if spec.lengths is None or spec.layout == BERT_LAYOUT:
         return None
@@ -83,6 +88,13 @@ def short_targets_warning(cfg: ObjectiveConfig) -> str | None:
     )[1]
     if cfg.targets_length >= fits:
         return None
+    if spec.lengths is _span_lengths:
+        raise ConfigError(
+            f"--targets-length {cfg.targets_length} is shorter than the {fits} tokens "
+            f"{spec.name}'s targets take at --inputs-length {cfg.inputs_length}: "
+            f"{cut_percent(cfg.targets_length, fits)} % of target tokens would be dropped; "
+            f"leave --targets-length out (it is {fits})"
+        )
     return (
         f"--targets-length {cfg.targets_length} is below the {fits} tokens {spec.name}'s "
         f"targets take at --inputs-length {cfg.inputs_length}: about "
@@ -172,15 +184,6 @@ def configure_pieces(
     targets_length = default_targets if targets_length is None else int(targets_length)
     if targets_length < 2:
         raise ConfigError(f"--targets-length must be >= 2, got {targets_length}")
-    if targets_length < default_targets and spec.lengths is _span_lengths:
-        # span corruption's pieces are cut so that their targets are exactly this long: a
-        # shorter row cuts every full example's targets (sentinels left without their spans)
-        raise ConfigError(
-            f"--targets-length {targets_length} is shorter than the {default_targets} tokens "
-            f"{spec.name}'s targets take at --inputs-length {inputs_length}: "
-            f"{cut_percent(targets_length, default_targets)} % of target tokens would be "
-            f"dropped; leave --targets-length out (it is {default_targets})"
-        )
     if packing == "per_document" and pack_window < 1:
         raise ConfigError("--pack-window must be >= 1")
     concatenates = spec.concat and packing == "concat"
