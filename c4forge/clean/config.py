@@ -14,7 +14,7 @@ from typing import Any
 
 from c4forge.clean.variants import DEFAULT_VARIANT, variants_help
 from c4forge.cliconfig import CliConfig, option
-from c4forge.engines.choose import ENGINES
+from c4forge.engines.choose import ENGINES, check_runner
 from c4forge.engines.options import (
     engine_option,
     master_option,
@@ -306,6 +306,7 @@ class CleanJob(CliConfig):
             _ = self.benchmarks  # missing file, bad name, malformed rows: one-line errors now
         parse_shards_option(self.train_shards, "--train-shards")
         parse_shards_option(self.validation_shards, "--validation-shards")
+        check_runner(self.engine, self.runner)
         runner = (self.runner or "").rsplit(".", 1)[-1].lower()  # Beam's names are case-blind
         if (
             self.engine in ("auto", "beam")

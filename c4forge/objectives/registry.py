@@ -66,6 +66,43 @@ def _span_lengths(i: int, d: float, m: float, extra_ids: int) -> tuple[int, int]
     return span_corruption_lengths(i, d, m, extra_ids)
 
 
+def cut_percent(targets_length: int, fits: int) -> int:
+    """The share of a ``fits``-token target that a ``targets_length`` row drops, in %."""
+    return round(100 * (fits - targets_length) / fits)
+
+
+def short_targets_warning(cfg: ObjectiveConfig) -> str | None:
+    """What ``c4forge shards`` says when ``--targets-length`` is below the length the
+    objective's targets take at these settings; None otherwise.
+
+    Span corruption cuts its pieces so that the targets are exactly that long: a shorter row
+    cuts every full example's targets (sentinels left without their spans), so that is a
+    ``ConfigError``. Elsewhere the length is an expected size, so a warning: longer targets
+    are trimmed and counted as ``targets_truncated``. (The library keeps accepting short
+    targets: tests build truncated rows on purpose.)"""
+    spec = cfg.spec
+    if spec.lengths is None or spec.layout == BERT_LAYOUT:
+        return None
+    fits = spec.lengths(
+        cfg.inputs_length, cfg.noise_density, cfg.mean_noise_span_length, cfg.extra_ids
+    )[1]
+    if cfg.targets_length >= fits:
+        return None
+    if spec.lengths is _span_lengths:
+        raise ConfigError(
+            f"--targets-length {cfg.targets_length} is shorter than the {fits} tokens "
+            f"{spec.name}'s targets take at --inputs-length {cfg.inputs_length}: "
+            f"{cut_percent(cfg.targets_length, fits)} % of target tokens would be dropped; "
+            f"leave --targets-length out (it is {fits})"
+        )
+    return (
+        f"--targets-length {cfg.targets_length} is below the {fits} tokens {spec.name}'s "
+        f"targets take at --inputs-length {cfg.inputs_length}: about "
+        f"{cut_percent(cfg.targets_length, fits)} % of target tokens will be cut "
+        f"(--targets-length {fits} keeps them)"
+    )
+
+
 def _minus_one_same(i: int, d: float, m: float, extra_ids: int) -> tuple[int, int]:
     return i - 1, i
 

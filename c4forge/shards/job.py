@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from c4forge.cliconfig import CliConfig, Flag, option, option_set
+from c4forge.engines.choose import check_runner
 from c4forge.engines.options import (
     engine_option,
     master_option,
@@ -181,6 +182,7 @@ class ShardsJob(CliConfig):
                 raise ConfigError("give either --num-shards or --rows-per-shard, not both")
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"--workers must be >= 1, got {self.workers}")
+        check_runner(self.engine, self.runner)
 
     def replace(self, **changes: Any) -> ShardsJob:
         return dataclasses.replace(self, **changes)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -77,7 +78,12 @@ def resolve_checkpoint(path: str) -> str:
                 name = f.read().strip()
             if not name:
                 raise VerificationError(f"{latest}: empty (no complete checkpoint recorded)")
-            step_dir = name if os.path.isabs(name) else os.path.join(ckpt_dir, name)
+            if not _STEP_DIR.match(name):  # an absolute path, ../, a subfolder: not followed
+                raise VerificationError(
+                    f"{latest}: names {name!r}, which is not a step-NNNNNNNN folder inside "
+                    f"{ckpt_dir}"
+                )
+            step_dir = os.path.join(ckpt_dir, name)
             if not os.path.isfile(os.path.join(step_dir, "model.safetensors")):
                 raise VerificationError(
                     f"{latest} names {name!r}, but {step_dir} has no model.safetensors"
@@ -90,11 +96,14 @@ def resolve_checkpoint(path: str) -> str:
 
 def read_model_tensors(
     step_dir: str, shapes: dict[str, tuple[int, ...]]
-) -> dict[str, torch.Tensor]:
+) -> tuple[dict[str, torch.Tensor], str]:
     """fp32 tensors of ``step_dir/model.safetensors``, checked name by name and shape by shape
-    against ``shapes`` (the state-dict shapes of the model its config.json describes)."""
+    against ``shapes`` (the state-dict shapes of the model its config.json describes), and the
+    sha256 of the bytes they were loaded from: checked against ``trainer_state.json``'s record
+    before use, so a bit-flipped or replaced file is refused (export, fine-tuning, evaluation),
+    and what a results file records is what was read, not what was expected."""
     path = os.path.join(step_dir, "model.safetensors")
-    tensors = _read_tensors(path)
+    tensors, digest = read_verified_tensors(step_dir, "model.safetensors")
     missing = sorted(set(shapes) - set(tensors))
     unexpected = sorted(set(tensors) - set(shapes))
     if missing or unexpected:
@@ -107,7 +116,50 @@ def read_model_tensors(
             raise VerificationError(
                 f"{path}: {name} has shape {tuple(tensors[name].shape)}, config says {shape}"
             )
-    return {k: v.float().contiguous() for k, v in tensors.items()}
+    return {k: v.float().contiguous() for k, v in tensors.items()}, digest
+
+
+def recorded_sha256(step_dir: str, name: str) -> str | None:
+    """The sha256 ``trainer_state.json`` records for ``name``; None when the checkpoint has no
+    trainer state (a bare exported step folder) or it records no such file."""
+    state_path = os.path.join(step_dir, "trainer_state.json")
+    if not os.path.isfile(state_path):
+        return None
+    try:
+        state = read_json(state_path)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise VerificationError(f"{state_path}: corrupt checkpoint state ({err})") from err
+    files = state.get("files") if isinstance(state, dict) else None
+    if files is None:
+        return None
+    digest = files.get(name) if isinstance(files, dict) else None
+    if digest is not None and not isinstance(digest, str):
+        raise VerificationError(f"{state_path}: malformed files record for {name}")
+    return digest
+
+
+def read_verified_tensors(step_dir: str, name: str) -> tuple[dict[str, torch.Tensor], str]:
+    """The tensors of ``step_dir/name`` and the sha256 of exactly the bytes they come from
+    (one read: the bytes are hashed, compared with the recorded sha256, then parsed)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    path = os.path.join(step_dir, name)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise VerificationError(f"{path}: unreadable checkpoint file ({err})") from err
+    digest = hashlib.sha256(data).hexdigest()
+    recorded = recorded_sha256(step_dir, name)
+    if recorded is not None and recorded != digest:
+        raise VerificationError(
+            f"{path}: corrupt checkpoint (sha256 {digest}, trainer_state.json says {recorded})"
+        )
+    try:
+        return load(data), digest
+    except (SafetensorError, ValueError) as err:
+        raise VerificationError(f"{path}: unreadable safetensors file ({err})") from err
 
 
 # ----------------------------------------------------------------------------- RNG state

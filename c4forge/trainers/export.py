@@ -110,7 +110,7 @@ def load_weights(ckpt: Checkpoint) -> dict:
     with torch.device("meta"):
         model = build_model(family_of(ckpt.config), ckpt.config)
         expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    return read_model_tensors(ckpt.directory, expected)
+    return read_model_tensors(ckpt.directory, expected)[0]
 
 
 def load_model(path: str):

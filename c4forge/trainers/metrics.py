@@ -36,6 +36,14 @@ def read_metrics(path: str) -> list[dict[str, Any]]:
     return out
 
 
+def finite_or_none(value: Any) -> Any:
+    """``value``, or None for a float NaN or infinity (a held-out loss can overflow even when
+    training is healthy; the run's own stop keeps non-finite training losses out)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 class MetricsLog:
     """Append-only JSONL (flushed per record) plus an optional TensorBoard writer."""
 
@@ -60,7 +68,9 @@ class MetricsLog:
         return self._tb.log_dir if self._tb is not None else None
 
     def write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps(record, sort_keys=True) + "\n")
+        """Append ``record``; a non-finite number is written as null (JSON has no NaN)."""
+        record = {k: finite_or_none(v) for k, v in record.items()}
+        self._file.write(json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
         self._file.flush()
         if self._tb is not None:
             step = int(record["step"])

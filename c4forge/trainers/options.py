@@ -210,9 +210,10 @@ class TrainOptions(CliConfig):
         ),
     )
     verify_shards: str = option(
-        "--verify-shards", default="quick", group=_R, choices=("quick", "full"),
-        help="before training: quick = the manifest, vocabulary, and every file's existence "
-        "and size; full = also open every shard and recompute its sha256",
+        "--verify-shards", default="read", group=_R, choices=("read", "full", "quick"),
+        help="read (default): each shard's sha256 checked on the bytes of its first read, as "
+        "training reads it; full: every shard opened and hashed before training; quick: the "
+        "manifest, vocabulary, and every file's existence and size only",
     )  # fmt: skip
     num_workers: int | None = option(
         "--num-workers", default=None, group=_R, type=non_negative,

@@ -35,7 +35,9 @@ from c4forge.progress import progress
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers import distributed as dist
 from c4forge.trainers import models
+from c4forge.trainers.data import VERIFY_MODES
 from c4forge.trainers.device import DeviceInfo, is_out_of_memory, resolve_device
+from c4forge.trainers.health import Health, check_finite_options, gradient_norm
 from c4forge.trainers.metrics import (
     LastFigures,
     LogWindow,
@@ -158,13 +160,14 @@ def setup(opts: TrainOptions) -> Setup:
 
 def setup_runtime(opts: TrainOptions) -> tuple[dist.DistInfo, DeviceInfo]:
     """The device (and the process group under torchrun); refuse options no run can use."""
+    check_finite_options(opts.lr, opts.grad_clip, opts.z_loss)  # before the device is touched
     info = dist.env_info()
     dev = resolve_device(opts.device, info.local_rank)
     dist.init(info, dev.kind)
     if opts.steps < 1:
         raise ConfigError(f"--steps must be >= 1, got {opts.steps}")
-    if opts.verify_shards not in ("quick", "full"):
-        raise ConfigError("--verify-shards must be quick or full")
+    if opts.verify_shards not in VERIFY_MODES:
+        raise ConfigError(f"--verify-shards must be one of {', '.join(VERIFY_MODES)}")
     return info, dev
 
 
@@ -217,6 +220,7 @@ def run(s: Setup, hooks: Sequence[StepHook] = ()) -> RunSummary:
     window = LogWindow.empty(len(s.fam.parts), len(s.fam.stats), s.dev.device, s.start_step)
     last = LastFigures(nonpad_total=s.nonpad_tokens)
     checkpoint_path = s.resume.path
+    health = Health(s.dev.device)
     loader = make_loader(s.data, s.dev, s.start_step, o.steps, s.net.check, o.num_workers)
     it, step = iter(loader), s.start_step
     try:
@@ -225,7 +229,7 @@ def run(s: Setup, hooks: Sequence[StepHook] = ()) -> RunSummary:
             if any(x["step"] != step for x in items):  # only if the loader misorders
                 raise RuntimeError(f"data loader out of order at step {step}")
             try:
-                window.add(*train_step(s, step, items))
+                window.add(*train_step(s, step, items, health))
             except (RuntimeError, torch.OutOfMemoryError) as err:
                 if is_out_of_memory(err):
                     raise s.data.out_of_memory(s.dev.name) from None
@@ -233,12 +237,18 @@ def run(s: Setup, hooks: Sequence[StepHook] = ()) -> RunSummary:
             step += 1
             stopping = o.stop_after_step is not None and step >= o.stop_after_step
             is_last = step == o.steps
-            if step % max(1, o.log_every) == 0 or is_last:
+            logging = step % max(1, o.log_every) == 0 or is_last
+            evaluating = bool(o.eval_every and step % o.eval_every == 0) or is_last
+            saving = bool(o.save_every and step % o.save_every == 0) or is_last or stopping
+            # read where the host waits anyway (log, eval, save); XLA's log is a step closure
+            if saving or evaluating or (logging and s.dev.kind != "xla"):
+                health.check(s.info, checkpoint_path, s.traj.lr)
+            if logging:
                 log_window(step, window, last, log, bar)
             if bar is not None:
                 bar.update(1)
             paused = time.perf_counter()
-            if (o.eval_every and step % o.eval_every == 0) or is_last:
+            if evaluating:
                 result = evaluate(s)
                 if result is not None:
                     last.eval = result
@@ -246,7 +256,7 @@ def run(s: Setup, hooks: Sequence[StepHook] = ()) -> RunSummary:
                         log.write({"step": step, **result})
                     if bar is not None:
                         bar.write(f"step {step}: {s.fam.eval_text(result)}")
-            if (o.save_every and step % o.save_every == 0) or is_last or stopping:
+            if saving:
                 pending = dist.all_reduce_sum(window.nonpad.clone(), s.info)
                 nonpad_seen = last.nonpad_total + int(pending)  # a sync, once per save
                 checkpoint_path = save(s, step, nonpad_seen) or checkpoint_path
@@ -278,11 +288,12 @@ def seed_micro(s: Setup, step: int, micro: int) -> None:
 
 
 def train_step(
-    s: Setup, step: int, items: list[dict[str, Any]]
+    s: Setup, step: int, items: list[dict[str, Any]], health: Health | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One optimizer step (``step`` is 0-based; the schedule sees ``step + 1``).
 
-    Returns the loss-part sums, their global counts, the metric sums and the non-pad tokens.
+    Returns the loss-part sums, their global counts, the metric sums and the non-pad tokens;
+    ``health`` notes whether the loss and the gradient norm were finite (on the device).
     """
     dev, info, fam = s.dev, s.info, s.fam
     batches = [fam.to_device(it, dev.device, non_blocking=dev.kind == "cuda") for it in items]
@@ -303,7 +314,10 @@ def train_step(
             (sums * scale).sum().backward()
         sums_total = sums_total + sums.detach()
         stats_total = stats_total + stats
-    if s.traj.grad_clip > 0:
+    if health is not None:
+        norm = gradient_norm(list(s.net.model.parameters()), s.traj.grad_clip)
+        health.note(step, sums_total, norm)
+    elif s.traj.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(s.net.model.parameters(), s.traj.grad_clip)
     if dev.kind == "xla":
         import torch_xla.core.xla_model as xm
