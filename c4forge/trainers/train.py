@@ -121,6 +121,7 @@ class Setup:
     schedule: Callable[[int], float]  # learning rate at 1-based step n
     start_step: int
     nonpad_tokens: int  # non-pad tokens trained before start_step
+    log_window: dict[str, Any] | None = None  # the metrics window a checkpoint left open
 
     @property
     def main(self) -> bool:
@@ -142,17 +143,18 @@ def setup(opts: TrainOptions) -> Setup:
     traj = data.traj
     optimizer = model_optimizer(traj.optimizer, model, traj.lr, opts.compile)
     schedule = schedule_fn(traj.schedule, opts.steps, warmup=traj.warmup, lr=traj.lr)
-    start_step, nonpad_tokens = 0, 0
+    start_step, nonpad_tokens, log_window = 0, 0, None
     if resume.path is not None:
         state = ckpt.load_checkpoint(resume.path, model, optimizer)  # + RNG
         start_step, nonpad_tokens = int(state["step"]), int(state.get("nonpad_tokens", 0))
+        log_window = state.get("log_window")
     net = wrap_model(opts.compile, info, dev, data, choice, model, check)
     note = schedule_note(traj.optimizer, traj.schedule)
     if note and info.is_main:
         print(f"c4forge train: {note}", file=sys.stderr)
     return Setup(
         opts, info, dev, resume, data, data.fam, traj, net, optimizer, schedule,
-        start_step, nonpad_tokens,
+        start_step, nonpad_tokens, log_window,
     )  # fmt: skip
 
 
@@ -216,6 +218,8 @@ def run(s: Setup, hooks: Sequence[StepHook] = ()) -> RunSummary:
     )  # fmt: skip
     window = LogWindow.empty(len(s.fam.parts), len(s.fam.stats), s.dev.device, s.start_step)
     last = LastFigures(nonpad_total=s.nonpad_tokens)
+    if s.log_window is not None:  # resumed between two logs: the next log averages them all
+        last.nonpad_total -= window.restore(s.log_window, s.info.rank, s.info.world_size)
     checkpoint_path = s.resume.path
     loader = make_loader(s.data, s.dev, s.start_step, o.steps, s.net.check, o.num_workers)
     it, step = iter(loader), s.start_step
@@ -249,7 +253,8 @@ def run(s: Setup, hooks: Sequence[StepHook] = ()) -> RunSummary:
             if (o.save_every and step % o.save_every == 0) or is_last or stopping:
                 pending = dist.all_reduce_sum(window.nonpad.clone(), s.info)
                 nonpad_seen = last.nonpad_total + int(pending)  # a sync, once per save
-                checkpoint_path = save(s, step, nonpad_seen) or checkpoint_path
+                open_window = window.to_state(step, s.info)
+                checkpoint_path = save(s, step, nonpad_seen, open_window) or checkpoint_path
             window.paused += time.perf_counter() - paused
             for hook in hooks:
                 hook(step)
@@ -350,13 +355,13 @@ def run_config(s: Setup) -> dict[str, Any]:
     }
 
 
-def save(s: Setup, step: int, nonpad: int) -> str | None:
+def save(s: Setup, step: int, nonpad: int, log_window: dict[str, Any] | None) -> str | None:
     """Checkpoint ``step`` (rank 0 writes; every rank waits for it)."""
     path = None
     if s.main:
         state = ckpt.trainer_state(
             step, s.traj.batch_size, s.net.row_tokens, nonpad, s.traj.to_dict(), s.opts.steps,
-            s.schedule(max(step, 1)), run_config(s),
+            s.schedule(max(step, 1)), run_config(s), log_window,
         )  # fmt: skip
         path = ckpt.save_checkpoint(
             s.opts.output, step, s.net.model, s.optimizer, state, s.net.cfg.to_dict(),
