@@ -55,7 +55,9 @@ from c4forge.trainers.run_data import (
     validation_batches,
 )
 from c4forge.trainers.schedules import schedule_fn
-from c4forge.trainers.summary import RunSummary, mixture_lines
+from c4forge.trainers.startup import no_heldout_reason, startup_lines
+from c4forge.trainers.summary import POOLED_NLL, RunSummary, mixture_lines
+from c4forge.trainers.threads import ThreadChoice, set_threads
 from c4forge.vocab.vocab_files import copy_run_vocab
 
 __all__ = ["FAMILY_OPTIMIZER", "RunSummary", "TrainOptions", "setup", "run", "train"]
@@ -122,6 +124,7 @@ class Setup:
     start_step: int
     nonpad_tokens: int  # non-pad tokens trained before start_step
     log_window: dict[str, Any] | None = None  # the metrics window a checkpoint left open
+    threads: ThreadChoice | None = None  # torch's CPU threads (None: left as they were)
 
     @property
     def main(self) -> bool:
@@ -131,7 +134,7 @@ class Setup:
 def setup(opts: TrainOptions) -> Setup:
     """Device, checkpoint, data, model, optimizer, restored state: in that order, since each
     needs the ones before (the family and vocabulary come from the shards and the checkpoint)."""
-    info, dev = setup_runtime(opts)
+    info, dev, threads = setup_runtime(opts)
     resume = find_resume(opts, info.is_main)
     data = open_run_data(opts, info, resume)
     choice = model_choice(opts, data, resume, xla=dev.kind == "xla")
@@ -149,25 +152,29 @@ def setup(opts: TrainOptions) -> Setup:
         start_step, nonpad_tokens = int(state["step"]), int(state.get("nonpad_tokens", 0))
         log_window = state.get("log_window")
     net = wrap_model(opts.compile, info, dev, data, choice, model, check)
-    note = schedule_note(traj.optimizer, traj.schedule)
-    if note and info.is_main:
-        print(f"c4forge train: {note}", file=sys.stderr)
-    return Setup(
+    s = Setup(
         opts, info, dev, resume, data, data.fam, traj, net, optimizer, schedule,
-        start_step, nonpad_tokens, log_window,
+        start_step, nonpad_tokens, log_window, threads,
     )  # fmt: skip
+    if info.is_main:
+        note = schedule_note(traj.optimizer, traj.schedule)
+        lines = startup_lines(s) + ([f"c4forge train: {note}"] if note else [])
+        print("\n".join(lines), file=sys.stderr, flush=True)
+    return s
 
 
-def setup_runtime(opts: TrainOptions) -> tuple[dist.DistInfo, DeviceInfo]:
-    """The device (and the process group under torchrun); refuse options no run can use."""
+def setup_runtime(opts: TrainOptions) -> tuple[dist.DistInfo, DeviceInfo, ThreadChoice | None]:
+    """The device (and the process group under torchrun), torch's CPU threads (chosen on the
+    CPU, or as ``--threads`` says); refuse options no run can use."""
     info = dist.env_info()
     dev = resolve_device(opts.device, info.local_rank)
+    threads = set_threads(opts.threads) if dev.kind == "cpu" or opts.threads else None
     dist.init(info, dev.kind)
     if opts.steps < 1:
         raise ConfigError(f"--steps must be >= 1, got {opts.steps}")
     if opts.verify_shards not in ("quick", "full"):
         raise ConfigError("--verify-shards must be quick or full")
-    return info, dev
+    return info, dev, threads
 
 
 def set_determinism(deterministic: bool) -> None:
@@ -378,9 +385,16 @@ def summarize(
     title = f"{s.net.preset} / {s.net.cfg.ffn} / {s.traj.optimizer}"
     metrics, curve = end_of_run(s.opts.output, title, draw=s.main)
     ev = last.eval
+    if ev is None:
+        note = no_heldout_reason(s, step)
+    elif s.data.mixture is not None and "eval_nll" in ev:
+        note = POOLED_NLL
+    else:
+        note = None
     return RunSummary.of(
         last, steps=step, start_step=s.start_step, seconds=time.perf_counter() - t_start,
         eval_line=s.fam.eval_text(ev) if ev else None, checkpoint=path, curve=curve,
         metrics=metrics, tensorboard=log.tensorboard_dir if log is not None else None,
         mixture_lines=mixture_lines(s.data.mixture, s.data.plan, step, ev),
+        held_out_note=note,
     )  # fmt: skip
