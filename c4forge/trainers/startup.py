@@ -122,16 +122,13 @@ def schedule_text(s: Any) -> str:
     else:
         source = "default"
     name, lr = traj.schedule, traj.lr
+    warm = f"lr {r(1):.4g} → {lr:g} over {w:,} warm-up steps ({source})"
+    if not w:
+        warm = f"no warm-up ({source}), lr {lr:g}"
     if name == "cosine":
-        shape = (
-            f"lr {r(1):.4g} → {lr:g} over {w:,} warm-up steps ({source}), then cosine to "
-            f"{COSINE_MIN_LR:g} at step {steps:,}"
-        )
+        shape = f"{warm}, then cosine to {COSINE_MIN_LR:g} at step {steps:,}"
     elif name == "linear":
-        shape = (
-            f"lr 0 → {lr:g} over {w:,} warm-up steps ({source}), then linear to 0 at step "
-            f"{steps:,}"
-        )
+        shape = f"{warm}, then linear to 0 at step {steps:,}"
     elif name in ("isr", "isr_decay"):
         shape = (
             f"relative step 1/√max(n, {w:,}) ({source}{'' if w != ISR_WARMUP else ', T5'}): "

@@ -9,7 +9,7 @@ the CPU time. So the default is
 
     usable = affinity CPUs, capped by the cgroup quota (rounded up)
     free   = CPUs of the machine − the 1-minute load average (the runnable processes)
-    threads = min(usable, max(1, ⌊free⌋)), divided among the ranks of this machine
+    threads = min(usable, max(1, round(free))), divided among the ranks of this machine
 
 ``--threads`` overrides it, and so does ``OMP_NUM_THREADS`` when set (torch already read it).
 The thread count changes speed only: the tiny runs' losses are bitwise the same either way.
@@ -80,7 +80,7 @@ def default_threads(
     """The default thread count and how it came about (see the module docstring)."""
     n, why = usable, f"{usable} usable CPU(s)"
     if load is not None:
-        free = max(1, math.floor(machine_cpus - load))
+        free = max(1, round(machine_cpus - load))
         if free < n:
             n, why = free, f"{why}, load {load:.1f} of {machine_cpus} leaves {free} free"
     if local_ranks > 1:
