@@ -105,3 +105,28 @@ def test_killed_and_resumed_run_logs_the_straight_runs_metrics(data, tmp_path):
     want = _records(straight)
     assert [r["step"] for r in want] == [3, 6, 9, 9]  # logs, then the final eval
     assert _records(killed) == want
+
+
+def test_two_ranks_resumed_between_logs_log_the_straight_runs_metrics(data, tmp_path):
+    """Under DDP each rank's window sums are its own: the checkpoint gathers every rank's, and a
+    resume on as many ranks gives each its own back (the next log adds them in the same order)."""
+
+    def run(out, *extra):
+        cmd = [
+            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            "-m", "c4forge", "train", str(data / "shards"), "--output", str(out), "--steps", "6",
+            "--preset", "tiny", "--batch-size", "4", "--vocab", str(data / "vocab"),
+            "--log-every", "3", "--save-every", "4", "--eval-rows", "8", "--no-progress", *extra,
+        ]  # fmt: skip
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    run(straight)
+    run(resumed, "--stop-after-step", "4")
+    state = ckpt.read_trainer_state(ckpt.latest_checkpoint(str(resumed)))
+    assert len(state["log_window"]["ranks"]) == 2 and state["log_window"]["step"] == 3
+    run(resumed, "--resume")
+    assert [r["step"] for r in _records(straight)] == [3, 6, 6]
+    assert _records(resumed) == _records(straight)

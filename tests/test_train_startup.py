@@ -97,8 +97,10 @@ def test_a_resumed_run_says_which_checkpoint_it_took(data, tmp_path, capsys):
     err = capsys.readouterr().err
     step2 = os.path.join(ckpt.checkpoints_dir(str(out)), "step-00000002")
     assert _line(err, "start") == f"step 2 of 4, from {step2} (checkpoints/latest)"
-    assert "relative step 1/√max(n, 10,000) (the checkpoint's, T5): 0.01 until step 10,000" in err
-    assert "then linear to 0 over steps 4–4" in err
+    assert (
+        "adafactor, isr_decay: relative step 1/√max(n, 10,000) (the checkpoint's, T5): 0.01 "
+        "through step 3, then linear to 0 over step 4" in err
+    )
     # the 10,000-step ISR plateau outlasts the run: said, not warned
     assert "ISR plateau is longer than the run (4 steps)" in err and "warning" not in err
 

@@ -130,13 +130,15 @@ def schedule_text(s: Any) -> str:
     elif name == "linear":
         shape = f"{warm}, then linear to 0 at step {steps:,}"
     elif name in ("isr", "isr_decay"):
-        shape = (
-            f"relative step 1/√max(n, {w:,}) ({source}{'' if w != ISR_WARMUP else ', T5'}): "
-            f"{1 / math.sqrt(max(w, 1)):.4g} until step {w:,}"
-        )
-        if name == "isr_decay":
-            n0 = int(math.floor(0.9 * steps))
-            shape += f", then linear to 0 over steps {n0 + 1:,}–{steps:,}"
+        end = int(math.floor(0.9 * steps)) if name == "isr_decay" else steps
+        shape = f"relative step 1/√max(n, {w:,}) ({source}{'' if w != ISR_WARMUP else ', T5'}): "
+        if w >= end:
+            shape += f"{r(1):.4g} through step {end:,}"
+        else:
+            shape += f"{r(1):.4g} until step {w:,}, then 1/√n ({r(end):.4g} at step {end:,})"
+        if end < steps:
+            last = f"step {steps:,}" if end + 1 == steps else f"steps {end + 1:,}–{steps:,}"
+            shape += f", then linear to 0 over {last}"
     else:
         shape = f"lr {lr:g} throughout"
     extras = [f"grad clip {traj.grad_clip:g}"] if traj.grad_clip else []
