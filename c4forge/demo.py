@@ -49,8 +49,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--threads", type=positive, default=None,
-        help="torch CPU threads of the training runs (default: chosen from the CPUs this process "
-        "may use and the load) and of fine-tuning (default 1)",
+        help="torch CPU threads of the training runs (default: the CPUs this process may use) "
+        "and of fine-tuning (default 1)",
     )  # fmt: skip
     p.add_argument("--overwrite", action="store_true", help="redo every stage from scratch")
     return p

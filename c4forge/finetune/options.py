@@ -100,7 +100,7 @@ def _threads() -> Any:
     return option(
         "--threads", default=None, group=_RUN, type=positive,
         help="torch CPU threads (default: the CPUs this process may use, from its affinity and "
-        "cgroup quota, less those the load average shows busy; OMP_NUM_THREADS if set)",
+        "cgroup quota, shared by the ranks; OMP_NUM_THREADS if set)",
     )  # fmt: skip
 
 

@@ -213,7 +213,7 @@ class TrainOptions(CliConfig):
     threads: int | None = option(
         "--threads", default=None, group=_R, type=positive,
         help="torch CPU threads (default: the CPUs this process may use, from its affinity and "
-        "cgroup quota, less those the load average shows busy; OMP_NUM_THREADS if set)",
+        "cgroup quota, shared by the ranks; OMP_NUM_THREADS if set)",
     )  # fmt: skip
     deterministic: bool = option(
         "--deterministic", default=False, group=_R, action="store_true",

@@ -1,18 +1,21 @@
-"""How many torch threads a CPU run uses: the CPUs this process may use, less the busy ones.
+"""How many torch threads a CPU run uses: the CPUs this process may use.
 
-torch's default is every core it sees, which on a shared or containerised machine is wrong twice:
-the cores may not all be this process's (CPU affinity, a cgroup CPU quota), and the ones that are
-may be busy. Intra-op threads that wait on a core someone else holds spin, and the whole step
-waits for the slowest: on a 2-core machine at load 11–13, a 30-step ``tiny`` run (batch 32 ×
-128/32 tokens) trained 5,210–7,594 tokens/s with one thread and 638–1,058 with two, using 7×
-the CPU time. So the default is
+torch's default is every CPU it sees, which in a container is wrong: the CPUs may not all be
+this process's (its affinity mask, a cgroup CPU quota). So the default is
 
-    usable = affinity CPUs, capped by the cgroup quota (rounded up)
-    free   = CPUs of the machine − the 1-minute load average (the runnable processes)
-    threads = min(usable, max(1, round(free))), divided among the ranks of this machine
+    usable  = affinity CPUs, capped by the cgroup quota (rounded up)
+    threads = usable, divided among the ranks of this machine (torchrun's LOCAL_WORLD_SIZE)
 
 ``--threads`` overrides it, and so does ``OMP_NUM_THREADS`` when set (torch already read it).
-The thread count changes speed only: the tiny runs' losses are bitwise the same either way.
+
+The load is not part of the choice, only of a warning. Busy CPUs do hurt: intra-op threads that
+wait on a core someone else holds spin, and the whole step waits for the slowest; on the shared
+2-core machine at load 10–19, a 20-step ``tiny`` run (batch 32 × 128/29 tokens) trained 4,658–
+7,594 tokens/s with one thread and 638–1,058 with two, using 7× the CPU time. But the thread
+count changes how reductions are split, so the weights a run writes depend on it (1 and 2
+threads give different checkpoint bytes after 3 steps): a default that followed the load would
+make a run's bytes, and a resumed run's match with an uninterrupted one, depend on what else
+the machine was doing. So the start-up summary warns and names ``--threads`` instead.
 """
 
 from __future__ import annotations
@@ -66,6 +69,11 @@ def usable_cpus(affinity: int | None = None, quota: float | None = None) -> int:
     return max(1, cpus)
 
 
+def default_threads(usable: int, local_ranks: int = 1) -> int:
+    """The usable CPUs, shared among this machine's ranks."""
+    return max(1, usable // max(1, local_ranks))
+
+
 def load_average() -> float | None:
     """The 1-minute load average (runnable processes, machine-wide); None where unknown."""
     try:
@@ -74,18 +82,19 @@ def load_average() -> float | None:
         return None
 
 
-def default_threads(
-    usable: int, machine_cpus: int, load: float | None, local_ranks: int = 1
-) -> tuple[int, str]:
-    """The default thread count and how it came about (see the module docstring)."""
-    n, why = usable, f"{usable} usable CPU(s)"
-    if load is not None:
-        free = max(1, round(machine_cpus - load))
-        if free < n:
-            n, why = free, f"{why}, load {load:.1f} of {machine_cpus} leaves {free} free"
-    if local_ranks > 1:
-        n, why = max(1, n // local_ranks), f"{why}, shared by {local_ranks} ranks"
-    return n, why
+def load_warning(threads: int, machine_cpus: int, load: float | None) -> str | None:
+    """A warning when the load leaves fewer free CPUs than the run has threads (None else)."""
+    if load is None or threads < 2:
+        return None
+    free = max(1, round(machine_cpus - load))
+    if free >= threads:
+        return None
+    return (
+        f"warning: load {load:.1f} on {machine_cpus} CPUs leaves about {free} free for "
+        f"{threads} torch threads: each step waits for the busiest (on a loaded 2-core machine "
+        f"2 threads ran 6× slower than 1); --threads {free} may be faster (the thread count "
+        "changes the weights' last bits, so it is not chosen from the load)"
+    )
 
 
 def choose_threads(requested: int | None) -> ThreadChoice:
@@ -98,9 +107,13 @@ def choose_threads(requested: int | None) -> ThreadChoice:
         return ThreadChoice(torch.get_num_threads(), "OMP_NUM_THREADS")
     quota = cgroup_quota()
     usable = usable_cpus(quota=quota)
+    why = f"{usable} usable CPU{'s' if usable > 1 else ''}"
+    if quota is not None:
+        why += f", cgroup quota {quota:g}"
     ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
-    n, why = default_threads(usable, os.cpu_count() or usable, load_average(), ranks)
-    return ThreadChoice(n, why + (f", cgroup quota {quota:g}" if quota is not None else ""))
+    if ranks > 1:
+        why += f", shared by {ranks} ranks"
+    return ThreadChoice(default_threads(usable, ranks), why)
 
 
 def set_threads(requested: int | None) -> ThreadChoice:
