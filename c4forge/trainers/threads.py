@@ -4,7 +4,11 @@ torch's default is every CPU it sees, which in a container is wrong: the CPUs ma
 this process's (its affinity mask, a cgroup CPU quota). So the default is
 
     usable  = affinity CPUs, capped by the cgroup quota (rounded up)
-    threads = usable, divided among the ranks of this machine (torchrun's LOCAL_WORLD_SIZE)
+    threads = min(usable, torch's own default), divided among the ranks of this machine
+              (torchrun's LOCAL_WORLD_SIZE)
+
+torch's own default (its count of physical cores where it can tell) stays the cap, so where no
+affinity or quota limits the process a run keeps the thread count, and so the bytes, it had.
 
 ``--threads`` overrides it, and so does ``OMP_NUM_THREADS`` when set (torch already read it).
 
@@ -97,6 +101,18 @@ def load_warning(threads: int, machine_cpus: int, load: float | None) -> str | N
     )
 
 
+_TORCH_DEFAULT: list[int] = []  # torch's thread count before this module first changed it
+
+
+def torch_default_threads() -> int:
+    """torch's own default thread count (read once, before ``set_threads`` changes it)."""
+    import torch
+
+    if not _TORCH_DEFAULT:
+        _TORCH_DEFAULT.append(torch.get_num_threads())
+    return _TORCH_DEFAULT[0]
+
+
 def choose_threads(requested: int | None) -> ThreadChoice:
     """``--threads``, else ``OMP_NUM_THREADS``'s (torch read it at import), else the default."""
     import torch
@@ -110,6 +126,9 @@ def choose_threads(requested: int | None) -> ThreadChoice:
     why = f"{usable} usable CPU{'s' if usable > 1 else ''}"
     if quota is not None:
         why += f", cgroup quota {quota:g}"
+    if torch_default_threads() < usable:
+        usable = torch_default_threads()
+        why += f", torch's default {usable}"
     ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
     if ranks > 1:
         why += f", shared by {ranks} ranks"
@@ -120,6 +139,7 @@ def set_threads(requested: int | None) -> ThreadChoice:
     """Choose and apply the intra-op thread count (call before the first torch op)."""
     import torch
 
+    torch_default_threads()  # remember torch's own before the first change
     choice = choose_threads(requested)
     if torch.get_num_threads() != choice.threads:
         torch.set_num_threads(choice.threads)
