@@ -1,7 +1,8 @@
 """Run metrics: ``metrics.jsonl`` (one JSON object per log or eval step), TensorBoard when the
 ``tensorboard`` package is installed, and the loss-curve PNG drawn at the end.
 
-On resume the file is cut back to the checkpoint's step first, so an interrupted-and-resumed
+On resume the file is cut back to the checkpoint's step first, and a checkpoint taken between
+two logs carries the open window's sums (``LogWindow.to_state``), so an interrupted-and-resumed
 run ends with the same records as an uninterrupted one (timings aside).
 """
 

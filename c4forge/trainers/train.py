@@ -2,7 +2,8 @@
 
 ``setup`` is a list of calls, each returning what it builds: device and process group, the
 checkpoint to resume and what it fixes (``resume.py``), the data (``run_data.py``), the model,
-determinism, optimizer and schedule, the restored position. ``run`` is the loop: step, log
+determinism, optimizer and schedule, the restored position; then it prints what the run will do
+(``startup.py``). ``run`` is the loop: step, log
 (``metrics.py``), eval, checkpoint (``checkpoint.py``), hooks. The shards' objective picks the
 model family; what differs between families comes from ``families.py``.
 
