@@ -130,3 +130,27 @@ def test_two_ranks_resumed_between_logs_log_the_straight_runs_metrics(data, tmp_
     run(resumed, "--resume")
     assert [r["step"] for r in _records(straight)] == [3, 6, 6]
     assert _records(resumed) == _records(straight)
+
+
+def test_export_says_the_upstream_tie_warning_is_expected(data, tmp_path, capsys):
+    """transformers 5.x ties T5's head whatever config.json says and logs that it will NOT tie
+    two different tensors; no key of the folder changes what it reads (``T5Config`` forces
+    ``tie_word_embeddings``). The export says so, and that the warning's own advice breaks the
+    model: loading with ``tie_word_embeddings=False`` leaves the input embeddings random."""
+    transformers = pytest.importorskip("transformers")
+    from c4forge.cli import main
+    from c4forge.trainers.cli_export import UNTIED_NOTE
+
+    run, hf = tmp_path / "run", tmp_path / "hf"
+    train(fx.tiny_options(data, run, steps=1))
+    capsys.readouterr()
+    assert main(["export", str(run), "-o", str(hf)]) == 0
+    assert UNTIED_NOTE in capsys.readouterr().out
+    model = transformers.T5ForConditionalGeneration.from_pretrained(str(hf))
+    assert torch.equal(model.encoder.embed_tokens.weight, model.shared.weight)
+    assert not torch.equal(model.lm_head.weight, model.shared.weight)  # untied, as trained
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        advised = transformers.T5ForConditionalGeneration.from_pretrained(
+            str(hf), tie_word_embeddings=False
+        )
+        assert not torch.equal(advised.encoder.embed_tokens.weight, advised.shared.weight)

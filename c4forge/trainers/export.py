@@ -309,6 +309,7 @@ def export(
         "ffn": ckpt.config.ffn,
         "family": family,
         "architecture": architecture,
+        "tied": bool(getattr(ckpt.config, "tie_embeddings", True)),
         "vocab_size": vocab.vocab_size,
         "embedding_size": ckpt.config.embedding_size,
         "weights_sha256": sha256(os.path.join(output, WEIGHTS_FILE)),
