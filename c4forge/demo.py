@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from c4forge.clean.config import CleanJob
+from c4forge.cliconfig import positive
 from c4forge.shards.job import ShardsJob
 from c4forge.trainers.options import TrainOptions
 from c4forge.vocab.options import VocabOptions
@@ -47,6 +48,11 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--workers", type=int, default=None,
         help="worker processes of the clean and shards stages (default: all cores)",
     )
+    p.add_argument(
+        "--threads", type=positive, default=None,
+        help="torch CPU threads of the training runs (default: the CPUs this process may use) "
+        "and of fine-tuning (default 1)",
+    )  # fmt: skip
     p.add_argument("--overwrite", action="store_true", help="redo every stage from scratch")
     return p
 
@@ -157,6 +163,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             batch_size=args.batch_size, device="cpu", vocab=vocab,
             eval_every=max(1, args.steps // 4), eval_rows=512, save_every=max(1, args.steps // 2),
             optimizer="adamwscale", lr=3e-3, warmup=max(1, args.steps // 10),
+            threads=args.threads,
         )  # fmt: skip
         _call("train", lambda: _train(topts), topts)
 
@@ -174,7 +181,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         ]
     from c4forge.finetune.demo_step import demo_transfer
 
-    demo_transfer(runs, work, overwrite=args.overwrite, shards=shards)
+    demo_transfer(runs, work, overwrite=args.overwrite, shards=shards, threads=args.threads)
     outputs.append(
         ("SST-2 fine-tuning (results.json, predictions.jsonl)", f"{work}/finetune-sst2-*")
     )
@@ -210,5 +217,6 @@ def _bert_stages(args, clean, vocab, shards, run, done) -> None:
             shards=shards, preset="bert-tiny", steps=steps, output=run,
             batch_size=args.batch_size, device="cpu", vocab=vocab,
             eval_every=max(1, steps // 4), eval_rows=512, save_every=max(1, steps // 2), lr=2e-3,
+            threads=args.threads,
         )  # fmt: skip
         _call("train (bert-tiny)", lambda: _train(opts), opts)

@@ -99,6 +99,14 @@ def _compile() -> Any:
     )
 
 
+def _threads() -> Any:
+    return option(
+        "--threads", default=None, group=_RUN, type=positive,
+        help="torch CPU threads (default: the CPUs this process may use, from its affinity and "
+        "cgroup quota, shared by the ranks; OMP_NUM_THREADS if set)",
+    )  # fmt: skip
+
+
 def _log_every() -> Any:
     return option(
         "--log-every", default=10, group=_RUN, type=positive,
@@ -186,6 +194,7 @@ class FinetuneOptions(CliConfig):
     vocab: str | None = _vocab()
     device: str = _device()
     compile: bool | None = _compile()
+    threads: int | None = _threads()
     log_every: int = _log_every()
     progress: bool = _progress()
     text_field: str | None = _text_field()

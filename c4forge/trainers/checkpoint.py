@@ -26,7 +26,14 @@ from typing import Any
 import torch
 
 from c4forge.errors import InputError, VerificationError
-from c4forge.io.storage import atomic_write_text, check_format, read_json, sha256, write_json
+from c4forge.io.storage import (
+    atomic_write_text,
+    check_format,
+    chmod_as_created,
+    read_json,
+    sha256,
+    write_json,
+)
 
 FORMAT = "c4forge.trainer_state"
 FORMAT_VERSION = 1
@@ -296,8 +303,6 @@ def save_checkpoint(
     keep: int = 3,
 ) -> str:
     """Write checkpoint ``step`` atomically, point ``latest`` at it, prune to ``keep``."""
-    from safetensors.torch import save_file
-
     root = checkpoints_dir(run_dir)
     os.makedirs(root, exist_ok=True)
     final = os.path.join(root, step_dir_name(step))
@@ -308,8 +313,8 @@ def save_checkpoint(
     opt_tensors, opt_meta = optimizer_tensors(optimizer, param_name_map(model))
     model_path = os.path.join(tmp, "model.safetensors")
     opt_path = os.path.join(tmp, "optimizer.safetensors")
-    save_file(weights, model_path, metadata={"format": "pt"})
-    save_file(opt_tensors, opt_path, metadata={"format": "pt"})
+    save_tensors(weights, model_path)
+    save_tensors(opt_tensors, opt_path)
     state = dict(trainer_state)
     state.update(
         format=FORMAT,
@@ -334,6 +339,15 @@ def save_checkpoint(
     for old in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def save_tensors(tensors: dict[str, torch.Tensor], path: str) -> None:
+    """A safetensors file with the mode of every other file of the run (safetensors writes
+    0600; ``chmod_as_created`` applies the umask as ``open`` would)."""
+    from safetensors.torch import save_file
+
+    save_file(tensors, path, metadata={"format": "pt"})
+    chmod_as_created(path)
 
 
 def _fsync_dir(path: str) -> None:
@@ -434,11 +448,14 @@ def trainer_state(
     total_steps: int,
     lr_now: float,
     config: dict[str, Any],
+    log_window: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``trainer_state.json`` of checkpoint ``step`` before ``save_checkpoint`` adds the file
     checksums: the position in the data, the schedule, the RNG and the run's ``config``
-    (``lr_now``: the schedule's value at ``max(step, 1)``)."""
-    return {
+    (``lr_now``: the schedule's value at ``max(step, 1)``). ``log_window``: the sums of the
+    metrics window still open at ``step`` (``metrics.LogWindow.to_state``), so a resumed run
+    logs the same averages as an uninterrupted one; absent when the save fell on a log step."""
+    state = {
         "examples": step * batch_size,
         "tokens": step * batch_size * row_tokens,
         "nonpad_tokens": nonpad_tokens,
@@ -454,3 +471,6 @@ def trainer_state(
         "config": config,
         "versions": versions(),
     }
+    if log_window is not None:
+        state["log_window"] = log_window
+    return state
