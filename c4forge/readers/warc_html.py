@@ -59,6 +59,7 @@ READ_FLOW = Flow(
     title="records → pages",  # the summary names the input formats read (``wet_title``)
     received="records",
     when_counted=REASONS,
+    rare=wet.RARE_REASONS,
 )
 _HTTP_STATUS = StatusAndHeadersParser(["HTTP/1.0", "HTTP/1.1", "HTTP/2", "HTTP/2.0", "HTTP/0.9"])
 _CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([^"';\s]+)""", re.IGNORECASE)

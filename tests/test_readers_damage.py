@@ -1,0 +1,167 @@
+"""Damaged crawl files: a bad gzip member is skipped to the next member, header lines and header
+blocks are capped in linear time, and files that are not regular files are refused."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import zlib
+from pathlib import Path
+
+import pytest
+
+from c4forge.clean.counting import CounterBag, Flow, listed_reasons
+from c4forge.readers import wet as wet_module
+from c4forge.readers.gzip_stream import open_decoded
+from c4forge.readers.warc_html import READ_FLOW, read_warc
+from c4forge.readers.wet import read_wet
+
+ROOT = Path(__file__).resolve().parents[1]
+# Real WET, one gzip member per record (191 records): c4forge/data/sample/SOURCES.md.
+DERIVED = ROOT / "c4forge" / "data" / "sample" / "real-warc-html-to-wet.resiliparse.warc.wet.gz"
+WHIRLWIND = ROOT / "tests" / "data" / "wet" / "whirlwind.warc.wet.gz"
+CRAWL_WARC = ROOT / "tests" / "data" / "warc" / "warcfile.warc.gz"
+
+
+def read_all(data: bytes, reader=read_wet) -> tuple[list, CounterBag]:
+    bag = CounterBag()
+    return list(reader(io.BytesIO(data), "test.wet.gz", bag)), bag
+
+
+def conserved(bag: CounterBag, pages: list) -> bool:
+    outcomes = sum(bag.get("wet", r) for r in READ_FLOW.outcomes)
+    return bag.get("wet", "records") == outcomes and bag.get("wet", "pages") == len(pages)
+
+
+def member_starts(data: bytes) -> list[int]:
+    """Compressed start offset of each gzip member, found with plain zlib."""
+    starts, pos = [], 0
+    while pos < len(data):
+        starts.append(pos)
+        d = zlib.decompressobj(31)
+        d.decompress(data[pos:])
+        pos = len(data) - len(d.unused_data)
+    return starts
+
+
+@pytest.fixture(scope="module")
+def intact() -> tuple[bytes, list]:
+    data = DERIVED.read_bytes()
+    pages, _ = read_all(data)
+    assert len(pages) == 191
+    return data, pages
+
+
+# --------------------------------------------------------------------------- damaged members
+
+
+@pytest.mark.parametrize("fraction", [0.05, 0.3, 0.5, 0.72, 0.95])
+@pytest.mark.parametrize("span", [1, 64])
+def test_damaged_member_costs_at_most_its_record(intact, fraction, span):
+    data, full = intact
+    damaged = bytearray(data)
+    at = int(len(data) * fraction)
+    for i in range(at, at + span):
+        damaged[i] ^= 0xA5
+    pages, bag = read_all(bytes(damaged))
+    assert conserved(bag, pages)
+    assert bag.get("wet", "damaged_member") == 1
+    assert bag.get("wet", "truncated_file") == bag.get("wet", "malformed_file") == 0
+    # Only the damaged member's record is lost; every other record is kept, in order, intact.
+    assert len(pages) == len(full) - 1
+    lost = next(i for i, (a, b) in enumerate(zip(full, pages + [None])) if a != b)
+    assert pages == full[:lost] + full[lost + 1 :]
+    starts = member_starts(data)
+    assert starts[lost] <= at < starts[lost + 1]  # the record whose member holds the damage
+
+
+def test_damaged_member_header_record_never_seen(intact):
+    # The damage hits a member's gzip magic: that record is never parsed (not a `record`),
+    # the skip is counted, and every other record is kept.
+    data, full = intact
+    starts = member_starts(data)
+    damaged = bytearray(data)
+    damaged[starts[100]] ^= 0xFF
+    pages, bag = read_all(bytes(damaged))
+    assert conserved(bag, pages)
+    assert bag.get("wet", "damaged_member") == 1 and bag.get("wet", "records") == 190
+    assert pages == full[:100] + full[101:]
+
+
+def test_several_damaged_members(intact):
+    data, full = intact
+    starts = member_starts(data)
+    damaged = bytearray(data)
+    for k in (10, 11, 150):  # two neighbours and one far off
+        damaged[(starts[k] + starts[k + 1]) // 2] ^= 0x5A
+    pages, bag = read_all(bytes(damaged))
+    assert conserved(bag, pages)
+    # Two adjacent damaged members are one damaged stretch: one skip, both records lost.
+    assert bag.get("wet", "damaged_member") == 2
+    assert pages == full[:10] + full[12:150] + full[151:]
+
+
+def test_damaged_last_member_is_a_truncated_file(intact):
+    data, full = intact
+    starts = member_starts(data)
+    damaged = bytearray(data)
+    damaged[(starts[-1] + len(data)) // 2] ^= 0xFF
+    pages, bag = read_all(bytes(damaged))
+    assert conserved(bag, pages)
+    assert bag.get("wet", "truncated_file") == 1 and bag.get("wet", "damaged_member") == 0
+    assert pages == full[:-1]
+
+
+def test_crawl_warc_damaged_member_resyncs():
+    data = CRAWL_WARC.read_bytes()
+    full, _ = read_all(data, read_warc)
+    starts = member_starts(data)
+    damaged = bytearray(data)
+    damaged[(starts[3] + starts[4]) // 2] ^= 0xFF  # a request/response near the start
+    pages, bag = read_all(bytes(damaged), read_warc)
+    assert conserved(bag, pages)
+    assert bag.get("wet", "damaged_member") == 1
+    assert len(full) - 1 <= len(pages) <= len(full)
+    assert all(p in full for p in pages)
+
+
+def test_decoder_segments_resume_at_next_member(intact):
+    data, _ = intact
+    full = gzip.decompress(data)
+    starts = member_starts(data)
+    damaged = bytearray(data)
+    damaged[starts[50] + 40] ^= 0xFF
+    s = open_decoded(io.BytesIO(bytes(damaged)), resync=True)
+    first = s.read()
+    assert s.truncated and s.corrupt
+    assert s.next_segment() and not s.truncated
+    rest = s.read()
+    assert not s.truncated and s.damaged_members == 1 and not s.next_segment()
+    decoded_before_51 = len(gzip.decompress(data[: starts[51]]))
+    assert full.startswith(first[: s.verified_bytes])
+    assert rest == full[decoded_before_51:]
+    # Without resync (other readers of gzip), the stream still ends at the fault.
+    s = open_decoded(io.BytesIO(bytes(damaged)))
+    assert s.read() == first and s.truncated and not s.next_segment()
+
+
+def test_decoder_garbage_with_no_member_after_it():
+    data = WHIRLWIND.read_bytes()
+    s = open_decoded(io.BytesIO(data + b"not gzip" * 1000), resync=True)
+    assert s.read() == gzip.decompress(data)
+    assert s.truncated and not s.next_segment() and s.damaged_members == 0
+
+
+def test_rare_reasons_listed_only_when_counted():
+    flow = Flow(
+        ("a", "header_too_large"),
+        ("kept",),
+        ("damaged_member",),
+        rare=("header_too_large", "damaged_member"),
+    )
+    accounts = [("wet", flow)]
+    assert listed_reasons(accounts, {"wet": {"a": 3}}) == {"wet": ("a", "kept")}
+    assert listed_reasons(accounts, {"wet": {"damaged_member": 1}}) == {
+        "wet": ("damaged_member", "a", "kept")
+    }
+    assert set(wet_module.RARE_REASONS) <= set(READ_FLOW.listed)
