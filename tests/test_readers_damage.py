@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
 import pytest
 
 from c4forge.clean.counting import CounterBag, Flow, listed_reasons
+from c4forge.errors import InputError
+from c4forge.io.inputs import resolve_inputs
 from c4forge.readers import wet as wet_module
 from c4forge.readers.gzip_stream import open_decoded
 from c4forge.readers.warc_html import READ_FLOW, read_warc
@@ -165,3 +170,114 @@ def test_rare_reasons_listed_only_when_counted():
         "wet": ("damaged_member", "a", "kept")
     }
     assert set(wet_module.RARE_REASONS) <= set(READ_FLOW.listed)
+
+
+# --------------------------------------------------------------------------- header caps
+
+
+def with_header(record: bytes, header: bytes, *, last: bool = False) -> bytes:
+    """``record`` (one whole WARC record) with ``header`` lines added to its header block."""
+    head, sep, rest = record.partition(b"\r\n\r\n")
+    if last:
+        return head + b"\r\n" + header + sep + rest
+    status, _, fields = head.partition(b"\r\n")
+    return status + b"\r\n" + header + fields + sep + rest
+
+
+def members(data: bytes) -> list[bytes]:
+    starts = member_starts(data) + [len(data)]
+    return [gzip.decompress(data[a:b]) for a, b in zip(starts, starts[1:])]
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_oversized_header_line_is_a_counted_skip(intact, gz):
+    # A 3 MiB header line (over HEADER_LINE_MAX) in a real record: before, warcio read it in
+    # quadratic time and the record became a page with a 3 MiB URL or header.
+    data, full = intact
+    records = members(data)
+    records[5] = with_header(records[5], b"X-Long: " + b"a" * (3 << 20) + b"\r\n")
+    pages, bag = read_all(b"".join(gzip.compress(r) if gz else r for r in records))
+    assert conserved(bag, pages)
+    assert bag.get("wet", "header_too_large") == 1
+    assert pages == full[:5] + full[6:]
+
+
+@pytest.mark.parametrize("content_length_first", [True, False])
+def test_oversized_header_block_keeps_the_records_after_it(intact, content_length_first):
+    # 3 MiB of short header lines: over HEADER_BLOCK_MAX; the record's Content-Length comes
+    # before the padding or after it (then it is found while the rest of the block is skipped).
+    data, full = intact
+    records = members(data)
+    pad = b"X-Pad: " + b"b" * 40 + b"\r\n"
+    records[7] = with_header(records[7], pad * ((3 << 20) // len(pad)), last=content_length_first)
+    for gz in (True, False):
+        damaged = b"".join(gzip.compress(r) if gz else r for r in records)
+        pages, bag = read_all(damaged)
+        assert conserved(bag, pages)
+        assert bag.get("wet", "header_too_large") == 1
+        assert pages == full[:7] + full[8:]
+
+
+def test_oversized_header_block_without_length_ends_the_file_counted(intact):
+    data, full = intact
+    records = members(data)
+    head, sep, rest = records[7].partition(b"\r\n\r\n")
+    no_length = b"\r\n".join(h for h in head.split(b"\r\n") if not h.startswith(b"Content-Length"))
+    pad = b"X-Pad: " + b"b" * 40 + b"\r\n"
+    records[7] = with_header(no_length + sep + rest, pad * ((2 << 20) // len(pad)))
+    pages, bag = read_all(b"".join(records))  # uncompressed: no member to resume at
+    assert conserved(bag, pages)
+    assert bag.get("wet", "header_too_large") == 1 and bag.get("wet", "malformed_file") == 1
+    assert pages == full[:7]
+
+
+def test_header_line_just_under_the_cap_is_read():
+    data = WHIRLWIND.read_bytes()
+    records = members(data)
+    line = b"X-Long: " + b"a" * (wet_module.HEADER_LINE_MAX - 100) + b"\r\n"
+    records[-1] = with_header(records[-1], line)
+    pages, bag = read_all(b"".join(gzip.compress(r) for r in records))
+    assert bag.get("wet", "header_too_large") == 0 and len(pages) == 1
+
+
+# --------------------------------------------------------------------------- not a regular file
+
+
+def test_fifo_input_is_refused(tmp_path):
+    fifo = tmp_path / "crawl.warc.wet"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="not a regular file"):
+        resolve_inputs([str(fifo)])
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "whirlwind.warc.wet.gz").write_bytes(WHIRLWIND.read_bytes())
+    os.mkfifo(folder / "more.wet")
+    for spec in (str(folder), str(folder / "*.wet*")):
+        with pytest.raises(InputError, match="more.wet.*not a regular file"):
+            resolve_inputs([spec])
+
+
+def test_dangling_link_in_a_folder_is_an_error(tmp_path):
+    (tmp_path / "whirlwind.warc.wet.gz").write_bytes(WHIRLWIND.read_bytes())
+    os.symlink(tmp_path / "gone.wet.gz", tmp_path / "link.wet.gz")
+    with pytest.raises(InputError, match="link.wet.gz"):
+        resolve_inputs([str(tmp_path)])
+
+
+def test_fifo_input_from_the_cli_is_one_line(tmp_path):
+    fifo = tmp_path / "crawl.warc.wet"
+    os.mkfifo(fifo)
+    proc = subprocess.run(
+        [sys.executable, "-m", "c4forge", "clean", str(fifo), "-o", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"c4forge clean: error: input {str(fifo)!r} is not a regular file (a FIFO, socket or "
+        "device)"
+    ]
+    assert not (tmp_path / "out").exists()

@@ -9,6 +9,7 @@ it was followed by the record separator, §3.7), and its payload is never larger
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, NamedTuple
@@ -51,8 +52,8 @@ DEFAULT_MAX_RECORD_BYTES = 64 << 20
 # a few KB (a long URL tens of KB); past the caps the bytes are skipped unread and the record
 # counted ``header_too_large``. Without them warcio's readline is quadratic in a line's length
 # (a 300 MB line: many minutes) and a header block could fill memory.
-HEADER_LINE_MAX = 1 << 20
-HEADER_BLOCK_MAX = 4 << 20
+HEADER_LINE_MAX = 256 << 10
+HEADER_BLOCK_MAX = 1 << 20
 # Reasons only damaged input shows: listed in stats.json only when counted (``Flow.rare``).
 RARE_REASONS: tuple[str, ...] = ("header_too_large", "damaged_member")
 # Record types that mean "this is a crawl WARC, not a WET file" (§3.4 would count them all as
@@ -92,25 +93,28 @@ class _BoundedReader(DecompressingBufferedReader):
 
     warcio reads every header line with ``readline()``, which grows the line by repeated
     ``bytes +=`` per 16 KiB block: quadratic in the line's length. Here a line is joined once;
-    past ``HEADER_LINE_MAX`` the rest of the line, and past ``HEADER_BLOCK_MAX`` (non-blank
-    lines since the last blank one, i.e. one header block) the rest of the block, are read and
-    dropped, the block ended with a blank line, and ``oversized`` set for the caller to count.
+    past ``HEADER_LINE_MAX`` the rest of the line is read and dropped; past
+    ``HEADER_BLOCK_MAX`` (non-blank lines since the last blank one: one header block) the rest
+    of the block is, keeping only its ``Content-Length`` so the payload can still be skipped
+    and the next record found. Either way ``oversized`` is set for the caller to count.
     """
 
     def __init__(self, stream: BinaryIO) -> None:
         super().__init__(stream)
         self.oversized = False
         self._block = 0  # bytes of non-blank lines since the last blank line
+        self._queued: list[bytes] = []  # lines standing in for a skipped block's end
 
     def readline(self, length: int | None = None) -> bytes:
         if length is not None:  # bounded by the caller already (chunk-size lines)
             return super().readline(length)
+        if self._queued:
+            return self._queued.pop(0)
         if self._block > HEADER_BLOCK_MAX:
             self.oversized = True
-            while self._line(HEADER_LINE_MAX).strip():  # rest of the block, dropped
-                pass
             self._block = 0
-            return b"\r\n"
+            self._queued = self._skip_block()
+            return self._queued.pop(0)
         line = self._line(HEADER_LINE_MAX)
         if line.strip():
             self._block += len(line)
@@ -136,6 +140,31 @@ class _BoundedReader(DecompressingBufferedReader):
             self.oversized = True
             line += b"\r\n"
         return line
+
+    def _skip_block(self) -> list[bytes]:
+        """Read and drop the rest of a header block (at a line start) in buffer-sized steps;
+        the lines that end it in its place: its last ``Content-Length`` line, if any, and a
+        blank line (also at the end of input, where warcio then finds no payload)."""
+        carry = b"\n"
+        length: bytes | None = None
+        while True:
+            self._fillbuff()
+            if self.empty():
+                break
+            window = carry + self.buff.read()
+            end = _BLOCK_END.search(window)
+            for m in _CONTENT_LENGTH.finditer(window, 0, end.end() if end else len(window)):
+                length = m.group(1)
+            if end:
+                self.buff.seek(self.buff.tell() - (len(window) - end.end()))  # not ours
+                break
+            carry = window[-64:]
+        lines = [b"Content-Length: " + length + b"\r\n"] if length is not None else []
+        return [*lines, b"\r\n"]
+
+
+_BLOCK_END = re.compile(rb"\n\r?\n")
+_CONTENT_LENGTH = re.compile(rb"\ncontent-length:[ \t]*(\d{1,20})[ \t]*\r?(?=\n)", re.IGNORECASE)
 
 
 def _archive_iterator(stream: DecodedStream) -> ArchiveIterator:
