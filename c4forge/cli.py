@@ -82,6 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"c4forge {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # noqa: BLE001 - only the machine's ordinary faults are caught
+        from c4forge.errors import environment_fault
+
+        message = environment_fault(err, getattr(args, "output", None))
+        if message is None:
+            raise
+        print(f"c4forge {args.command}: error: {message}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -23,3 +23,63 @@ class VerificationError(C4ForgeError):
 
 class StorageError(C4ForgeError):
     """Listing, reading or writing a (usually remote) path failed; never read as "absent"."""
+
+
+# OSError numbers that mean the machine, not c4forge, stopped the work: a read-only or full
+# disk, a file size limit, permissions, a file standing where a folder is needed (or the
+# reverse). Only these become one-line errors; any other exception keeps its traceback, so a
+# programming error is never hidden behind a tidy message.
+_FAULTS = {
+    "EROFS": "read-only file system",
+    "ENOSPC": "no space left on device",
+    "EDQUOT": "disk quota exceeded",
+    "EFBIG": "file too large (a file size limit was reached)",
+    "EACCES": "permission denied",
+    "EPERM": "operation not permitted",
+    "ENOTDIR": "not a directory (a file stands where a folder is needed)",
+    "EISDIR": "is a directory (a folder stands where a file is needed)",
+}
+
+
+def environment_fault(err: BaseException, output: str | None = None) -> str | None:
+    """The one-line message for an ordinary fault of the machine found in ``err`` or the
+    exceptions it was raised from (engines wrap their workers' errors), else ``None``.
+
+    ``output``: the command's output path, named when the OS did not say which file failed
+    (a full disk is reported on ``write``, which has no file name)."""
+    import errno
+
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [err]
+    while todo:
+        e = todo.pop(0)
+        if e is None or id(e) in seen or len(seen) > 32:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno is not None:
+            name = errno.errorcode.get(e.errno, "")
+            if name == "EEXIST" and _raised_by_makedirs(e):
+                # makedirs(exist_ok=True) raises this only when a file stands at the path.
+                return f"{e.filename}: exists and is not a folder"
+            if name in _FAULTS:
+                where = e.filename if e.filename is not None else None
+                if where is None:
+                    return f"{_FAULTS[name]}" + (f" (writing {output})" if output else "")
+                extra = f" → {e.filename2}" if e.filename2 is not None else ""
+                return f"{where}{extra}: {_FAULTS[name]}"
+        todo += [e.__cause__, e.__context__]
+    return None
+
+
+def _raised_by_makedirs(err: OSError) -> bool:
+    """Did ``os.makedirs`` raise ``err`` (its innermost frame)? Other ``EEXIST`` errors (an
+    exclusive create that lost a race) are left to their traceback."""
+    tb = err.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return code.co_name == "makedirs" and code.co_filename.replace("\\", "/").endswith(
+        ("/os.py", "<frozen os>")
+    )

@@ -26,7 +26,7 @@ from c4forge.clean import resume_state as pg
 from c4forge.clean import stats as cs
 from c4forge.clean.config import CleanJob
 from c4forge.clean.plan import Plan, build_plan
-from c4forge.errors import C4ForgeError, ConfigError, VerificationError
+from c4forge.errors import C4ForgeError, VerificationError
 from c4forge.io import storage
 from c4forge.io.inputs import InputFile, inputs_block
 
@@ -60,12 +60,9 @@ def _log(job: CleanJob, msg: str) -> None:
 
 
 def check_output(job: CleanJob) -> None:
-    """Refuse a local output path that exists and is not a folder (before anything reads it)."""
-    import os
-
-    if not storage.is_remote(job.output):
-        if os.path.exists(job.output) and not os.path.isdir(job.output):
-            raise ConfigError(f"--output {job.output!r} exists and is not a folder")
+    """Refuse a local output path that exists and is not a folder, or cannot be written
+    (before anything reads it)."""
+    storage.check_output_folder(job.output)
 
 
 def prepare_output(job: CleanJob) -> None:

@@ -28,7 +28,7 @@ import secrets
 from collections.abc import Iterator
 from typing import IO, Any
 
-from c4forge.errors import StorageError, VerificationError
+from c4forge.errors import ConfigError, StorageError, VerificationError
 
 _CHUNK = 1 << 20
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")  # 2+ letters: not a Windows drive
@@ -148,6 +148,30 @@ def listdir(directory: str) -> list[str]:
 
 
 # --- changes -----------------------------------------------------------------------------------
+
+
+def check_output_folder(path: str) -> None:
+    """Refuse, before any work, a local output that cannot become the run's folder: a file at
+    the path (``ConfigError``), or a folder (or, for a new one, its nearest existing parent)
+    that cannot be written (``OSError`` EROFS/EACCES/ENOTDIR: a one-line error at the CLI).
+    Hours of sampling or training must not end in a write that could never succeed."""
+    import errno
+
+    if is_remote(path):
+        return
+    local = os.path.abspath(normalize(path))
+    if os.path.exists(local) and not os.path.isdir(local):
+        raise ConfigError(f"--output {path!r} exists and is not a folder")
+    probe = local
+    while not os.path.lexists(probe):
+        probe = os.path.dirname(probe)
+    code = 0
+    if not os.path.isdir(probe):
+        code = errno.ENOTDIR
+    elif not os.access(probe, os.W_OK | os.X_OK):
+        code = errno.EROFS if os.statvfs(probe).f_flag & os.ST_RDONLY else errno.EACCES
+    if code:
+        raise OSError(code, os.strerror(code), probe)
 
 
 def makedirs(directory: str) -> None:

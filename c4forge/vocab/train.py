@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from c4forge import __version__
 from c4forge.errors import ConfigError, InputError, OutputExistsError
 from c4forge.formats import clean_docs
-from c4forge.io.storage import sha256, write_bytes, write_json
+from c4forge.io.storage import check_output_folder, sha256, write_bytes, write_json
 
 if TYPE_CHECKING:
     from c4forge.vocab.options import VocabOptions
@@ -458,6 +458,7 @@ def build_vocab(
     )
     if sample_sentences is not None and sample_sentences < 1:
         raise ConfigError(f"--sample-sentences must be >= 1, got {sample_sentences}")
+    check_output_folder(output)  # a file or read-only folder fails now, not after training
     desc_path = os.path.join(output, DESCRIPTOR_FILE)
     if os.path.exists(desc_path) and not overwrite:
         raise OutputExistsError(
