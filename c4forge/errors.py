@@ -1,5 +1,7 @@
 """Errors a user can act on. The CLI prints them without a traceback and exits 2."""
 
+import re
+
 
 class C4ForgeError(Exception):
     """Base class: bad input, bad configuration, or an output that would be overwritten."""
@@ -68,6 +70,32 @@ def environment_fault(err: BaseException, output: str | None = None) -> str | No
                 extra = f" → {e.filename2}" if e.filename2 is not None else ""
                 return f"{where}{extra}: {_FAULTS[name]}"
         todo += [e.__cause__, e.__context__]
+        message = _wrapped_fault(e)
+        if message is not None:
+            return message + (f" (writing {output})" if output else "")
+    return None
+
+
+# How a worker's OSError reads once an engine re-raised it as text: Beam's runners raise
+# ``RuntimeError("OSError: [Errno 28] No space left on device [while running 'pass0']")``,
+# Spark a Py4J/PySpark error holding the Python worker's traceback.
+_WRAPPED = re.compile(r"\b\w*Error: \[Errno (\d+)\] ([^\n\[]*)")
+_ENGINE_MODULES = ("apache_beam", "py4j", "pyspark")
+
+
+def _wrapped_fault(err: BaseException) -> str | None:
+    """The fault of a worker's OSError that an engine passed on only as text, else ``None``."""
+    import errno
+
+    kind = type(err)
+    if kind is not RuntimeError and not kind.__module__.startswith(_ENGINE_MODULES):
+        return None
+    for m in reversed(list(_WRAPPED.finditer(str(err)))):
+        name = errno.errorcode.get(int(m.group(1)), "")
+        if name in _FAULTS:
+            where = m.group(2).rsplit(": ", 1)
+            path = where[1].strip().strip("'\"") if len(where) == 2 else ""
+            return f"{path}: {_FAULTS[name]}" if path else _FAULTS[name]
     return None
 
 
