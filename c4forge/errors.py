@@ -1,5 +1,6 @@
 """Errors a user can act on. The CLI prints them without a traceback and exits 2."""
 
+import json
 import re
 
 
@@ -25,6 +26,23 @@ class VerificationError(C4ForgeError):
 
 class StorageError(C4ForgeError):
     """Listing, reading or writing a (usually remote) path failed; never read as "absent"."""
+
+
+class JSONFileError(VerificationError, json.JSONDecodeError):
+    """A JSON file c4forge reads (stats.json, index.json, a ``_work/`` record …) is cut, not
+    UTF-8 or not JSON. Also a ``JSONDecodeError``, so callers that treat a torn record as
+    "not done" keep doing so; uncaught, it is the one-line error naming the file."""
+
+    def __init__(self, path: str, why: str, doc: str = "", pos: int = 0) -> None:
+        json.JSONDecodeError.__init__(self, why, doc, pos)
+        self.path = path
+        self.why = why
+
+    def __str__(self) -> str:
+        return f"{self.path}: not a valid JSON file ({self.why})"
+
+    def __reduce__(self):  # noqa: ANN204 - pickled across engine workers
+        return (type(self), (self.path, self.why))
 
 
 # OSError numbers that mean the machine, not c4forge, stopped the work: a read-only or full

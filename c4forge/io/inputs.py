@@ -134,11 +134,23 @@ def read_path_list(spec: str) -> list[str]:
         raise InputError(f"cannot read path list {list_path!r}: {err}") from err
     if list_path.endswith(".gz") or raw[:2] == b"\x1f\x8b":
         import gzip
+        import zlib
 
-        raw = gzip.decompress(raw)
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as err:
+            raise InputError(f"path list {list_path!r} is not a whole gzip file: {err}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        utf16 = raw[:2] in (b"\xff\xfe", b"\xfe\xff")
+        hint = " (it looks like UTF-16: save it as UTF-8)" if utf16 else ""
+        raise InputError(
+            f"path list {list_path!r} is not UTF-8 text (byte {err.start}){hint}"
+        ) from None
     base = os.path.dirname(list_path)
     paths = []
-    for line in raw.decode("utf-8").splitlines():
+    for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
             continue
