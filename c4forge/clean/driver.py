@@ -20,6 +20,7 @@ import sys
 import time
 from typing import Any
 
+from c4forge import readers
 from c4forge.clean import counting, passes
 from c4forge.clean import output as co
 from c4forge.clean import resume_state as pg
@@ -164,6 +165,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         stats_path = storage.join(job.output, cs.STATS_NAME)
         if cs.finished_run(job, stats_path, config, inputs, summary):
             return 0
+        readers.check_inputs([f.path for f in files], job.input_format)
         prepare_output(job)
         _log(
             job,
