@@ -1,0 +1,273 @@
+"""Ordinary faults of the machine or of a user's file are one-line errors: the real CLI, run as a
+user runs it, exits 2 with exactly one line on stderr, no traceback, and marks nothing complete.
+
+Read-only folders and full disks are real: as root, a read-only or tiny tmpfs is mounted (a
+plain chmod does not stop root); otherwise a chmod'ed folder and RLIMIT_FSIZE are used."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "c4forge" / "data" / "sample"
+C4_SAMPLE = SAMPLE / "c4-sample.00000-of-00001.json.gz"  # 1,000 real C4 documents
+DERIVED_WET = SAMPLE / "real-warc-html-to-wet.resiliparse.warc.wet.gz"  # 191 real WET records
+WHIRLWIND = ROOT / "tests" / "data" / "wet" / "whirlwind.warc.wet.gz"  # genuine CC WET
+CRAWL_WARC = ROOT / "tests" / "data" / "warc" / "mini.warc.gz"  # genuine CC WARC
+SST2_TRAIN = ROOT / "tests" / "data" / "glue" / "SST-2" / "train.tsv"
+
+
+def c4forge(*args: str, env: dict | None = None, preexec=None, cwd=None, timeout=600):
+    full_env = dict(os.environ, **(env or {}))
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        p
+        for p in (full_env.pop("PREPEND_PATH", ""), str(ROOT), os.environ.get("PYTHONPATH", ""))
+        if p
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "c4forge", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        preexec_fn=preexec,
+        cwd=cwd or ROOT,
+        timeout=timeout,
+    )
+
+
+def one_line_error(proc: subprocess.CompletedProcess, command: str, *needles: str) -> str:
+    """Exit 2, no traceback, and the error is the only line c4forge wrote on stderr after its
+    progress lines (none of which may follow it)."""
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith(f"c4forge {command}: error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], proc.stderr[-3000:]
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+    return errors[0]
+
+
+def _mount_tmpfs(path: Path, options: str) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True
+    )
+    return proc.returncode == 0
+
+
+def _umount(path: Path) -> None:
+    subprocess.run(["umount", str(path)], capture_output=True)
+
+
+@pytest.fixture
+def readonly_dir(tmp_path):
+    """A folder no write can go into (EROFS as root, EACCES otherwise)."""
+    ro = tmp_path / "ro"
+    if _mount_tmpfs(ro, "ro,size=64k"):
+        yield ro
+        _umount(ro)
+        return
+    if os.geteuid() == 0:
+        pytest.skip("root without mount: no way to make a folder read-only")
+    ro.chmod(0o555)
+    yield ro
+    ro.chmod(0o755)
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """(folder, preexec_fn): a tiny tmpfs (ENOSPC) as root, else a 64 KiB RLIMIT_FSIZE (EFBIG)
+    on the command's process."""
+    small = tmp_path / "small"
+    if _mount_tmpfs(small, "size=64k"):
+        yield small, None
+        _umount(small)
+        return
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+    yield small, limit
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory) -> Path:
+    """A folder of real C4 documents in the clean output layout."""
+    folder = tmp_path_factory.mktemp("docs")
+    shutil.copy(C4_SAMPLE, folder / "c4-train.00000-of-00001.json.gz")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A real vocabulary, span-corruption shards of the C4 sample and a 1-step tiny T5 run."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from train_fixtures import build_data, tiny_options
+
+    from c4forge.trainers.train import train
+
+    root = tmp_path_factory.mktemp("trained")
+    build_data(root, docs=40)
+    train(tiny_options(root, root / "run", steps=1, batch_size=2))
+    return root
+
+
+@pytest.fixture(scope="module")
+def clean_out(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("clean") / "out"
+    proc = c4forge("clean", WHIRLWIND, "-o", out, "--quiet")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+# --------------------------------------------------------------------------- read-only output
+
+
+def test_clean_into_a_read_only_folder(readonly_dir):
+    proc = c4forge("clean", WHIRLWIND, "-o", readonly_dir / "out")
+    one_line_error(proc, "clean", str(readonly_dir))
+
+
+def test_vocab_into_a_read_only_folder_fails_before_sampling(readonly_dir, docs):
+    proc = c4forge("vocab", docs, "-o", readonly_dir, "--vocab-size", "1000")
+    one_line_error(proc, "vocab", str(readonly_dir))
+    assert "sampled" not in proc.stderr
+
+
+def test_shards_into_a_read_only_folder(readonly_dir, docs, trained):
+    proc = c4forge("shards", docs, "--vocab", trained / "vocab", "-o", readonly_dir / "s")
+    one_line_error(proc, "shards", str(readonly_dir))
+
+
+def test_train_into_a_read_only_folder(readonly_dir, trained):
+    proc = c4forge(
+        "train", trained / "shards", "--preset", "tiny", "--steps", "1", "--batch-size", "2",
+        "-o", readonly_dir / "run",
+    )  # fmt: skip
+    one_line_error(proc, "train", str(readonly_dir))
+
+
+# --------------------------------------------------------------------------- full disk
+
+
+def test_clean_on_a_full_disk_marks_nothing_complete(full_disk):
+    folder, preexec = full_disk
+    out = folder / "out"
+    proc = c4forge("clean", DERIVED_WET, "-o", out, "--workers", "1", preexec=preexec)
+    one_line_error(proc, "clean")
+    assert any(s in proc.stderr for s in ("no space left", "file too large"))
+    assert not (out / "stats.json").exists()
+
+
+def test_train_on_a_full_disk_leaves_no_checkpoint(full_disk, trained):
+    folder, preexec = full_disk
+    out = folder / "run"
+    proc = c4forge(
+        "train", trained / "shards", "--preset", "tiny", "--steps", "1", "--batch-size", "2",
+        "-o", out, preexec=preexec,
+    )  # fmt: skip
+    one_line_error(proc, "train")
+    assert any(s in proc.stderr for s in ("no space left", "file too large"))
+    assert not (out / "checkpoints" / "latest").exists()
+
+
+# --------------------------------------------------------------------------- -o naming a file
+
+
+def test_vocab_output_naming_a_file_fails_before_training(tmp_path, docs):
+    target = tmp_path / "notes.txt"
+    target.write_text("mine\n")
+    proc = c4forge("vocab", docs, "-o", target, "--vocab-size", "1000")
+    one_line_error(proc, "vocab", "exists and is not a folder")
+    assert proc.stderr.strip().count("\n") == 0  # nothing sampled or trained first
+    assert target.read_text() == "mine\n"
+
+
+def test_report_output_naming_a_file(tmp_path, clean_out):
+    target = tmp_path / "report.html"
+    target.write_text("mine\n")
+    proc = c4forge("report", clean_out, "-o", target)
+    one_line_error(proc, "report", "exists and is not a folder")
+    assert target.read_text() == "mine\n"
+
+
+def test_output_under_a_file(tmp_path, trained):
+    target = tmp_path / "notes.txt"
+    target.write_text("mine\n")
+    proc = c4forge(
+        "train", trained / "shards", "--preset", "tiny", "--steps", "1", "--batch-size", "2",
+        "-o", target / "run",
+    )  # fmt: skip
+    one_line_error(proc, "train", "not a directory")
+
+
+# --------------------------------------------------------------------------- users' files
+
+
+def test_utf16_path_list(tmp_path):
+    listing = tmp_path / "wet.paths"
+    listing.write_bytes(f"{WHIRLWIND}\n".encode("utf-16"))
+    proc = c4forge("clean", f"@{listing}", "-o", tmp_path / "out")
+    one_line_error(proc, "clean", "not UTF-8", "UTF-16")
+    assert not (tmp_path / "out").exists()
+
+
+def test_cut_gzip_path_list(tmp_path):
+    listing = tmp_path / "wet.paths.gz"
+    listing.write_bytes(gzip.compress(f"{WHIRLWIND}\n".encode() * 50)[:30])
+    proc = c4forge("clean", f"@{listing}", "-o", tmp_path / "out")
+    one_line_error(proc, "clean", "not a whole gzip file")
+
+
+def test_utf16_tsv_for_finetune(tmp_path, trained):
+    data = tmp_path / "glue" / "SST-2"
+    data.mkdir(parents=True)
+    text = SST2_TRAIN.read_text(encoding="utf-8")
+    for split in ("train", "dev"):
+        (data / f"{split}.tsv").write_bytes(text.encode("utf-16"))
+    proc = c4forge(
+        "finetune", trained / "run", "--task", "sst2", "--data", tmp_path / "glue",
+        "-o", tmp_path / "ft", "--steps", "1", "--no-progress",
+    )  # fmt: skip
+    one_line_error(proc, "finetune", "train.tsv", "UTF-16")
+
+
+def test_truncated_stats_json_for_report(tmp_path, clean_out):
+    cut = tmp_path / "cut"
+    shutil.copytree(clean_out, cut)
+    stats = (cut / "stats.json").read_bytes()
+    (cut / "stats.json").write_bytes(stats[: len(stats) // 2])
+    proc = c4forge("report", cut, "-o", tmp_path / "report")
+    one_line_error(proc, "report", "stats.json", "not a valid JSON file")
+    assert not (tmp_path / "report").exists()
+
+
+# --------------------------------------------------------------------------- optional packages
+
+
+@pytest.mark.parametrize("input_format", ["warc", "auto"])
+def test_crawl_warc_without_resiliparse_is_refused_before_work(tmp_path, input_format):
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "resiliparse.py").write_text("raise ImportError('No module named resiliparse')\n")
+    out = tmp_path / "out"
+    proc = c4forge(
+        "clean", CRAWL_WARC, WHIRLWIND, "-o", out, "--input-format", input_format,
+        env={"PREPEND_PATH": str(hide)},
+    )  # fmt: skip
+    one_line_error(proc, "clean", "resiliparse", "pip install")
+    assert not (out / "_work").exists() and not (out / "stats.json").exists()
+    # WET input alone never needs it.
+    proc = c4forge("clean", WHIRLWIND, "-o", out, "--quiet", env={"PREPEND_PATH": str(hide)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
