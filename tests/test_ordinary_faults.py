@@ -271,3 +271,83 @@ def test_crawl_warc_without_resiliparse_is_refused_before_work(tmp_path, input_f
     # WET input alone never needs it.
     proc = c4forge("clean", WHIRLWIND, "-o", out, "--quiet", env={"PREPEND_PATH": str(hide)})
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+# --------------------------------------------------------------------------- damaged _work/
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory) -> tuple[Path, Path]:
+    """(inputs, output) of a clean run stopped by a bad last input: the chunks before it are
+    recorded under _work/, as a killed run leaves them (one input file per chunk)."""
+    root = tmp_path_factory.mktemp("interrupted")
+    inputs = root / "in"
+    inputs.mkdir()
+    shutil.copy(DERIVED_WET, inputs / "a.warc.wet.gz")
+    shutil.copy(WHIRLWIND, inputs / "b.warc.wet.gz")
+    shutil.copy(CRAWL_WARC, inputs / "z.warc.wet.gz")  # a crawl WARC named as a WET: refused
+    out = root / "out"
+    proc = c4forge("clean", inputs, "-o", out, "--workers", "1", "--input-format", "wet")
+    one_line_error(proc, "clean", "crawl WARC")
+    assert (out / "_work" / "chunk-00000.json").exists()
+    assert not (out / "stats.json").exists()
+    return inputs, out
+
+
+def _damaged_copy(out: Path, where: Path, name: str, cut: bool) -> Path:
+    copy = where / "out"
+    shutil.copytree(out, copy)
+    path = copy / "_work" / name
+    data = bytearray(path.read_bytes())
+    if cut:
+        data = data[: len(data) // 2]
+    else:
+        data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return copy
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_resume_with_a_damaged_work_file(tmp_path, interrupted, cut):
+    inputs, out = interrupted
+    copy = _damaged_copy(out, tmp_path, "chunk-00000.keys.gz", cut)
+    proc = c4forge(
+        "clean", inputs, "-o", copy, "--workers", "1", "--input-format", "wet", "--resume"
+    )
+    one_line_error(proc, "clean", "chunk-00000.keys.gz is damaged", "without --resume")
+    assert not (copy / "stats.json").exists()
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_damaged_records_file_is_never_read_short(tmp_path, interrupted, cut):
+    from c4forge.clean.passes import _lines_of
+    from c4forge.errors import VerificationError
+
+    _, out = interrupted
+    whole = list(_lines_of(str(out / "_work" / "chunk-00000.pages.gz")))
+    assert len(whole) > 100
+    copy = _damaged_copy(out, tmp_path, "chunk-00000.pages.gz", cut)
+    with pytest.raises(VerificationError, match="chunk-00000.pages.gz is damaged"):
+        list(_lines_of(str(copy / "_work" / "chunk-00000.pages.gz")))
+
+
+@pytest.mark.parametrize("keep", [1, 0.5, 0.999])
+def test_pickle_batch_file_cut_is_an_error_not_a_short_read(tmp_path, keep):
+    import io as _io
+
+    from c4forge.clean.counting import CounterBag
+    from c4forge.errors import VerificationError
+    from c4forge.io.pickle_batches import dump_batches, read_batches
+    from c4forge.readers.wet import read_wet
+
+    pages = list(read_wet(_io.BytesIO(DERIVED_WET.read_bytes()), "derived", CounterBag()))
+    path = tmp_path / "pages.run"
+    with open(path, "wb") as f:
+        dump_batches(f, [(p.url, p.text) for p in pages], 16)
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+    if keep == 1:
+        assert list(read_batches(str(path))) == [(p.url, p.text) for p in pages]
+        return
+    with pytest.raises(VerificationError, match="pages.run is damaged"):
+        list(read_batches(str(path)))
