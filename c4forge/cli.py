@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         from c4forge.progress import line_every_seconds
 
         line_every_seconds()  # a bad C4FORGE_PROGRESS_SECONDS stops any command before work
+        from c4forge import optional
+
+        optional.check(args)  # an extra the command needs, before any work
         if extra:
             from c4forge import passthrough
 

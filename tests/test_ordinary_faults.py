@@ -351,3 +351,27 @@ def test_pickle_batch_file_cut_is_an_error_not_a_short_read(tmp_path, keep):
         return
     with pytest.raises(VerificationError, match="pages.run is damaged"):
         list(read_batches(str(path)))
+
+
+@pytest.mark.parametrize(
+    ("module", "argv"),
+    [
+        ("safetensors", ["train", "{shards}", "--steps", "1", "-o", "{out}"]),
+        ("sklearn", ["finetune", "{run}", "--task", "sst2", "--data", "{glue}", "-o", "{out}"]),
+        ("datasketch", ["clean", str(WHIRLWIND), "-o", "{out}", "--near-dedup", "minhash"]),
+    ],
+)
+def test_missing_optional_package_is_refused_before_work(tmp_path, trained, module, argv):
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / f"{module}.py").write_text(f"raise ImportError('No module named {module}')\n")
+    out = tmp_path / "out"
+    fill = {
+        "shards": trained / "shards",
+        "run": trained / "run",
+        "glue": ROOT / "tests" / "data" / "glue",
+        "out": out,
+    }
+    proc = c4forge(*(a.format(**fill) for a in argv), env={"PREPEND_PATH": str(hide)})
+    one_line_error(proc, argv[0], repr(module), "pip install 'c4forge[")
+    assert not out.exists()
