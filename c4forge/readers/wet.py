@@ -129,13 +129,15 @@ class _BoundedReader(DecompressingBufferedReader):
             self._fillbuff()
             if self.empty():
                 break
-            piece = self.buff.readline()
             if kept < cap:
-                parts.append(piece[: cap - kept])
-                kept += len(parts[-1])
+                piece = self.buff.readline(cap - kept)
+                parts.append(piece)
+                kept += len(piece)
+            else:
+                piece = self.buff.readline()  # past the cap: read and dropped
             if piece.endswith(b"\n"):
                 break
-        line = b"".join(parts)
+        line = parts[0] if len(parts) == 1 else b"".join(parts)
         if kept >= cap and not line.endswith(b"\n"):
             self.oversized = True
             line += b"\r\n"
