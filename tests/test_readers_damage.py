@@ -281,3 +281,55 @@ def test_fifo_input_from_the_cli_is_one_line(tmp_path):
         "device)"
     ]
     assert not (tmp_path / "out").exists()
+
+
+def test_many_folded_header_lines_are_capped(intact):
+    # warcio joins continuation lines with repeated `str +=`: 1 MiB of them took seconds,
+    # 4 MiB minutes. Over HEADER_LINES_MAX lines the rest of the block is skipped.
+    data, full = intact
+    records = members(data)
+    folded = b"X-Folded: start\r\n" + b" a\r\n" * (wet_module.HEADER_LINES_MAX + 10)
+    records[3] = with_header(records[3], folded)
+    pages, bag = read_all(b"".join(gzip.compress(r) for r in records))
+    assert conserved(bag, pages)
+    assert bag.get("wet", "header_too_large") == 1
+    assert pages == full[:3] + full[4:]
+
+
+def with_http_header(record: bytes, header: bytes) -> bytes:
+    """A WARC response record with ``header`` added to its HTTP header block (Content-Length
+    of the WARC record updated)."""
+    warc_head, _, rest = record.partition(b"\r\n\r\n")
+    payload = rest[: -len(b"\r\n\r\n")]
+    status, _, fields = payload.partition(b"\r\n")
+    payload = status + b"\r\n" + header + fields
+    lines = [
+        f"Content-Length: {len(payload)}".encode()
+        if h.lower().startswith(b"content-length:")
+        else h
+        for h in warc_head.split(b"\r\n")
+    ]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + payload + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"X-Folded: start\r\n" + b" a\r\n" * (wet_module.HEADER_LINES_MAX + 10),
+        b"X-Long: " + b"a" * (wet_module.HEADER_LINE_MAX + 10) + b"\r\n",
+    ],
+)
+def test_crawl_warc_http_header_over_the_caps_is_a_counted_skip(header):
+    data = CRAWL_WARC.read_bytes()
+    full, _ = read_all(data, read_warc)
+    records = members(data)
+    target = next(
+        i
+        for i, r in enumerate(records)
+        if b"WARC-Type: response" in r and full[0].url.encode() in r.split(b"\r\n\r\n", 1)[0]
+    )
+    records[target] = with_http_header(records[target], header)
+    pages, bag = read_all(b"".join(gzip.compress(r) for r in records), read_warc)
+    assert conserved(bag, pages)
+    assert bag.get("wet", "header_too_large") == 1
+    assert pages == full[1:]

@@ -54,6 +54,9 @@ DEFAULT_MAX_RECORD_BYTES = 64 << 20
 # (a 300 MB line: many minutes) and a header block could fill memory.
 HEADER_LINE_MAX = 256 << 10
 HEADER_BLOCK_MAX = 1 << 20
+# Lines per header block: warcio joins continuation lines with repeated ``str +=``, quadratic in
+# their number (1 MiB of folded lines: seconds; 4 MiB: minutes). Real blocks have tens.
+HEADER_LINES_MAX = 1000
 # Reasons only damaged input shows: listed in stats.json only when counted (``Flow.rare``).
 RARE_REASONS: tuple[str, ...] = ("header_too_large", "damaged_member")
 # Record types that mean "this is a crawl WARC, not a WET file" (§3.4 would count them all as
@@ -95,7 +98,8 @@ class _BoundedReader(DecompressingBufferedReader):
     ``bytes +=`` per 16 KiB block: quadratic in the line's length. Here a line is joined once;
     past ``HEADER_LINE_MAX`` the rest of the line is read and dropped; past
     ``HEADER_BLOCK_MAX`` (non-blank lines since the last blank one: one header block) the rest
-    of the block is, keeping only its ``Content-Length`` so the payload can still be skipped
+    of the block is (also past ``HEADER_LINES_MAX`` lines), keeping only its ``Content-Length``
+    so the payload can still be skipped
     and the next record found. Either way ``oversized`` is set for the caller to count.
     """
 
@@ -103,6 +107,7 @@ class _BoundedReader(DecompressingBufferedReader):
         super().__init__(stream)
         self.oversized = False
         self._block = 0  # bytes of non-blank lines since the last blank line
+        self._lines = 0  # and their number
         self._queued: list[bytes] = []  # lines standing in for a skipped block's end
 
     def readline(self, length: int | None = None) -> bytes:
@@ -110,16 +115,17 @@ class _BoundedReader(DecompressingBufferedReader):
             return super().readline(length)
         if self._queued:
             return self._queued.pop(0)
-        if self._block > HEADER_BLOCK_MAX:
+        if self._block > HEADER_BLOCK_MAX or self._lines >= HEADER_LINES_MAX:
             self.oversized = True
-            self._block = 0
+            self._block = self._lines = 0
             self._queued = self._skip_block()
             return self._queued.pop(0)
         line = self._line(HEADER_LINE_MAX)
         if line.strip():
             self._block += len(line)
+            self._lines += 1
         else:
-            self._block = 0
+            self._block = self._lines = 0
         return line
 
     def _line(self, cap: int) -> bytes:
