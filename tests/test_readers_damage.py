@@ -333,3 +333,40 @@ def test_crawl_warc_http_header_over_the_caps_is_a_counted_skip(header):
     assert conserved(bag, pages)
     assert bag.get("wet", "header_too_large") == 1
     assert pages == full[1:]
+
+
+def test_clean_cli_on_a_damaged_wet_keeps_every_intact_record(tmp_path, intact):
+    """The real CLI on a real WET with a damaged member mid-file and a huge header: exit 0,
+    stats.json conserved (the driver checks it) with both skips counted and listed, the
+    summary naming the damage; a healthy run's stats.json lists neither reason."""
+    import json
+
+    data, _ = intact
+    records = members(data)
+    records[20] = with_header(records[20], b"X-Long: " + b"a" * (1 << 20) + b"\r\n")
+    damaged = bytearray(b"".join(gzip.compress(r) for r in records))
+    starts = member_starts(bytes(damaged))
+    damaged[(starts[100] + starts[101]) // 2] ^= 0xFF
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "damaged.warc.wet.gz").write_bytes(bytes(damaged))
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "ok" / "healthy.warc.wet.gz").write_bytes(data)
+    runs = {}
+    for name in ("in", "ok"):
+        out = tmp_path / f"out-{name}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "c4forge", "clean", str(tmp_path / name), "-o", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=ROOT,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[name] = (proc, json.loads((out / "stats.json").read_text())["counters"]["wet"])
+    proc, wet = runs["in"]
+    assert wet["damaged_member"] == 1 and wet["header_too_large"] == 1
+    assert wet["records"] == 191 and wet["pages"] == 189
+    assert "1 damaged gzip member(s) skipped" in proc.stdout + proc.stderr
+    _, healthy = runs["ok"]
+    assert "damaged_member" not in healthy and "header_too_large" not in healthy
+    assert healthy["pages"] == 191
