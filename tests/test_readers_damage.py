@@ -370,3 +370,17 @@ def test_clean_cli_on_a_damaged_wet_keeps_every_intact_record(tmp_path, intact):
     _, healthy = runs["ok"]
     assert "damaged_member" not in healthy and "header_too_large" not in healthy
     assert healthy["pages"] == 191
+
+
+@pytest.mark.parametrize("at", [0, 1])
+def test_damaged_gzip_magic_of_the_first_member(intact, at):
+    data, full = intact
+    damaged = bytearray(data)
+    damaged[at] ^= 0xFF
+    pages, bag = read_all(bytes(damaged))
+    assert conserved(bag, pages)
+    assert bag.get("wet", "damaged_member") == 1 and bag.get("wet", "malformed_file") == 0
+    assert pages == full[1:]
+    # Plain (uncompressed) input is still passed through unchanged.
+    plain = gzip.decompress(data)
+    assert open_decoded(io.BytesIO(plain), resync=True).read() == plain

@@ -86,6 +86,20 @@ class DecodedStream(io.RawIOBase):
         self._member_cut = False  # its start fell out of the window
         self._scan: bytes | None = None  # where a resync scan starts, after a damaged member
         self._scan_from = 0
+        if resync and not self.compressed and len(head) == 2:
+            self._damaged_first_header()
+
+    def _damaged_first_header(self) -> None:
+        """A file whose first member's magic was hit: one of ``1f 8b`` intact and the method
+        byte ``08`` after it. Read as gzip with that member damaged (resync at the next one),
+        not as plain bytes that no longer look like anything."""
+        third = _read_exactly(self._raw, 1)
+        self._input += third
+        head = self._input
+        if third == b"\x08" and (head[0] == 0x1F) != (head[1] == 0x8B):
+            self.compressed = True
+            self.members = 1
+            self._fault("gzip header of member 1 is damaged", scan=head, scan_from=1)
 
     def readable(self) -> bool:
         return True
