@@ -1,7 +1,7 @@
 """`c4forge demo`: the whole chain on the bundled real sample, on this machine.
 
-clean → vocab → shards → a short CPU training run of the ``tiny`` preset, then BERT's side of
-the same clean sample: ``bert_mlm_nsp`` shards → a short ``bert-tiny`` pretraining run. Every stage
+clean → vocab → shards → a short CPU training run of the `tiny` preset, then BERT's side of
+the same clean sample: `bert_mlm_nsp` shards → a short `bert-tiny` pretraining run. Every stage
 builds its command's typed options (the dataclasses the command line builds) and calls the stage
 function, so the demo is also the end-to-end smoke test of the toolkit. The sample is small (≈ 1,100 pages, ≈ 2 M
 characters), so the vocabulary is small too (2,000 pieces instead of T5's 32,000) and the
@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--bert-steps", type=int, default=200, help="bert-tiny steps (default 200; 0 = skip)"
     )
     p.add_argument(
-        "--workers", type=int, default=None, help="Beam worker processes (default: cores)"
+        "--workers", type=int, default=None,
+        help="worker processes of the clean and shards stages (default: all cores)",
     )
     p.add_argument("--overwrite", action="store_true", help="redo every stage from scratch")
     return p

@@ -31,6 +31,13 @@ INPUT_FORMATS = ("auto", "wet", "warc")
 NEAR_DEDUP_MODES = ("none", "minhash")
 
 
+def _decontaminate_specs(values: list[str] | None) -> tuple[str, ...]:
+    """The ``--decontaminate`` flags' specs (imported late: ``--help`` stays instant)."""
+    from c4forge.contamination.benchmarks import flatten_specs
+
+    return flatten_specs(values)
+
+
 def _local_output(path: str) -> str:
     from c4forge.io.storage import normalize
 
@@ -107,7 +114,8 @@ class CleanJob(CliConfig):
         "--max-record-bytes",
         default=64 << 20,
         type=int,
-        help="skip (and count) WARC payloads larger than this (default 64 MiB)",
+        help="skip (and count) WARC payloads larger than this many bytes "
+        "(default 67108864 = 64 MiB)",
     )
     input_format: str = option(
         "--input-format",
@@ -136,14 +144,14 @@ class CleanJob(CliConfig):
     )
     decontaminate: tuple[str, ...] = option(
         "--decontaminate",
-        default=None,  # () after __post_init__ (argparse's "extend" needs a list or None)
-        nargs="+",
-        action="extend",
-        metavar="SPEC",
-        convert=lambda v: tuple(v or ()),
+        default=None,  # () after __post_init__ (argparse's "append" needs a list or None)
+        action="append",  # one value per flag: nargs="+" swallowed the INPUT that followed
+        metavar="SPEC[,SPEC...]",
+        convert=_decontaminate_specs,
         help="remove documents sharing a word n-gram with an evaluation set: glue (the bundled "
         "GLUE dev sets) and/or NAME=FILE[#FIELD,...] (.tsv, .csv, .jsonl; text field 'text' by "
-        "default); counted per benchmark under decontaminate.contaminated:NAME",
+        "default); several: repeat the flag or join them with commas (glue,mine=eval.jsonl); "
+        "counted per benchmark under decontaminate.contaminated:NAME",
     )
     decontaminate_ngram: int = option(
         "--decontaminate-ngram",

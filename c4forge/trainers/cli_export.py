@@ -13,7 +13,12 @@ from c4forge.cliconfig import CliConfig, flag, option
 class ExportOptions(CliConfig):
     """One export (its fields, in ``export --help`` order, declare their flags)."""
 
-    checkpoint: str = option("checkpoint", metavar="RUN_OR_CHECKPOINT")
+    checkpoint: str = option(
+        "checkpoint",
+        metavar="RUN_OR_CHECKPOINT",
+        help="a `c4forge train` run folder (its checkpoints/latest) or one step-XXXXXXXX "
+        "checkpoint folder",
+    )
     output: str | None = option("--output", "-o", default=None, help="HF folder to write")
     vocab: str | None = option(
         "--vocab",

@@ -173,8 +173,9 @@ class TrainOptions(CliConfig):
     )  # fmt: skip
     # -- run
     device: str = option(
-        "--device", default="auto", group=_R, choices=("auto", "cpu", "cuda", "xla")
-    )
+        "--device", default="auto", group=_R, choices=("auto", "cpu", "cuda", "xla"),
+        help="auto: a CUDA GPU, else a TPU (torch_xla), else the CPU",
+    )  # fmt: skip
     resume: str | None = option(
         "--resume", default=None, group=_R, nargs="?", const="auto", metavar="CKPT",
         help="continue from RUN/checkpoints/latest (or the checkpoint directory given)",
@@ -192,19 +193,27 @@ class TrainOptions(CliConfig):
         "--save-every", default=0, group=_R, type=non_negative,
         help="checkpoint period (and at the end)",
     )  # fmt: skip
-    keep_checkpoints: int = option("--keep-checkpoints", default=3, group=_R, type=positive)
-    log_every: int = option("--log-every", default=10, group=_R, type=positive)
+    keep_checkpoints: int = option(
+        "--keep-checkpoints", default=3, group=_R, type=positive,
+        help="checkpoints kept under RUN/checkpoints (older ones are deleted)",
+    )  # fmt: skip
+    log_every: int = option(
+        "--log-every", default=10, group=_R, type=positive,
+        help="steps per metrics.jsonl line and progress update (the loss averaged over them)",
+    )  # fmt: skip
     compile: bool | None = option(
         default=None,  # None: on for CUDA, off elsewhere
         group=_R,
         flags=(
-            flag("--no-compile", action="store_false"),
+            flag("--no-compile", action="store_false", help="no torch.compile (on CUDA too)"),
             flag("--compile", action="store_true", help="torch.compile off CUDA too"),
         ),
     )
     verify_shards: str = option(
-        "--verify-shards", default="quick", group=_R, choices=("quick", "full")
-    )
+        "--verify-shards", default="quick", group=_R, choices=("quick", "full"),
+        help="before training: quick = the manifest, vocabulary, and every file's existence "
+        "and size; full = also open every shard and recompute its sha256",
+    )  # fmt: skip
     num_workers: int | None = option(
         "--num-workers", default=None, group=_R, type=non_negative,
         help="DataLoader workers (default 2 on GPU/TPU, 0 on CPU)",
@@ -213,7 +222,10 @@ class TrainOptions(CliConfig):
         "--deterministic", default=False, group=_R, action="store_true",
         help="torch.use_deterministic_algorithms",
     )  # fmt: skip
-    progress: bool = option("--no-progress", default=True, group=_R, action="store_false")
+    progress: bool = option(
+        "--no-progress", default=True, group=_R, action="store_false",
+        help="no progress bar or periodic progress lines",
+    )  # fmt: skip
     stop_after_step: int | None = option(
         "--stop-after-step", default=None, group=_R, type=positive,
         help="stop after this step with a checkpoint, keeping the --steps schedule (resume later)",
