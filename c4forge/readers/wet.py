@@ -97,10 +97,10 @@ class _BoundedReader(DecompressingBufferedReader):
     warcio reads every header line with ``readline()``, which grows the line by repeated
     ``bytes +=`` per 16 KiB block: quadratic in the line's length. Here a line is joined once;
     past ``HEADER_LINE_MAX`` the rest of the line is read and dropped; past
-    ``HEADER_BLOCK_MAX`` (non-blank lines since the last blank one: one header block) the rest
-    of the block is (also past ``HEADER_LINES_MAX`` lines), keeping only its ``Content-Length``
-    so the payload can still be skipped
-    and the next record found. Either way ``oversized`` is set for the caller to count.
+    ``HEADER_BLOCK_MAX`` bytes or ``HEADER_LINES_MAX`` lines of one header block (non-blank
+    lines since the last blank one) the rest of the block is, keeping only its
+    ``Content-Length`` so the payload can still be skipped and the next record found. Either
+    way ``oversized`` is set for the caller to count.
     """
 
     def __init__(self, stream: BinaryIO) -> None:
@@ -418,7 +418,9 @@ def _damage_explains(decoded: DecodedStream, position: int) -> bool:
     """Was framing lost at ``position`` because that part of the segment lies in a gzip member
     that turned out damaged or cut? Reads the rest of the segment (dropped, linear time) to see
     whether it ends on a fault after the last member that decoded cleanly before ``position``.
-    Framing lost inside a good member stays ``malformed``."""
+    Framing lost inside a good member stays ``malformed``; plain input has no members."""
+    if not decoded.compressed:
+        return False
     while decoded.read(1 << 20):
         pass
     return decoded.truncated and position > decoded.verified_bytes
