@@ -82,15 +82,14 @@ def environment_fault(err: BaseException, output: str | None = None) -> str | No
                 # makedirs(exist_ok=True) raises this only when a file stands at the path.
                 return f"{e.filename}: exists and is not a folder"
             if name in _FAULTS:
-                where = e.filename if e.filename is not None else None
-                if where is None:
-                    return f"{_FAULTS[name]}" + (f" (writing {output})" if output else "")
+                if e.filename is None:
+                    return _FAULTS[name] + (f" (writing {output})" if output else "")
                 extra = f" → {e.filename2}" if e.filename2 is not None else ""
-                return f"{where}{extra}: {_FAULTS[name]}"
+                return f"{e.filename}{extra}: {_FAULTS[name]}"
         todo += [e.__cause__, e.__context__]
         message = _wrapped_fault(e)
         if message is not None:
-            return message + (f" (writing {output})" if output else "")
+            return message if ": " in message or not output else f"{message} (writing {output})"
     return None
 
 

@@ -375,3 +375,30 @@ def test_missing_optional_package_is_refused_before_work(tmp_path, trained, modu
     proc = c4forge(*(a.format(**fill) for a in argv), env={"PREPEND_PATH": str(hide)})
     one_line_error(proc, argv[0], repr(module), "pip install 'c4forge[")
     assert not out.exists()
+
+
+def test_only_the_machines_faults_become_one_line_errors():
+    import errno
+
+    from c4forge.errors import environment_fault
+
+    assert environment_fault(ValueError("a bug")) is None
+    assert environment_fault(FileNotFoundError(errno.ENOENT, "gone", "x")) is None
+    assert environment_fault(KeyError("k")) is None
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert environment_fault(full, "out") == "no space left on device (writing out)"
+    try:  # a fault raised while handling another, as engines re-raise
+        try:
+            raise OSError(errno.EROFS, "Read-only file system", "/ro/x")
+        except OSError as inner:
+            raise RuntimeError("stage failed") from inner
+    except RuntimeError as outer:
+        assert environment_fault(outer) == "/ro/x: read-only file system"
+    beam = RuntimeError("OSError: [Errno 28] No space left on device [while running 'pass0']")
+    assert environment_fault(beam, "out") == "no space left on device (writing out)"
+    assert environment_fault(RuntimeError("[Errno 2] No such file")) is None
+    try:
+        os.makedirs(__file__, exist_ok=True)
+    except FileExistsError as err:
+        assert environment_fault(err) == f"{__file__}: exists and is not a folder"
+    assert environment_fault(FileExistsError(errno.EEXIST, "File exists", "lock")) is None
