@@ -61,9 +61,10 @@ def _log(job: CleanJob, msg: str) -> None:
 
 
 def check_output(job: CleanJob) -> None:
-    """Refuse a local output path that exists and is not a folder, or cannot be written
-    (before anything reads it)."""
-    storage.check_output_folder(job.output)
+    """Refuse a local output path that exists and is not a folder (before anything reads it).
+    Not whether it can be written: a finished output on a read-only disk is still reported
+    complete; a write that fails is a one-line error at the CLI."""
+    storage.check_output_folder(job.output, writable=False)
 
 
 def prepare_output(job: CleanJob) -> None:

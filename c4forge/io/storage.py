@@ -150,11 +150,11 @@ def listdir(directory: str) -> list[str]:
 # --- changes -----------------------------------------------------------------------------------
 
 
-def check_output_folder(path: str) -> None:
+def check_output_folder(path: str, *, writable: bool = True) -> None:
     """Refuse, before any work, a local output that cannot become the run's folder: a file at
-    the path (``ConfigError``), or a folder (or, for a new one, its nearest existing parent)
-    that cannot be written (``OSError`` EROFS/EACCES/ENOTDIR: a one-line error at the CLI).
-    Hours of sampling or training must not end in a write that could never succeed."""
+    the path (``ConfigError``), or (``writable``) a folder, or for a new one its nearest
+    existing parent, that cannot be written (``OSError`` EROFS/EACCES/ENOTDIR: a one-line error
+    at the CLI). Hours of sampling or training must not end in a write that never succeeds."""
     import errno
 
     if is_remote(path):
@@ -162,6 +162,8 @@ def check_output_folder(path: str) -> None:
     local = os.path.abspath(normalize(path))
     if os.path.exists(local) and not os.path.isdir(local):
         raise ConfigError(f"--output {path!r} exists and is not a folder")
+    if not writable:
+        return
     probe = local
     while not os.path.lexists(probe):
         probe = os.path.dirname(probe)

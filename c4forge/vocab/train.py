@@ -487,12 +487,12 @@ def build_vocab(
     )
     if sample_sentences is not None and sample_sentences < 1:
         raise ConfigError(f"--sample-sentences must be >= 1, got {sample_sentences}")
-    check_output_folder(output)  # a file or read-only folder fails now, not after training
     desc_path = os.path.join(output, DESCRIPTOR_FILE)
     if os.path.exists(desc_path) and not overwrite:
         raise OutputExistsError(
             f"{output} already holds a vocabulary ({DESCRIPTOR_FILE}); pass --overwrite"
         )
+    check_output_folder(output)  # a file or read-only folder fails now, not after training
     if progress:  # a bad progress setting stops the run with its one line, before any other
         from c4forge.progress import line_every_seconds
 
