@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         from c4forge.progress import line_every_seconds
 
         line_every_seconds()  # a bad C4FORGE_PROGRESS_SECONDS stops any command before work
+        from c4forge import optional
+
+        optional.check(args)  # an extra the command needs, before any work
         if extra:
             from c4forge import passthrough
 
@@ -112,6 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"c4forge {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # noqa: BLE001 - only the machine's ordinary faults are caught
+        from c4forge.errors import environment_fault
+
+        message = environment_fault(err, getattr(args, "output", None))
+        if message is None:
+            raise
+        print(f"c4forge {args.command}: error: {message}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

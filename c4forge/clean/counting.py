@@ -47,7 +47,9 @@ class Flow(NamedTuple):
     list URLs, files). ``received``: the counter of what entered the stage, checked against
     its outcomes (the read step's ``records``); other stages receive what the stage before
     them kept. ``when_counted``: reasons listed only when one of them was counted (c4forge
-    extensions such as the WARC record outcomes of crawl input). ``title``: the funnel row's
+    extensions such as the WARC record outcomes of crawl input). ``rare``: reasons each listed
+    only when itself counted (damage that a healthy input never shows, so stats.json of a run
+    on healthy input keeps exactly §13's list). ``title``: the funnel row's
     label; ``detail``: the label of its info counters; ``breakdown``: the prefix of
     ``reason:<name>`` counters shown as detail (``ignored_language:``)."""
 
@@ -59,6 +61,7 @@ class Flow(NamedTuple):
     breakdown: str = ""
     received: str = ""
     when_counted: tuple[str, ...] = ()
+    rare: tuple[str, ...] = ()
 
     @property
     def outcomes(self) -> tuple[str, ...]:
@@ -86,6 +89,9 @@ def listed_reasons(
             mine = (counted or {}).get(stage, {})
             if not any(mine.get(r, 0) for r in flow.when_counted):
                 reasons = tuple(r for r in reasons if r not in flow.when_counted)
+        if flow.rare:
+            mine = (counted or {}).get(stage, {})
+            reasons = tuple(r for r in reasons if r not in flow.rare or mine.get(r, 0))
         out[stage] = reasons
     return out
 

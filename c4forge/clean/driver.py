@@ -20,13 +20,14 @@ import sys
 import time
 from typing import Any
 
+from c4forge import readers
 from c4forge.clean import counting, passes
 from c4forge.clean import output as co
 from c4forge.clean import resume_state as pg
 from c4forge.clean import stats as cs
 from c4forge.clean.config import CleanJob
 from c4forge.clean.plan import Plan, build_plan
-from c4forge.errors import C4ForgeError, ConfigError, VerificationError
+from c4forge.errors import C4ForgeError, VerificationError
 from c4forge.io import storage
 from c4forge.io.inputs import InputFile, inputs_block
 
@@ -60,12 +61,10 @@ def _log(job: CleanJob, msg: str) -> None:
 
 
 def check_output(job: CleanJob) -> None:
-    """Refuse a local output path that exists and is not a folder (before anything reads it)."""
-    import os
-
-    if not storage.is_remote(job.output):
-        if os.path.exists(job.output) and not os.path.isdir(job.output):
-            raise ConfigError(f"--output {job.output!r} exists and is not a folder")
+    """Refuse a local output path that exists and is not a folder (before anything reads it).
+    Not whether it can be written: a finished output on a read-only disk is still reported
+    complete; a write that fails is a one-line error at the CLI."""
+    storage.check_output_folder(job.output, writable=False)
 
 
 def prepare_output(job: CleanJob) -> None:
@@ -190,6 +189,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         stats_path = storage.join(job.output, cs.STATS_NAME)
         if cs.finished_run(job, stats_path, config, inputs, summary):
             return 0
+        readers.check_inputs([f.path for f in files], job.input_format)
         created = not storage.exists(job.output)
         prepare_output(job)
         _log(

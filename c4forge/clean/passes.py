@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -37,6 +38,7 @@ from c4forge.clean import resume_state as pg
 from c4forge.clean.counting import Count, CounterBag
 from c4forge.clean.documents import Doc, UrlEntry
 from c4forge.clean.plan import Plan, run_maps
+from c4forge.errors import VerificationError
 from c4forge.io import storage
 
 KEYS_SUFFIX = ".keys.gz"  # a chunk's URL entries (re-emitted by a resumed run)
@@ -87,10 +89,19 @@ class _lines_to:  # noqa: N801 - a context manager used as a function
 
 
 def _lines_of(path: str) -> Iterator[Any]:
+    """The objects of one of the run's own gzip JSON-lines files. Written atomically, so damage
+    (a disk error, a hand edit, a copy cut short) is a one-line error naming the file, never a
+    shorter list of records read as if complete."""
     raw = storage.open_read(path)
-    with raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
-        for line in gz:
-            yield json.loads(line)
+    try:
+        with raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+            for line in gz:
+                yield json.loads(line)
+    except (gzip.BadGzipFile, EOFError, zlib.error, ValueError) as err:
+        raise VerificationError(
+            f"{path} is damaged ({type(err).__name__}: {err}); run again without --resume "
+            "to start over"
+        ) from None
 
 
 # --- front: read → page stages → clean, per chunk ----------------------------------------------

@@ -153,7 +153,7 @@ def read_existing(path: str) -> dict | None:
         return storage.read_json_if_exists(path)
     except json.JSONDecodeError as err:
         raise VerificationError(
-            f"{path}: not valid JSON ({err}); remove it or pass --overwrite"
+            f"{path}: not valid JSON ({getattr(err, 'why', err)}); remove it or pass --overwrite"
         ) from err
 
 

@@ -172,6 +172,11 @@ def render(
         f"  inputs: {stats['inputs']['count']} file(s), {human_bytes(totals['bytes_in'])}; "
         f"{wet.get('files', 0)} opened, {wet.get('empty_file', 0)} empty, "
         f"{wet.get('truncated_file', 0)} truncated, {wet.get('malformed_file', 0)} malformed"
+        + (
+            f", {wet['damaged_member']} damaged gzip member(s) skipped"
+            if wet.get("damaged_member")
+            else ""
+        )
     )
     lines.append(f"  {run_description(stats['config'], c)}")
     lines.append("")

@@ -51,10 +51,11 @@ def unreadable_note(counters: Mapping[str, Mapping[str, int]], inputs: int) -> s
     input was read whole."""
     wet = _wet(counters)
     empty, malformed = wet.get("empty_file", 0), wet.get("malformed_file", 0)
-    truncated = wet.get("truncated_file", 0)
-    if not (empty or malformed or truncated):
+    truncated, damaged = wet.get("truncated_file", 0), wet.get("damaged_member", 0)
+    if not (empty or malformed or truncated or damaged):
         return None
+    skipped = f", {damaged} damaged gzip member(s) skipped" if damaged else ""
     return (
         f"  warning: not every input was read whole: of {inputs} input file(s), "
-        f"{file_reasons(counters)} (counted in stats.json under wet)"
+        f"{file_reasons(counters)}{skipped} (counted in stats.json under wet)"
     )

@@ -9,9 +9,11 @@ label outside the task's set, an empty file: each is a one-line ``InputError`` n
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from c4forge.errors import ConfigError, InputError
@@ -142,10 +144,22 @@ def _label_of(spec: TaskSpec, raw: str, where: str) -> int | float:
         ) from None
 
 
+@contextlib.contextmanager
+def _utf8(path: str) -> Iterator[None]:
+    """A text file that is not UTF-8 (a spreadsheet's UTF-16 export, most often) is a one-line
+    error naming the file, not a ``UnicodeDecodeError`` from deep inside ``csv``."""
+    try:
+        yield
+    except UnicodeDecodeError as err:
+        utf16 = err.start == 0 and bytes(err.object[:2]) in (b"\xff\xfe", b"\xfe\xff")
+        hint = " (it looks like UTF-16: save it as UTF-8)" if utf16 else ""
+        raise InputError(f"{path}: not UTF-8 text{hint}") from None
+
+
 def load_glue(spec: TaskSpec, path: str, limit: int | None = None) -> list[Example]:
     """Rows of one GLUE TSV (``limit``: the first N rows only)."""
     examples: list[Example] = []
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with _utf8(path), open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         if spec.header:
             header = next(reader, None)
@@ -211,7 +225,7 @@ def table_rows(path: str):
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file")
     if ext == ".jsonl":
-        with open(path, encoding="utf-8-sig") as f:
+        with _utf8(path), open(path, encoding="utf-8-sig") as f:
             for line_no, line in enumerate(f, 1):
                 if not line.strip():
                     continue
@@ -225,7 +239,7 @@ def table_rows(path: str):
         return
     if ext not in (".tsv", ".csv"):
         raise InputError(f"{path}: unsupported file type {ext!r} (use .tsv, .csv or .jsonl)")
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with _utf8(path), open(path, encoding="utf-8-sig", newline="") as f:
         if ext == ".tsv":
             reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         else:

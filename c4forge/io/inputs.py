@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
+import stat
 from dataclasses import dataclass
 
 from c4forge.errors import InputError, StorageError
@@ -51,11 +52,29 @@ def _match_remote(pattern: str) -> list[InputFile]:
     return [InputFile(p, n) for p, n in found if not p.endswith("/")]
 
 
+def _is_file(path: str, *, listed: bool = False) -> bool:
+    """``os.path.isfile``, but a FIFO, socket or device is refused rather than skipped or
+    read: opening a FIFO blocks until a writer comes, a device may never end. ``listed``: the
+    name came from a folder listing, so one that cannot be looked at (a dangling link) is an
+    error too, not a file silently left out."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        if listed:
+            raise InputError(f"cannot open input {path!r}: {err.strerror}") from err
+        return False
+    if stat.S_ISREG(mode):
+        return True
+    if stat.S_ISDIR(mode):
+        return False
+    raise InputError(f"input {path!r} is not a regular file (a FIFO, socket or device)")
+
+
 def _expand_local(spec: str, input_format: str) -> list[InputFile]:
     path = storage.normalize(spec)
     if any(c in path for c in GLOB_CHARS):
         matches = sorted(glob.glob(path, recursive=True))
-        files = [m for m in matches if os.path.isfile(m)]
+        files = [m for m in matches if _is_file(m)]
         if not files:
             raise InputError(f"glob {spec!r} matches no file")
         return [InputFile(os.path.abspath(f), os.path.getsize(f)) for f in files]
@@ -66,13 +85,14 @@ def _expand_local(spec: str, input_format: str) -> list[InputFile]:
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             for n in names:
                 if not n.startswith(".") and any(fnmatch.fnmatch(n, p) for p in patterns):
-                    files.append(os.path.join(root, n))
+                    if _is_file(os.path.join(root, n), listed=True):
+                        files.append(os.path.join(root, n))
         if not files:
             raise InputError(
                 f"directory {spec!r} holds no input file (looked for {', '.join(patterns)})"
             )
         return [InputFile(os.path.abspath(f), os.path.getsize(f)) for f in files]
-    if os.path.isfile(path):
+    if _is_file(path):
         try:
             with open(path, "rb"):
                 pass
@@ -114,11 +134,23 @@ def read_path_list(spec: str) -> list[str]:
         raise InputError(f"cannot read path list {list_path!r}: {err}") from err
     if list_path.endswith(".gz") or raw[:2] == b"\x1f\x8b":
         import gzip
+        import zlib
 
-        raw = gzip.decompress(raw)
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as err:
+            raise InputError(f"path list {list_path!r} is not a whole gzip file: {err}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        utf16 = raw[:2] in (b"\xff\xfe", b"\xfe\xff")
+        hint = " (it looks like UTF-16: save it as UTF-8)" if utf16 else ""
+        raise InputError(
+            f"path list {list_path!r} is not UTF-8 text (byte {err.start}){hint}"
+        ) from None
     base = os.path.dirname(list_path)
     paths = []
-    for line in raw.decode("utf-8").splitlines():
+    for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
             continue

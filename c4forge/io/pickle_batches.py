@@ -7,10 +7,12 @@ an output (pickle is the fastest round trip for the Python tuples and dicts thes
 
 from __future__ import annotations
 
+import io
 import pickle
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
+from c4forge.errors import VerificationError
 from c4forge.io import storage
 
 
@@ -32,11 +34,20 @@ def dump_batches(
 
 
 def read_batches(path: str) -> Iterator[Any]:
-    """The items of ``path`` (any storage path), in order, a record at a time."""
-    with storage.open_read(path) as f:
-        while True:
+    """The items of ``path`` (any storage path), in order, a record at a time.
+
+    The file ends only where a record ends: a file cut inside a record, or bytes that do not
+    unpickle, is a ``VerificationError`` naming it, never a shorter list read as complete."""
+    with storage.open_read(path) as raw:
+        f = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+        while f.peek(1):
             try:
                 batch = pickle.load(f)
-            except EOFError:
-                return
+            except OSError:
+                raise
+            except Exception as err:  # noqa: BLE001 - anything pickle raises on damaged bytes
+                raise VerificationError(
+                    f"{path} is damaged ({type(err).__name__}: {err}); if this run was "
+                    "resumed, run again without --resume"
+                ) from None
             yield from batch

@@ -28,7 +28,7 @@ import secrets
 from collections.abc import Iterator
 from typing import IO, Any
 
-from c4forge.errors import StorageError, VerificationError
+from c4forge.errors import ConfigError, JSONFileError, StorageError, VerificationError
 
 _CHUNK = 1 << 20
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")  # 2+ letters: not a Windows drive
@@ -150,6 +150,32 @@ def listdir(directory: str) -> list[str]:
 # --- changes -----------------------------------------------------------------------------------
 
 
+def check_output_folder(path: str, *, writable: bool = True) -> None:
+    """Refuse, before any work, a local output that cannot become the run's folder: a file at
+    the path (``ConfigError``), or (``writable``) a folder, or for a new one its nearest
+    existing parent, that cannot be written (``OSError`` EROFS/EACCES/ENOTDIR: a one-line error
+    at the CLI). Hours of sampling or training must not end in a write that never succeeds."""
+    import errno
+
+    if is_remote(path):
+        return
+    local = os.path.abspath(normalize(path))
+    if os.path.exists(local) and not os.path.isdir(local):
+        raise ConfigError(f"--output {path!r} exists and is not a folder")
+    if not writable:
+        return
+    probe = local
+    while not os.path.lexists(probe):
+        probe = os.path.dirname(probe)
+    code = 0
+    if not os.path.isdir(probe):
+        code = errno.ENOTDIR
+    elif not os.access(probe, os.W_OK | os.X_OK):
+        code = errno.EROFS if os.statvfs(probe).f_flag & os.ST_RDONLY else errno.EACCES
+    if code:
+        raise OSError(code, os.strerror(code), probe)
+
+
 def makedirs(directory: str) -> None:
     """Local folders only: object stores have no folders (a prefix exists once written to)."""
     if not is_remote(directory):
@@ -207,11 +233,23 @@ def read_bytes(path: str) -> bytes:
         return f.read()
 
 
+def parse_json(raw: bytes, path: str) -> Any:
+    """``raw`` (the bytes of ``path``) as JSON; a cut, non-UTF-8 or non-JSON file is a
+    ``JSONFileError`` naming it (a ``JSONDecodeError`` too)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise JSONFileError(path, f"not UTF-8 at byte {err.start}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise JSONFileError(
+            path, f"{err.msg} at line {err.lineno} column {err.colno}", err.doc, err.pos
+        ) from None
+
+
 def read_json(path: str) -> Any:
-    if not is_remote(path):
-        with open(normalize(path), encoding="utf-8") as f:
-            return json.load(f)
-    return json.loads(read_bytes(path).decode("utf-8"))
+    return parse_json(read_bytes(path), path)
 
 
 def read_json_if_exists(path: str) -> Any | None:
@@ -228,7 +266,7 @@ def read_json_if_exists(path: str) -> Any | None:
         raw = read_bytes(path)
     except OSError as err:  # Beam's IO errors are OSErrors too
         raise StorageError(f"cannot read {path}: {_first_line(err)}") from err
-    return json.loads(raw.decode("utf-8"))
+    return parse_json(raw, path)
 
 
 def sha256(path: str) -> str:

@@ -30,6 +30,43 @@ def read_input(
         )
 
 
+RESILIPARSE_MISSING = (
+    "crawl WARC input needs resiliparse (HTML → text), which is not installed or does not "
+    "load: pip install 'c4forge[warc]'"
+)
+
+
+def require_resiliparse() -> None:
+    """Raise a ``ConfigError`` saying how to get resiliparse when it does not import."""
+    from c4forge.errors import ConfigError
+
+    try:
+        import resiliparse.extract.html2text  # noqa: F401
+        import resiliparse.parse.encoding  # noqa: F401
+    except ImportError as err:
+        raise ConfigError(f"{RESILIPARSE_MISSING}; import error: {err}") from None
+
+
+def check_inputs(paths: list[str], input_format: str) -> None:
+    """Before any work: the optional package that reading ``paths`` needs is there. Crawl WARC
+    input needs resiliparse; with ``auto`` the files are sniffed (their first records) only
+    when it is missing, so a run on WET files never needs it."""
+    from c4forge.errors import ConfigError
+
+    if input_format == "wet":
+        return
+    try:
+        require_resiliparse()
+    except ConfigError as err:
+        if input_format == "warc":
+            raise
+        from c4forge.readers.warc_html import detect_input_format
+
+        for path in paths:
+            if detect_input_format(path) == "warc":
+                raise ConfigError(f"{path} is a crawl WARC: {err}") from None
+
+
 def stage(job: Any) -> Any:
     """The read step of ``job``'s plan: ``(path, count) -> pages``."""
     return functools.partial(

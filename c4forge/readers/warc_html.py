@@ -59,6 +59,7 @@ READ_FLOW = Flow(
     title="records → pages",  # the summary names the input formats read (``wet_title``)
     received="records",
     when_counted=REASONS,
+    rare=wet.RARE_REASONS,
 )
 _HTTP_STATUS = StatusAndHeadersParser(["HTTP/1.0", "HTTP/1.1", "HTTP/2", "HTTP/2.0", "HTTP/0.9"])
 _CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([^"';\s]+)""", re.IGNORECASE)
@@ -149,8 +150,28 @@ def _http_body(http: StatusAndHeaders, stream: BinaryIO) -> bytes:
     return reader.read()
 
 
+_HTTP_HEAD_END = re.compile(rb"\r?\n\r?\n")
+
+
+def http_head_too_large(payload: bytes) -> bool:
+    """Is the HTTP header block at the start of ``payload`` over the WARC header caps (bytes,
+    lines, one line)? warcio parses it with the same quadratic continuation-line joining as a
+    WARC header (a 4 MiB block of folded lines took minutes), so it is measured first, in
+    linear time over at most the cap's bytes."""
+    end = _HTTP_HEAD_END.search(payload, 0, wet.HEADER_BLOCK_MAX + 4)
+    head = payload[: end.start()] if end else payload[: wet.HEADER_BLOCK_MAX + 1]
+    if len(head) > wet.HEADER_BLOCK_MAX or head.count(b"\n") >= wet.HEADER_LINES_MAX:
+        return True
+    if len(head) <= wet.HEADER_LINE_MAX:
+        return False
+    return max(map(len, head.split(b"\n"))) > wet.HEADER_LINE_MAX
+
+
 def response_page(headers: StatusAndHeaders, payload: bytes, count: Count) -> Page | None:
     """One response record → a page, or ``None`` after counting why not."""
+    if http_head_too_large(payload):
+        count(STAGE, "header_too_large")
+        return None
     stream = io.BytesIO(payload)
     try:
         http = _HTTP_STATUS.parse(stream)

@@ -9,11 +9,13 @@ it was followed by the record separator, §3.7), and its payload is never larger
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, NamedTuple
 
 from warcio.archiveiterator import ArchiveIterator
+from warcio.bufferedreaders import DecompressingBufferedReader
 from warcio.exceptions import ArchiveLoadFailed
 from warcio.recordloader import ArcWarcRecordLoader
 from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParserException
@@ -30,12 +32,14 @@ FILE_REASONS: tuple[str, ...] = (
     "empty_file",
     "truncated_file",
     "malformed_file",
+    "damaged_member",  # a damaged gzip member skipped, reading resumed at the next member
     "records",
 )
 # How a record ends (each record once): skipped or broken records, or a ``pages`` page.
 RECORD_DROPS: tuple[str, ...] = (
     "non_conversion",
     "record_too_large",
+    "header_too_large",
     "malformed_record",
     "incomplete_record",
     "invalid_utf8",
@@ -44,6 +48,17 @@ RECORD_DROPS: tuple[str, ...] = (
     "no_timestamp",
 )
 DEFAULT_MAX_RECORD_BYTES = 64 << 20
+# Caps on a record's WARC header: one line, and the block up to its blank line. Real headers are
+# a few KB (a long URL tens of KB); past the caps the bytes are skipped unread and the record
+# counted ``header_too_large``. Without them warcio's readline is quadratic in a line's length
+# (a 300 MB line: many minutes) and a header block could fill memory.
+HEADER_LINE_MAX = 256 << 10
+HEADER_BLOCK_MAX = 1 << 20
+# Lines per header block: warcio joins continuation lines with repeated ``str +=``, quadratic in
+# their number (1 MiB of folded lines: seconds; 4 MiB: minutes). Real blocks have tens.
+HEADER_LINES_MAX = 1000
+# Reasons only damaged input shows: listed in stats.json only when counted (``Flow.rare``).
+RARE_REASONS: tuple[str, ...] = ("header_too_large", "damaged_member")
 # Record types that mean "this is a crawl WARC, not a WET file" (§3.4 would count them all as
 # non_conversion and produce zero pages without telling the user why).
 HTTP_RECORD_TYPES = frozenset({"response", "request", "revisit"})
@@ -76,11 +91,96 @@ class _RawUriLoader(ArcWarcRecordLoader):
         return rec_headers.get_header("WARC-Target-URI")
 
 
+class _BoundedReader(DecompressingBufferedReader):
+    """warcio's reader with header lines read in linear time and capped.
+
+    warcio reads every header line with ``readline()``, which grows the line by repeated
+    ``bytes +=`` per 16 KiB block: quadratic in the line's length. Here a line is joined once;
+    past ``HEADER_LINE_MAX`` the rest of the line is read and dropped; past
+    ``HEADER_BLOCK_MAX`` bytes or ``HEADER_LINES_MAX`` lines of one header block (non-blank
+    lines since the last blank one) the rest of the block is, keeping only its
+    ``Content-Length`` so the payload can still be skipped and the next record found. Either
+    way ``oversized`` is set for the caller to count.
+    """
+
+    def __init__(self, stream: BinaryIO) -> None:
+        super().__init__(stream)
+        self.oversized = False
+        self._block = 0  # bytes of non-blank lines since the last blank line
+        self._lines = 0  # and their number
+        self._queued: list[bytes] = []  # lines standing in for a skipped block's end
+
+    def readline(self, length: int | None = None) -> bytes:
+        if length is not None:  # bounded by the caller already (chunk-size lines)
+            return super().readline(length)
+        if self._queued:
+            return self._queued.pop(0)
+        if self._block > HEADER_BLOCK_MAX or self._lines >= HEADER_LINES_MAX:
+            self.oversized = True
+            self._block = self._lines = 0
+            self._queued = self._skip_block()
+            return self._queued.pop(0)
+        line = self._line(HEADER_LINE_MAX)
+        if line.strip():
+            self._block += len(line)
+            self._lines += 1
+        else:
+            self._block = self._lines = 0
+        return line
+
+    def _line(self, cap: int) -> bytes:
+        parts: list[bytes] = []
+        kept = 0
+        while True:
+            self._fillbuff()
+            if self.empty():
+                break
+            if kept < cap:
+                piece = self.buff.readline(cap - kept)
+                parts.append(piece)
+                kept += len(piece)
+            else:
+                piece = self.buff.readline()  # past the cap: read and dropped
+            if piece.endswith(b"\n"):
+                break
+        line = parts[0] if len(parts) == 1 else b"".join(parts)
+        if kept >= cap and not line.endswith(b"\n"):
+            self.oversized = True
+            line += b"\r\n"
+        return line
+
+    def _skip_block(self) -> list[bytes]:
+        """Read and drop the rest of a header block (at a line start) in buffer-sized steps;
+        the lines that end it in its place: its last ``Content-Length`` line, if any, and a
+        blank line (also at the end of input, where warcio then finds no payload)."""
+        carry = b"\n"
+        length: bytes | None = None
+        while True:
+            self._fillbuff()
+            if self.empty():
+                break
+            window = carry + self.buff.read()
+            end = _BLOCK_END.search(window)
+            for m in _CONTENT_LENGTH.finditer(window, 0, end.end() if end else len(window)):
+                length = m.group(1)
+            if end:
+                self.buff.seek(self.buff.tell() - (len(window) - end.end()))  # not ours
+                break
+            carry = window[-64:]
+        lines = [b"Content-Length: " + length + b"\r\n"] if length is not None else []
+        return [*lines, b"\r\n"]
+
+
+_BLOCK_END = re.compile(rb"\n\r?\n")
+_CONTENT_LENGTH = re.compile(rb"\ncontent-length:[ \t]*(\d{1,20})[ \t]*\r?(?=\n)", re.IGNORECASE)
+
+
 def _archive_iterator(stream: DecodedStream) -> ArchiveIterator:
     # no_record_parse: WET payloads are plain text; HTTP header parsing would only misread
     # them (and crashes on a response record without a target URI).
     it = ArchiveIterator(stream, no_record_parse=True, check_digests=False)
     it.loader = _RawUriLoader(verify_http=False, arc2warc=False)
+    it.reader = _BoundedReader(it.fh)  # before the first record is read
     return it
 
 
@@ -178,36 +278,76 @@ def iter_records(
 
     The framing rules of c4_rules.md §3.1–3.7 in one place, for every reader (WET here, crawl
     WARC in ``warc_html``). Counts ``wet.files``, ``records``, ``kind.skip_reason``, what
-    ``kind.accept`` returns, ``record_too_large``, ``malformed_record``, ``incomplete_record``
-    and the file-level counters; the caller counts exactly one outcome per yielded record, so
-    ``records`` = the sum of the record reasons. A record is yielded only once warcio has moved
-    past it (§3.7), so memory holds one payload at a time.
+    ``kind.accept`` returns, ``record_too_large``, ``header_too_large``, ``malformed_record``,
+    ``incomplete_record`` and the file-level counters (``damaged_member`` included); the caller
+    counts exactly one outcome per yielded record, so ``records`` = the sum of the record
+    reasons. A record is yielded only once warcio has moved past it (§3.7), so memory holds one
+    payload at a time. A damaged gzip member ends a segment of the file, not the file: reading
+    resumes at the next member (``DecodedStream.next_segment``), each segment parsed afresh.
     """
     count(STAGE, "files")
-    decoded = open_decoded(stream)
-    records = 0
-    malformed_file = False
-    incomplete = False
-    seen_wanted = False
+    decoded = open_decoded(stream, resync=True)
+    state = _FileState()
+    while True:
+        state.incomplete = False  # a cut record before a resync is the damaged member's
+        yield from _segment_records(decoded, name, count, kind, max_record_bytes, state)
+        if state.stop or not decoded.next_segment():
+            break
+    _finish(
+        count,
+        records=state.records,
+        malformed=state.malformed_file,
+        truncated=decoded.truncated or state.incomplete,
+        damaged=decoded.damaged_members,
+    )
 
+
+@dataclass
+class _FileState:
+    """What ``iter_records`` carries from one segment of a file to the next."""
+
+    records: int = 0
+    malformed_file: bool = False
+    incomplete: bool = False
+    seen_wanted: bool = False
+    stop: bool = False  # framing lost: no later segment is read
+
+
+def _segment_records(
+    decoded: DecodedStream,
+    name: str,
+    count: Count,
+    kind: RecordKind,
+    max_record_bytes: int,
+    state: _FileState,
+) -> Iterator[Record]:
+    """The records of one segment of ``decoded`` (the whole file unless a member was damaged)."""
+    base = decoded.decoded_bytes
     # warcio would read leading blank lines as a header-less record that swallows the file.
     skipped = _skip_blank_lines(decoded)
     if not _looks_like_warc(decoded.peek(64)):
-        _finish(count, records=0, malformed=True, truncated=decoded.truncated)
+        if base == 0 or decoded.peek(1):
+            state.malformed_file = True
+            state.stop = True
         return
     it = _archive_iterator(decoded)
+    reader: _BoundedReader = it.reader
     records_iter = iter(it)
     held: _Held | None = None
     while True:
+        reader.oversized = False
         try:
             rec = next(records_iter)
         except StopIteration:
             rec = None
         except _PARSE_ERRORS:
             rec = None
-            # A parse error in the tail of a truncated stream is the truncation's doing.
-            if not (decoded.truncated and decoded.peek(1) == b""):
-                malformed_file = True
+            # A parse error in the tail of a truncated stream, or inside a damaged gzip member,
+            # is the damage's doing.
+            ended = decoded.truncated and decoded.peek(1) == b""
+            if not (ended or _damage_explains(decoded, _position(it, base, skipped))):
+                state.malformed_file = True
+                state.stop = True
         if held is not None:
             record = _settle(held, it, decoded, count)
             held = None
@@ -216,34 +356,45 @@ def iter_records(
         if rec is None:
             break
 
-        records += 1
+        state.records += 1
         count(STAGE, "records")
         rec_type = rec.rec_headers.get_header("WARC-Type") or rec.rec_type or ""
-        if rec_type != kind.wanted:
-            if rec_type in kind.foreign and not seen_wanted:
-                raise InputError(kind.refusal.format(name=name, type=rec_type))
-            count(STAGE, kind.skip_reason)
-            continue
-        seen_wanted = True
-        reason = kind.accept(rec.rec_headers) if kind.accept is not None else None
-        if reason is not None:
-            count(STAGE, reason)
-            continue
-
         length_header = rec.rec_headers.get_header("Content-Length")
         try:
             length = int(length_header) if length_header is not None else -1
         except ValueError:
             length = -1
+        if reader.oversized:
+            # A header line or block over the cap: its bytes were skipped unread (linear time).
+            count(STAGE, "header_too_large")
+            if length < 0:  # the payload's end is unknown: no later record can be found
+                state.malformed_file = True
+                state.stop = True
+                break
+            continue
+        if rec_type != kind.wanted:
+            if rec_type in kind.foreign and not state.seen_wanted:
+                raise InputError(kind.refusal.format(name=name, type=rec_type))
+            count(STAGE, kind.skip_reason)
+            continue
+        state.seen_wanted = True
+        reason = kind.accept(rec.rec_headers) if kind.accept is not None else None
+        if reason is not None:
+            count(STAGE, reason)
+            continue
+
         if length < 0:
-            if it.reader.rem_length() == 0 and decoded.peek(1) == b"":
-                # The input ended inside this record's header block: a cut file.
+            ended = it.reader.rem_length() == 0 and decoded.peek(1) == b""
+            if ended or _damage_explains(decoded, _position(it, base, skipped)):
+                # The input ended inside this record's header block, or the header block lies
+                # in a damaged gzip member (its bytes are wrong).
                 count(STAGE, "incomplete_record")
-                incomplete = True
+                state.incomplete = True
             else:
                 # No usable Content-Length: the next record cannot be found (C2, no resync).
                 count(STAGE, "malformed_record")
-                malformed_file = True
+                state.malformed_file = True
+                state.stop = True
             break
         if length > max_record_bytes:
             count(STAGE, "record_too_large")  # warcio skips the payload in chunks on advance
@@ -252,20 +403,32 @@ def iter_records(
         payload = rec.raw_stream.read()
         if len(payload) < length:
             count(STAGE, "incomplete_record")  # the stream ended inside this record
-            incomplete = True
+            state.incomplete = True
             continue
-        end_offset = skipped + it.fh.tell() - it.reader.rem_length()
-        held = _Held(rec.rec_headers, payload, it.err_count, end_offset)
-
-    _finish(
-        count,
-        records=records,
-        malformed=malformed_file,
-        truncated=decoded.truncated or incomplete,
-    )
+        held = _Held(rec.rec_headers, payload, it.err_count, _position(it, base, skipped))
 
 
-def _finish(count: Count, *, records: int, malformed: bool, truncated: bool) -> None:
+def _position(it: ArchiveIterator, base: int, skipped: int) -> int:
+    """Offset in the decoded stream of what ``it`` reads next (``base``: where its segment
+    starts; ``skipped``: blank lines skipped before the iterator took over)."""
+    return base + skipped + it.fh.tell() - it.reader.rem_length()
+
+
+def _damage_explains(decoded: DecodedStream, position: int) -> bool:
+    """Was framing lost at ``position`` because that part of the segment lies in a gzip member
+    that turned out damaged or cut? Reads the rest of the segment (dropped, linear time) to see
+    whether it ends on a fault after the last member that decoded cleanly before ``position``.
+    Framing lost inside a good member stays ``malformed``; plain input has no members."""
+    if not decoded.compressed:
+        return False
+    while decoded.read(1 << 20):
+        pass
+    return decoded.truncated and position > decoded.verified_bytes
+
+
+def _finish(
+    count: Count, *, records: int, malformed: bool, truncated: bool, damaged: int = 0
+) -> None:
     # File-level counters are information, not part of the record identity (§13): a file with
     # zero records is `empty_file` whatever the reason; malformed and truncated add to that.
     if records == 0:
@@ -274,6 +437,8 @@ def _finish(count: Count, *, records: int, malformed: bool, truncated: bool) -> 
         count(STAGE, "malformed_file")
     if truncated:
         count(STAGE, "truncated_file")
+    if damaged:
+        count(STAGE, "damaged_member", damaged)
 
 
 def _settle(

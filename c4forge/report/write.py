@@ -26,6 +26,7 @@ def write_report(
     from c4forge.report.plots import figures
     from c4forge.report.render import render_html, render_readme
 
+    storage.check_output_folder(out_dir)  # before reading the corpus
     report, _ = collect(clean_dir, vocab, shards, contamination, progress)
     stats = storage.read_json(os.path.join(clean_dir, "stats.json"))
     pngs = figures(report, stats)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from c4forge import __version__
 from c4forge.errors import ConfigError, InputError, OutputExistsError
 from c4forge.formats import clean_docs
-from c4forge.io.storage import sha256, write_bytes, write_json
+from c4forge.io.storage import check_output_folder, sha256, write_bytes, write_json
 
 if TYPE_CHECKING:
     from c4forge.vocab.options import VocabOptions
@@ -492,6 +492,7 @@ def build_vocab(
         raise OutputExistsError(
             f"{output} already holds a vocabulary ({DESCRIPTOR_FILE}); pass --overwrite"
         )
+    check_output_folder(output)  # a file or read-only folder fails now, not after training
     if progress:  # a bad progress setting stops the run with its one line, before any other
         from c4forge.progress import line_every_seconds
 
