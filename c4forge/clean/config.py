@@ -128,6 +128,22 @@ class CleanJob(CliConfig):
     threshold: float = option(
         "--threshold", default=0.8, type=float, help="near-dedup Jaccard threshold"
     )
+    dedup_substrings: int = option(
+        "--dedup-substrings",
+        default=0,
+        type=int,
+        metavar="N",
+        help="exact-substring dedup after every other filter (Lee et al. 2022): strike every "
+        "N-byte window that occurs at least twice in the corpus (the reference tool's examples "
+        "use 100); 0 = off (default)",
+    )
+    substrings_keep: str = option(
+        "--substrings-keep",
+        default="none",
+        choices=["none", "first"],
+        help="with --dedup-substrings: none = strike every copy (the paper's semantics, "
+        "default); first = keep the copy in the page with the smallest md5 of its URL",
+    )
     badwords_fraction: float | None = option(
         "--badwords-fraction",
         default=None,  # None: the variant's (en 1.0, mC4 0.999)
@@ -288,6 +304,9 @@ class CleanJob(CliConfig):
             raise ConfigError(f"--workers must be >= 1, got {self.workers}")
         if self.near_dedup != "none":
             self.minhash_params()  # ConfigError on bad values
+        from c4forge.dedup.substrings import check_options
+
+        check_options(self.dedup_substrings, self.substrings_keep)
         if self.keep_samples < 0:
             raise ConfigError(f"--keep-samples must be >= 0, got {self.keep_samples}")
         if self.decontaminate_ngram < 1:
@@ -361,6 +380,11 @@ class CleanJob(CliConfig):
             config["decontaminate"] = self.benchmarks[1]
         if self.keep_samples:
             config["keep_samples"] = self.keep_samples
+        if self.dedup_substrings:  # only when asked: other runs' stats.json stay as they were
+            config["dedup_substrings"] = {
+                "bytes": self.dedup_substrings,
+                "keep": self.substrings_keep,
+            }
         if self.near_dedup != "none":
             config["near_dedup_params"] = {
                 "ngram": self.ngram,

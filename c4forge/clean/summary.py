@@ -144,6 +144,12 @@ def run_description(config: Mapping, counters: Mapping[str, Mapping[str, int]]) 
             f"; near-dedup: {near} ({p.get('ngram', '?')}-grams, {p.get('num_perm', '?')}"
             f" permutations, Jaccard ≥ {p.get('threshold', '?')})"
         )
+    substrings = config.get("dedup_substrings")
+    if substrings:
+        text += (
+            f"; exact substrings: {substrings.get('bytes', '?')}-byte windows, "
+            f"keep {substrings.get('keep', '?')}"
+        )
     return text
 
 

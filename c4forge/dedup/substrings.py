@@ -1,0 +1,343 @@
+"""Exact-substring dedup (Lee et al. 2022, "ExactSubstr") as two keys-only corpus stages.
+
+The rule (``--dedup-substrings N``): a *repeated window* is any N-byte window of a document's
+UTF-8 text whose bytes occur at least twice in the corpus (at two places of one document
+too). ``--substrings-keep none`` (the reference tool's and the paper's semantics) strikes
+every occurrence of every repeated window; ``first`` keeps the occurrence of smallest
+``(md5(url), offset)`` (the document span dedup keeps, then its first place) and strikes the
+others. The struck bytes of a document are the union of its struck windows; then
+
+* **characters**: a character any of whose bytes is struck is removed whole (ranges widen to
+  UTF-8 character boundaries, never split a character);
+* **line breaks**: a ``\\n`` is never removed, so a struck range across a line break removes
+  the bytes on both sides and lines never merge; every line that lost a character is
+  ``str.strip``-ped and dropped when left empty; untouched lines keep every byte;
+* a document left with no line is dropped (``empty``); one with nothing removed is passed on
+  unchanged (byte-identical to the run without the stage).
+
+Why two stages and not a suffix array: the reference tool builds a suffix array of the whole
+corpus on one machine (96 cores, > 600 GB RAM for C4). Here only keys cross a shuffle and a
+worker holds one document or one key's occurrences, on every engine:
+
+1. ``substrings_fp`` (winnowing, Schleimer et al. 2003): per document, 64-bit hashes of every
+   k-gram (k = ⌈N/2⌉), the minimum of every window of w = N − k + 1 consecutive k-grams (one
+   window of k-grams per N-byte window), and the *marked* positions (a k-gram equal to the
+   minimum of a window that contains it). Per distinct marked hash, ``(hash, (loc, count))``;
+   a hash marked at ≥ 2 positions corpus-wide is a *candidate*, sent back to its documents.
+2. ``substrings``: per document, every N-byte window whose minimum is a candidate emits
+   ``(blake2b-128 of its bytes, (md5(url), loc, offset))``; a key with ≥ 2 occurrences is a
+   repeated window: its struck occurrences go back to their documents, which apply them.
+
+Exactness: two occurrences of one N-byte window have the same k-gram hashes, hence the same
+minimum m, and each has a marked position of hash m (the window's own leftmost minimum), at
+distinct positions (distinct documents, or in one document offsets that differ by the
+windows' offset). So m is counted ≥ 2 times, is a candidate in both documents, and both
+windows are emitted in step 2: every occurrence of every repeated window is counted there,
+and step 2 sees only whole occurrence lists. A k-gram hash collision only adds candidates
+(work, never a wrong strike); a wrong strike needs two different candidate windows with equal
+128-bit blake2b digests: for M distinct candidate windows the probability is at most
+M²/2¹²⁹ (≈ 1.5·10⁻¹⁵ for M = 10¹², more windows than C4 has bytes).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from c4forge.clean import drop_samples as ds
+from c4forge.clean.counting import Count, Flow
+from c4forge.clean.documents import Doc
+from c4forge.errors import ConfigError
+
+STAGE = "substrings"
+FP_STAGE = "substrings_fp"  # the winnowing pass (its shuffle, its profile row)
+KEEP_MODES = ("none", "first")
+DIGEST_BYTES = 16  # blake2b-128 window keys (collision bound in the module docstring)
+FLOW = Flow(
+    ("empty",),
+    ("passed", "trimmed"),
+    ("bytes_struck", "repeated_windows", "candidate_windows", "candidate_fingerprints"),
+    title="exact substrings",
+    detail="bytes/windows",
+)
+
+_U64 = np.uint64
+_MAX = np.iinfo(np.uint64).max
+_BASE = 0x9E3779B97F4A7C15  # odd, so invertible modulo 2**64
+_BASE_INV = pow(_BASE, -1, 1 << 64)
+_powers: dict[int, np.ndarray] = {}
+
+
+def check_options(n: int, keep: str) -> None:
+    """One-line errors for ``--dedup-substrings`` / ``--substrings-keep``."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ConfigError(f"--dedup-substrings must be an integer >= 0 (0: off), got {n!r}")
+    if keep not in KEEP_MODES:
+        raise ConfigError(f"--substrings-keep must be one of {', '.join(KEEP_MODES)}, got {keep!r}")
+
+
+def kgram_size(n: int) -> int:
+    """k = ⌈N/2⌉, so windows of w = N − k + 1 k-grams: about 4/N marked positions per byte
+    (small pass-1 shuffle) while a 50-byte k-gram rarely repeats by chance (few candidates)."""
+    return (n + 1) // 2
+
+
+# --- hashing: numpy, one vector pass per document ------------------------------------------
+
+
+def _power_table(length: int, base: int) -> np.ndarray:
+    """``base**i mod 2**64`` for i < length (cached per process, grown as needed)."""
+    have = _powers.get(base)
+    if have is None or len(have) < length:
+        size = max(length, 2 * len(have) if have is not None else 4096)
+        table = np.full(size, base, dtype=_U64)
+        table[0] = 1
+        with np.errstate(over="ignore"):
+            have = np.cumprod(table, dtype=_U64)
+        _powers[base] = have
+    return have[:length]
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: the polynomial hash's bits spread evenly (winnowing's minima)."""
+    with np.errstate(over="ignore"):
+        z = z ^ (z >> _U64(30))
+        z = z * _U64(0xBF58476D1CE4E5B9)
+        z = z ^ (z >> _U64(27))
+        z = z * _U64(0x94D049BB133111EB)
+        return z ^ (z >> _U64(31))
+
+
+def kgram_hashes(data: np.ndarray, k: int) -> np.ndarray:
+    """64-bit hash of every k-gram of ``data`` (uint8): a polynomial hash modulo 2**64 from
+    prefix sums (B odd, so B**-i exists), mixed. Equal k-grams give equal hashes, wherever
+    they are; that is all exactness needs (collisions only add candidates)."""
+    n = len(data)
+    m = n - k + 1
+    if m <= 0:
+        return np.zeros(0, dtype=_U64)
+    with np.errstate(over="ignore"):
+        x = (data.astype(_U64) + _U64(1)) * _power_table(n, _BASE)
+        prefix = np.zeros(n + 1, dtype=_U64)
+        np.cumsum(x, out=prefix[1:])
+        h = (prefix[k:] - prefix[:m]) * _power_table(m, _BASE_INV)
+    return _mix(h)
+
+
+def _sliding(a: np.ndarray, w: int, fn: Any, fill: Any) -> np.ndarray:
+    """``fn`` (``np.minimum``/``np.maximum``) of every window of ``w`` (van Herk/Gil-Werman:
+    prefix and suffix scans per block of ``w``, O(len) whatever ``w``)."""
+    m = len(a)
+    if w == 1:
+        return a.copy()
+    pad = (-m) % w
+    blocks = np.concatenate([a, np.full(pad, fill, dtype=a.dtype)]).reshape(-1, w)
+    pre = fn.accumulate(blocks, axis=1).ravel()
+    suf = fn.accumulate(blocks[:, ::-1], axis=1)[:, ::-1].ravel()
+    return fn(suf[: m - w + 1], pre[w - 1 : m])
+
+
+def winnow(data: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(k-gram hashes, window minima)`` of a document's bytes: one minimum per N-byte
+    window (``len(data) - n + 1`` of them); ``None`` for a document shorter than N."""
+    if len(data) < n:
+        return None
+    k = kgram_size(n)
+    h = kgram_hashes(data, k)
+    return h, _sliding(h, n - k + 1, np.minimum, _MAX)
+
+
+def marked_hashes(h: np.ndarray, minima: np.ndarray, w: int) -> np.ndarray:
+    """The hashes at marked positions (equal to the minimum of a window that contains them),
+    one entry per position."""
+    zeros = np.zeros(w - 1, dtype=_U64)
+    covering = _sliding(np.concatenate([zeros, minima, zeros]), w, np.maximum, 0)
+    return h[covering == h]
+
+
+def _bytes_of(text: str) -> tuple[bytes, np.ndarray]:
+    raw = text.encode("utf-8")
+    return raw, np.frombuffer(raw, dtype=np.uint8)
+
+
+def _url_md5(url: str) -> bytes:
+    return hashlib.md5(url.encode("utf-8")).digest()  # byte order = hex order
+
+
+# --- pass 1: winnowing fingerprints → candidates --------------------------------------------
+
+
+def emit_fingerprints(loc: tuple, doc: Doc, count: Count, *, n: int) -> Iterator[tuple]:
+    """``(marked hash, (loc, positions))`` per distinct marked hash of the document."""
+    _raw, data = _bytes_of(doc.text)
+    won = winnow(data, n)
+    if won is None:
+        return
+    h, minima = won
+    values, counts = np.unique(marked_hashes(h, minima, n - kgram_size(n) + 1), return_counts=True)
+    for v, c in zip(values.tolist(), counts.tolist(), strict=True):
+        yield v, (loc, c)
+
+
+def decide_fingerprint(key: int, places: Iterable[tuple], count: Count) -> Iterator[tuple]:
+    """A hash marked at ≥ 2 positions corpus-wide → ``(loc, hash)`` to each of its documents.
+    Streams the grouped values twice (re-iterable on every engine), never a list."""
+    total = 0
+    for _loc, c in places:
+        total += c
+        if total >= 2:
+            break
+    if total < 2:
+        return
+    count(STAGE, "candidate_fingerprints")
+    for loc, _c in places:
+        yield loc, key
+
+
+def mark_candidates(loc: tuple, doc: Doc, hashes: Iterable[int], count: Count) -> Iterator[Doc]:
+    """The candidate hashes ride on the document to the next stage's ``emit`` (same pass; the
+    chunk's scratch file does not keep them)."""
+    found = frozenset(hashes)
+    yield doc._replace(marks=found) if found else doc
+
+
+# --- pass 2: candidate windows → repeated windows → struck ranges ---------------------------
+
+
+def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> Iterator[tuple]:
+    """``(blake2b-128 of the window, (md5(url) or b"", loc, offset))`` per N-byte window whose
+    minimum is a candidate (every occurrence of a repeated window is one of them)."""
+    if not doc.marks:
+        return
+    raw, data = _bytes_of(doc.text)
+    won = winnow(data, n)
+    if won is None:
+        return
+    _h, minima = won
+    wanted = np.fromiter(doc.marks, dtype=_U64, count=len(doc.marks))
+    starts = np.flatnonzero(np.isin(minima, wanted)).tolist()
+    if not starts:
+        return
+    count(STAGE, "candidate_windows", len(starts))
+    owner = _url_md5(doc.url) if keep == "first" else b""
+    view = memoryview(raw)
+    blake = hashlib.blake2b
+    for s in starts:
+        yield blake(view[s : s + n], digest_size=DIGEST_BYTES).digest(), (owner, loc, s)
+
+
+def decide_window(key: bytes, places: Iterable[tuple], count: Count, *, keep: str) -> Iterator:
+    """One window's occurrences → ``(loc, offset)`` of each struck one: all of them (``none``)
+    or all but the smallest ``(md5(url), loc, offset)`` (``first``). Nothing for a unique one."""
+    it = iter(places)
+    if next(it, None) is None or next(it, None) is None:
+        return
+    count(STAGE, "repeated_windows")
+    owner = min(places) if keep == "first" else None
+    for place in places:
+        if place != owner:
+            yield place[1], place[2]
+
+
+def strike(text: str, offsets: Iterable[int], n: int) -> tuple[str | None, int]:
+    """The document after striking ``[s, s + n)`` (bytes) for each ``s`` in ``offsets``, by
+    the module's character and line rules; ``(None, …)`` when no line is left. Also returns
+    the bytes struck (of the removed characters, after widening; line breaks never count)."""
+    raw, data = _bytes_of(text)
+    starts = np.asarray(sorted(set(offsets)), dtype=np.int64)
+    diff = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.add.at(diff, starts, 1)
+    np.add.at(diff, np.minimum(starts + n, len(raw)), -1)
+    struck = np.cumsum(diff[:-1]) > 0
+    char_of = np.cumsum((data & 0xC0) != 0x80) - 1  # the character of each byte
+    removed = np.zeros(len(text), dtype=bool)
+    removed[char_of[struck]] = True
+    removed[char_of[data == 0x0A]] = False  # a line break is never removed
+    struck_bytes = int(np.count_nonzero(removed[char_of]))
+    if not struck_bytes:
+        return text, 0
+    lines: list[str] = []
+    start = 0
+    for line in text.split("\n"):
+        end = start + len(line)
+        gone = removed[start:end]
+        if gone.any():
+            line = "".join(line[i] for i in np.flatnonzero(~gone).tolist()).strip()
+            if not line:
+                start = end + 1
+                continue
+        lines.append(line)
+        start = end + 1
+    return ("\n".join(lines) if any(lines) else None), struck_bytes
+
+
+def apply_strikes(
+    loc: tuple, doc: Doc, offsets: Iterable[int], count: Count, *, n: int
+) -> Iterator[Doc]:
+    found = list(offsets)
+    doc = doc._replace(marks=None)
+    text, struck_bytes = strike(doc.text, found, n) if found else (doc.text, 0)
+    if not struck_bytes:
+        count(STAGE, "passed")
+        yield doc
+        return
+    count(STAGE, "bytes_struck", struck_bytes)
+    if text is None:
+        count(STAGE, "empty")
+        ds.sample(count, STAGE, "empty", doc.text, doc.url)
+        return
+    count(STAGE, "trimmed")
+    yield doc._replace(text=text)
+
+
+# --- the plan's stages ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubstringStage:
+    """One of the two passes as a corpus stage (``c4forge.clean.plan.CorpusStage``): ``emit``
+    keys per document, one ``group`` per key, ``apply`` per document."""
+
+    name: str
+    emit: Any
+    resolve: Any
+    apply: Any
+    shuffle_key: str
+    flow: Flow | None = None
+
+    def decide(self, engine: Any, emitted: Any) -> Any:
+        return engine.group(emitted, f"{self.name}/resolve", self.resolve)
+
+
+def stages(n: int, keep: str) -> tuple[SubstringStage, SubstringStage]:
+    """The winnowing pass (counts under ``substrings``, no funnel row) and the strike pass."""
+    return (
+        SubstringStage(
+            FP_STAGE,
+            functools.partial(emit_fingerprints, n=n),
+            decide_fingerprint,
+            mark_candidates,
+            "64-bit winnowing fingerprint",
+        ),
+        SubstringStage(
+            STAGE,
+            functools.partial(emit_windows, n=n, keep=keep),
+            functools.partial(decide_window, keep=keep),
+            functools.partial(apply_strikes, n=n),
+            f"blake2b-128 of a {n}-byte window",
+            flow=FLOW,
+        ),
+    )
+
+
+def stage(job: Any) -> tuple[SubstringStage, ...]:
+    """``--dedup-substrings N`` (> 0): after every other filter, before the split."""
+    n = getattr(job, "dedup_substrings", 0) or 0
+    if n <= 0:
+        return ()
+    return stages(n, getattr(job, "substrings_keep", "none"))
