@@ -117,3 +117,43 @@ def test_beam_gives_the_same_bytes(first, tmp_path: Path) -> None:
     )
     assert run_clean(job, BeamEngine()) == 0
     assert _files(tmp_path) == _files(first)
+
+
+def test_killed_inside_the_stage_resumes_to_the_same_bytes(tmp_path: Path) -> None:
+    """SIGKILL once a chunk has fed the winnowing pass (its ``docs1`` scratch file: the
+    substring shuffles still to come), then ``--resume``: the bytes of an uninterrupted run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).parent.parent
+    inputs = [DERIVED_WET, *sorted(str(p) for p in (root / "tests/data/wet").glob("*.wet*"))]
+    env = dict(os.environ, C4FORGE_CHUNK_FILES="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+
+    def cmd(out: Path, *extra: str) -> list[str]:
+        return [
+            sys.executable, "-m", "c4forge", "clean", *inputs, "-o", str(out), "--engine",
+            "local", "--workers", "2", "--dedup-substrings", str(N), "--quiet", *extra,
+        ]
+
+    out = tmp_path / "resumed"
+    proc = subprocess.Popen(cmd(out), env=env, start_new_session=True)
+    work = out / "_work"
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        if work.exists() and any(work.glob("chunk-*.docs1.gz")):
+            break
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert any(work.glob("chunk-*.docs1.gz")), "the run never reached the stage"
+    assert not (out / "stats.json").exists(), "the run finished before it could be killed"
+    resumed = subprocess.run(cmd(out, "--resume"), env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    fresh = subprocess.run(cmd(tmp_path / "fresh"), env=env, capture_output=True, text=True)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    assert _files(out) == _files(tmp_path / "fresh")
+    assert _stats(out)["counters"][sub.STAGE]["trimmed"] > 0
