@@ -157,3 +157,46 @@ def test_killed_inside_the_stage_resumes_to_the_same_bytes(tmp_path: Path) -> No
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert _files(out) == _files(tmp_path / "fresh")
     assert _stats(out)["counters"][sub.STAGE]["trimmed"] > 0
+
+
+# --- over an existing corpus folder (--input-format c4) ----------------------------------------
+
+
+def test_a_clean_output_folder_gives_the_in_pipeline_documents(plain, first, tmp_path: Path) -> None:
+    """A c4forge output read back (its shards; stats.json and the rest ignored) with the stage
+    on: the documents the one-pass run wrote; with it off: the same documents again."""
+    (plain / "notes.txt").write_text("not a shard")
+    again = CleanJob((str(plain),), str(tmp_path / "again"), quiet=True, input_format="c4",
+                     engine="local", workers=2, dedup_substrings=N, substrings_keep="first")
+    assert run_clean(again, local.LocalEngine(again)) == 0
+    assert _docs(tmp_path / "again") == _docs(first)
+    same = again.replace(output=str(tmp_path / "same"), dedup_substrings=0)
+    assert run_clean(same, local.LocalEngine(same)) == 0
+    assert _docs(tmp_path / "same") == _docs(plain)
+    stats = _stats(tmp_path / "again")
+    assert stats["conservation_errors"] == [] and stats["config"]["input_format"] == "c4"
+    assert "clean" not in stats["counters"] and "langid" not in stats["counters"]
+
+
+def test_the_released_c4_sample_equals_the_oracle(tmp_path: Path) -> None:
+    """1,000 real C4 validation documents (AllenAI's release as copied in OLMo's fixtures, a
+    ``date`` field for the timestamp): struck as the oracle says, and still validation (the
+    release's split is §11's URL hash)."""
+    from clean_fixtures import C4_SAMPLE, c4_docs
+
+    job = CleanJob((C4_SAMPLE,), str(tmp_path), quiet=True, input_format="c4", engine="local",
+                   workers=1, dedup_substrings=100)
+    assert run_clean(job, local.LocalEngine(job)) == 0
+    pages = sorted((d["url"], d["text"]) for d in c4_docs(0, 1000))
+    want, struck = oracle(pages, 100, "none")
+    assert struck > 0
+    assert _docs(tmp_path) == {u: t for u, t in want.items() if t is not None}
+    assert _stats(tmp_path)["outputs"]["validation"]["documents"] == len(_docs(tmp_path))
+
+
+def test_c4_input_refuses_crawl_variants() -> None:
+    from c4forge.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="clean corpus"):
+        CleanJob(("in",), "out", input_format="c4", variant="realnewslike")
+    assert CleanJob(("in",), "out", input_format="c4").dedup == "none"

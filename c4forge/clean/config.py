@@ -27,7 +27,7 @@ from c4forge.io.storage import is_remote
 SUPPORTED_LANGUAGES = ("en",)  # D5: the language is a parameter; only English has resources
 DEDUP_MODES = ("spans", "lines", "none")
 FORMATS = ("jsonl", "parquet")
-INPUT_FORMATS = ("auto", "wet", "warc")
+INPUT_FORMATS = ("auto", "wet", "warc", "c4")
 NEAR_DEDUP_MODES = ("none", "minhash")
 
 
@@ -113,7 +113,9 @@ class CleanJob(CliConfig):
         "--input-format",
         default="auto",
         choices=list(INPUT_FORMATS),
-        help="wet (conversion records) or warc (HTML responses → text); auto detects",
+        help="wet (conversion records) or warc (HTML responses → text); auto detects; c4: the "
+        "documents of a clean corpus (c4-*.json.gz or .parquet: AllenAI's C4 or a c4forge "
+        "output), through URL dedup and the corpus-wide stages only (--dedup default none)",
     )
     near_dedup: str = option(
         "--near-dedup",
@@ -221,6 +223,13 @@ class CleanJob(CliConfig):
         """Fill the variant's defaults (dedup, bad-words fraction) and refuse options that do
         not belong to it; check its resources now, before any work (one-line errors)."""
         v = self.spec  # ConfigError for an unknown name
+        if self.input_format == "c4":  # a clean corpus: no crawl rules, no variant of them
+            if v.name != DEFAULT_VARIANT:
+                raise ConfigError(
+                    f"--input-format c4 reads a clean corpus; --variant {v.name} does not apply"
+                )
+            if self.dedup is None:
+                object.__setattr__(self, "dedup", "none")
         object.__setattr__(self, "dedup", v.resolve_dedup(self.dedup))
         if self.badwords_fraction is None:
             object.__setattr__(self, "badwords_fraction", v.badwords_fraction)

@@ -246,6 +246,9 @@ def build_plan(job: Any) -> Plan:
     Each stage is one module with a ``stage(job)`` that returns the stage for this job, or
     ``None`` when the job does not run it; this function only lists them, in order.
 
+    ``--input-format c4`` (a clean corpus) keeps read → URL dedup → the page as it is → the
+    corpus-wide stages asked for → split: the crawl rules ran when the corpus was made.
+
     The URL-list join and the paragraph filter follow ``clean`` as document stages, so the
     resumable fronts (clean per page, before URL dedup) stay as they are. The documents are
     the reference's: the join decides on the normalized URL alone and the paragraph filter runs
@@ -262,6 +265,23 @@ def build_plan(job: Any) -> Plan:
     def present(*stages: Any) -> tuple[Any, ...]:
         return tuple(s for s in stages if s is not None)
 
+    if job.input_format == "c4":  # documents of a clean corpus: the corpus-wide stages only
+        return Plan(
+            read=readers.stage(job),
+            read_flow=READ_FLOW,
+            page_stages=(),
+            url_dedup=urls.stage(job),
+            clean=lines.as_is_stage(job),
+            doc_stages=present(
+                exact.stage(job),
+                minhash.stage(job),
+                decontaminate.stage(job),
+                *substrings.stage(job),
+                split.stage(job),
+            ),
+            dedup=job.dedup,
+            near_dedup=job.near_dedup == "minhash",
+        )
     return Plan(
         read=readers.stage(job),
         read_flow=READ_FLOW,
