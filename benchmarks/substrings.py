@@ -47,28 +47,20 @@ STAGES = ("substrings_fp", "substrings")
 
 
 def measured(corpus: Path, config: str, workers: int, tmp: Path) -> dict:
-    """``scale.run`` of one configuration, with the stage's counters and input bytes."""
+    """``scale.run`` of one configuration, with the stage's counters and the UTF-8 bytes of
+    the documents written (``plain``: what enters the stage)."""
+    import gzip
+
     r = scale.run(corpus, config, workers, tmp, keep=True)
     out = Path(r.pop("output"))
     stats = json.loads((out / "stats.json").read_text())
     r["stage_counters"] = stats["counters"].get("substrings", {})
-    r["bytes_out"] = stats["totals"].get("characters_out")
-    shutil.rmtree(out.parent, ignore_errors=True)
-    return r
-
-
-def stage_input_bytes(corpus: Path, workers: int, tmp: Path) -> int:
-    """UTF-8 bytes of the documents the plain clean writes: what enters the stage."""
-    import gzip
-
-    r = scale.run(corpus, "plain", workers, tmp, keep=True)
-    out = Path(r.pop("output"))
-    total = 0
+    r["bytes_written"] = 0
     for p in sorted(out.glob("c4-*.json.gz")):
         with gzip.open(p, "rt", encoding="utf-8") as f:
-            total += sum(len(json.loads(line)["text"].encode("utf-8")) for line in f)
+            r["bytes_written"] += sum(len(json.loads(x)["text"].encode("utf-8")) for x in f)
     shutil.rmtree(out.parent, ignore_errors=True)
-    return total
+    return r
 
 
 def compare(plain: dict, sub: dict, entering: int) -> dict:
@@ -125,11 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     scale.CONFIGS["substrings"] = [
         "--dedup-substrings", str(args.n), "--substrings-keep", args.keep,
     ]
-    entering = stage_input_bytes(corpus, max(args.workers), args.tmp)
     rows: dict[int, dict] = {}
     for w in args.workers:
         plain = measured(corpus, "plain", w, args.tmp)
         sub = measured(corpus, "substrings", w, args.tmp)
+        entering = plain["bytes_written"]
         for r in (plain, sub):
             scale._write(r, args.json)
         row = compare(plain, sub, entering)
