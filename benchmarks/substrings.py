@@ -34,10 +34,9 @@ from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
-# isort: off
-import corpus as corpus_mod  # noqa: E402
-import scale  # noqa: E402
-# isort: on
+import scale  # noqa: E402  (it imports benchmarks/corpus.py and then leaves sys.path as it was)
+
+corpus_mod = scale.corpus_mod
 
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 

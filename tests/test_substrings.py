@@ -24,15 +24,16 @@ TS = "2019-04-18T00:00:00Z"
 
 
 def run_substrings(
-    pages: list[tuple[str, str]], n: int, keep: str, engine=None, collect=list
+    pages: list[tuple[str, str]], n: int, keep: str, engine=None, collect=list, hot=sub.HOT
 ) -> tuple[dict[str, str | None], dict[str, int]]:
     """Both passes of the stage over ``(url, text)`` pages, as the chunk passes run them:
     emit → ``decide`` on the engine → apply, the first pass's output the second's input.
-    Returns ``({url: text or None}, substrings counters)``."""
+    Returns ``({url: text or None}, substrings counters)``; ``hot``: the stage's limit of
+    anchor-grouped occurrences (small: the per-window path too)."""
     engine = engine or LocalEngine()
     located = [((0, i), Doc(u, TS, u, t)) for i, (u, t) in enumerate(pages)]
     counts = CounterBag()
-    for stage in sub.stages(n, keep):
+    for stage in sub.stages(n, keep, hot):
         emit = functools.partial(emit_located, stage=stage)
         emitted = engine.source(f"{stage.name}/docs", located, emit)
         by_loc: dict = {}
@@ -46,8 +47,8 @@ def run_substrings(
     return {u: kept.get(u) for u, _ in pages}, counts.counts.get(sub.STAGE, {})
 
 
-def check_exact(pages: list[tuple[str, str]], n: int, keep: str, **engine) -> dict[str, str | None]:
-    got, counts = run_substrings(pages, n, keep, **engine)
+def check_exact(pages: list[tuple[str, str]], n: int, keep: str, **kw) -> dict[str, str | None]:
+    got, counts = run_substrings(pages, n, keep, **kw)
     want, struck = oracle(pages, n, keep)
     assert got == want
     assert counts.get("bytes_struck", 0) == struck
@@ -70,12 +71,15 @@ def random_corpus(rng: random.Random, docs: int, longest: int) -> list[tuple[str
     return pages
 
 
+@pytest.mark.parametrize("hot", [sub.HOT, 2])
 @pytest.mark.parametrize("keep", sub.KEEP_MODES)
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 12])
-def test_random_corpora_equal_the_oracle(n: int, keep: str) -> None:
+def test_random_corpora_equal_the_oracle(n: int, keep: str, hot: int) -> None:
+    """``hot=2``: hashes marked 3+ times take the per-window path, the others are grouped
+    per anchor, in the same corpus."""
     rng = random.Random(n * 7 + len(keep))
     for _ in range(12):
-        check_exact(random_corpus(rng, rng.randint(1, 6), 40), n, keep)
+        check_exact(random_corpus(rng, rng.randint(1, 6), 40), n, keep, hot=hot)
 
 
 @pytest.mark.parametrize("keep", sub.KEEP_MODES)
@@ -91,7 +95,8 @@ def test_sparse_repeats_in_random_text_equal_the_oracle(keep: str) -> None:
         cut = rng.randint(0, len(text))
         pages.append((f"https://s.example/{i}", text[:cut] + base[a : b + 1] + text[cut:]))
     for n in (5, 9, 16):
-        check_exact(pages, n, keep)
+        for hot in (sub.HOT, 2):
+            check_exact(pages, n, keep, hot=hot)
 
 
 # --- planted repeats in real C4 pages ---------------------------------------------------------
@@ -159,6 +164,7 @@ def test_overlapping_and_in_one_document(real) -> None:
     pages = _plant(pages, 2, a + " … " + a, 5)  # twice in one document
     for keep in sub.KEEP_MODES:
         check_exact(pages, 25, keep)
+        check_exact(pages, 25, keep, hot=2)
     got = check_exact(pages, 25, "first")
     assert got[pages[2][0]].count(a[:25]) <= 1 + (pages[2][0] == min(u for u, _ in pages[:3]))
 
@@ -195,6 +201,17 @@ def test_whole_copies_are_dropped_or_kept_once(real) -> None:
 
 
 # --- the pieces --------------------------------------------------------------------------------
+
+
+def test_anchors_are_the_leftmost_minima() -> None:
+    rng = np.random.default_rng(2)
+    data = rng.integers(0, 3, 500).astype(np.uint8)
+    for n in (2, 6, 21):
+        h, minima = sub.winnow(data, n)
+        w = n - sub.kgram_size(n) + 1
+        starts = np.arange(len(minima))
+        want = [s + int(np.argmin(h[s : s + w])) for s in starts]
+        assert sub.anchor_positions(h, minima, starts).tolist() == want
 
 
 def test_winnow_window_minima_and_marked_positions() -> None:

@@ -59,6 +59,9 @@ STAGE = "substrings"
 FP_STAGE = "substrings_fp"  # the winnowing pass (its shuffle, its profile row)
 KEEP_MODES = ("none", "first")
 DIGEST_BYTES = 16  # blake2b-128 window keys (collision bound in the module docstring)
+# A candidate hash marked more often than this is *hot*: its windows are shuffled one per key
+# (streamed) instead of grouped per anchor (a group holds ≤ HOT × w windows: ≈ 20 MB at N=100).
+HOT = 4096
 FLOW = Flow(
     ("empty",),
     ("passed", "trimmed"),
@@ -185,83 +188,169 @@ def emit_fingerprints(loc: tuple, doc: Doc, count: Count, *, n: int) -> Iterator
         yield v, (loc, c)
 
 
-def decide_fingerprint(key: int, places: Iterable[tuple], count: Count) -> Iterator[tuple]:
-    """A hash marked at ≥ 2 positions corpus-wide → ``(loc, hash)`` to each of its documents.
+def decide_fingerprint(
+    key: int, places: Iterable[tuple], count: Count, *, hot: int = HOT
+) -> Iterator[tuple]:
+    """A hash marked at ≥ 2 positions corpus-wide → ``(loc, mark)`` to each of its documents:
+    the hash, or ``-1 - hash`` when it is *hot* (marked more than ``hot`` times: its windows
+    take the per-window path of pass 2, streamed, so no worker holds a hot anchor's windows).
     Streams the grouped values twice (re-iterable on every engine), never a list."""
     total = 0
     for _loc, c in places:
         total += c
-        if total >= 2:
+        if total > hot:
             break
     if total < 2:
         return
     count(STAGE, "candidate_fingerprints")
+    mark = key if total <= hot else -1 - key
     for loc, _c in places:
-        yield loc, key
+        yield loc, mark
 
 
 def mark_candidates(loc: tuple, doc: Doc, hashes: Iterable[int], count: Count) -> Iterator[Doc]:
-    """The candidate hashes ride on the document to the next stage's ``emit`` (same pass; the
+    """The candidate marks ride on the document to the next stage's ``emit`` (same pass; the
     chunk's scratch file does not keep them)."""
     found = frozenset(hashes)
     yield doc._replace(marks=found) if found else doc
 
 
 # --- pass 2: candidate windows → repeated windows → struck ranges ---------------------------
-
+#
+# Keys: a window's anchor is the leftmost position of its minimum k-gram hash. Windows whose
+# anchor hash is a (not hot) candidate travel per anchor occurrence, ``A`` + the hash as key
+# and the digests of every window anchored there in one value (≈ w/2 windows per item, so the
+# shuffle has that many times fewer items); equal windows have equal anchor hashes and equal
+# offsets from their anchors, so one anchor's group compares them all. A hot anchor's windows
+# travel one per key (their blake2b-128 digest), a group streamed without a copy.
 
 _PLACE = struct.Struct(">III")  # chunk, record, offset: big-endian, so bytes order = tuple order
+_ANCHOR = struct.Struct(">IIII")  # chunk, record, anchor position, first window's start
+_OFFSET = np.dtype(">u4")  # a decision: the struck windows' starts, packed
+_MD5 = 16  # bytes of md5(url), the owner prefix of a place with keep=first
+
+
+def anchor_positions(h: np.ndarray, minima: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The anchor of each window in ``starts``: the first position ≥ its start whose hash is
+    its minimum (one sorted array of ``rank(hash) · (n + 1) + position``, searched)."""
+    n = len(h)
+    values, rank = np.unique(h, return_inverse=True)
+    combined = np.sort(rank.astype(np.int64) * (n + 1) + np.arange(n, dtype=np.int64))
+    wanted = np.searchsorted(values, minima[starts]).astype(np.int64) * (n + 1) + starts
+    return combined[np.searchsorted(combined, wanted)] % (n + 1)
 
 
 def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> Iterator[tuple]:
-    """``(blake2b-128 of the window, place)`` per N-byte window whose minimum is a candidate
-    (every occurrence of a repeated window is one of them). A place is ``md5(url)`` (``first``
-    only) + chunk, record, offset packed in 12 bytes: one small bytes object per window, which
-    pickles several times faster than nested tuples (this shuffle is the stage's largest)."""
+    """The document's candidate windows (every occurrence of a repeated window is one): per
+    anchor of a candidate hash ``(b"A" + hash, owner + chunk, record, anchor, first start +
+    the windows' digests)``; per window of a hot hash ``(digest, owner + chunk, record,
+    start)``. ``owner``: md5(url) with ``first``, else empty. Packed bytes, not tuples: this
+    is the stage's largest shuffle, and bytes pickle several times faster."""
     if not doc.marks:
         return
     raw, data = _bytes_of(doc.text)
     won = winnow(data, n)
     if won is None:
         return
-    _h, minima = won
-    wanted = np.fromiter(doc.marks, dtype=_U64, count=len(doc.marks))
-    starts = np.flatnonzero(np.isin(minima, wanted)).tolist()
-    if not starts:
+    h, minima = won
+    normal = np.array([m for m in doc.marks if m >= 0], dtype=_U64)
+    hot = np.array([-1 - m for m in doc.marks if m < 0], dtype=_U64)
+    grouped = np.flatnonzero(np.isin(minima, normal))
+    single = np.flatnonzero(np.isin(minima, hot)).tolist()
+    if not len(grouped) and not single:
         return
-    count(STAGE, "candidate_windows", len(starts))
+    count(STAGE, "candidate_windows", len(grouped) + len(single))
     owner = _url_md5(doc.url) if keep == "first" else b""
     chunk, record = loc
     view = memoryview(raw)
     blake = hashlib.blake2b
-    pack = _PLACE.pack
-    for s in starts:
-        yield blake(view[s : s + n], digest_size=DIGEST_BYTES).digest(), owner + pack(chunk, record, s)
+
+    def digest(s: int) -> bytes:
+        return blake(view[s : s + n], digest_size=DIGEST_BYTES).digest()
+
+    for s in single:
+        yield digest(s), owner + _PLACE.pack(chunk, record, s)
+    if not len(grouped):
+        return
+    anchors = anchor_positions(h, minima, grouped)
+    cuts = (np.flatnonzero(np.diff(anchors)) + 1).tolist()
+    starts, anchor_of = grouped.tolist(), anchors.tolist()
+    for lo, hi in zip([0, *cuts], [*cuts, len(starts)], strict=True):
+        p = anchor_of[lo]
+        head = owner + _ANCHOR.pack(chunk, record, p, starts[lo])
+        body = b"".join(digest(s) for s in starts[lo:hi])
+        yield b"A" + int(h[p]).to_bytes(8, "big"), head + body
 
 
-def decide_window(key: bytes, places: Iterable[tuple], count: Count, *, keep: str) -> Iterator:
-    """One window's occurrences → ``(loc, offset)`` of each struck one: all of them (``none``)
-    or all but the smallest ``(md5(url), loc, offset)`` (``first``; the packed places compare
-    in that order). Nothing for a unique one."""
+def decide_window(key: bytes, places: Iterable[bytes], count: Count, *, keep: str) -> Iterator:
+    """One key's occurrences → ``(loc, struck starts)`` per document with struck windows: all
+    occurrences of a repeated window (``none``) or all but the smallest ``(md5(url), loc,
+    offset)`` (``first``; packed places compare in that order)."""
+    if len(key) == DIGEST_BYTES:
+        yield from _decide_single(places, count, keep)
+    else:
+        yield from _decide_anchor(places, count, keep)
+
+
+def _decide_single(places: Iterable[bytes], count: Count, keep: str) -> Iterator:
     it = iter(places)
     if next(it, None) is None or next(it, None) is None:
         return
     count(STAGE, "repeated_windows")
     owner = min(places) if keep == "first" else None
-    unpack = _PLACE.unpack_from
-    skip = 16 if keep == "first" else 0  # the md5(url) prefix (16 bytes)
+    skip = _MD5 if keep == "first" else 0
     for place in places:
         if place != owner:
-            chunk, record, offset = unpack(place, skip)
-            yield (chunk, record), offset
+            chunk, record, offset = _PLACE.unpack_from(place, skip)
+            yield (chunk, record), np.array([offset], dtype=_OFFSET).tobytes()
 
 
-def strike(text: str, offsets: Iterable[int], n: int) -> tuple[str | None, int]:
+def _anchored(place: bytes, skip: int) -> Iterator[tuple[tuple, bytes, bytes]]:
+    """The windows of one anchor occurrence: ``((offset from anchor, digest), place, owner)``."""
+    chunk, record, p, first = _ANCHOR.unpack_from(place, skip)
+    owner = place[:skip]
+    body = memoryview(place)[skip + _ANCHOR.size :]
+    for j in range(0, len(body), DIGEST_BYTES):
+        s = first + j // DIGEST_BYTES
+        yield (s - p, bytes(body[j : j + DIGEST_BYTES])), owner + _PLACE.pack(chunk, record, s), owner
+
+
+def _decide_anchor(places: Iterable[bytes], count: Count, keep: str) -> Iterator:
+    """All windows anchored at one (not hot) hash: per (offset from anchor, digest) its count
+    and smallest place, then each occurrence's struck windows. At most ``HOT`` occurrences of
+    at most w windows each: the memory bound of a group."""
+    skip = _MD5 if keep == "first" else 0
+    seen: dict[tuple, list] = {}
+    for place in places:
+        for window, at, _owner in _anchored(place, skip):
+            entry = seen.get(window)
+            if entry is None:
+                seen[window] = [1, at]
+            else:
+                entry[0] += 1
+                if at < entry[1]:
+                    entry[1] = at
+    repeated = sum(1 for entry in seen.values() if entry[0] >= 2)
+    if not repeated:
+        return
+    count(STAGE, "repeated_windows", repeated)
+    for place in places:
+        struck = [
+            _PLACE.unpack_from(at, skip)[2]
+            for window, at, _owner in _anchored(place, skip)
+            if seen[window][0] >= 2 and (keep == "none" or seen[window][1] != at)
+        ]
+        if struck:
+            chunk, record = _ANCHOR.unpack_from(place, skip)[:2]
+            yield (chunk, record), np.array(struck, dtype=_OFFSET).tobytes()
+
+
+def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
     """The document after striking ``[s, s + n)`` (bytes) for each ``s`` in ``offsets``, by
     the module's character and line rules; ``(None, …)`` when no line is left. Also returns
     the bytes struck (of the removed characters, after widening; line breaks never count)."""
     raw, data = _bytes_of(text)
-    starts = np.asarray(sorted(set(offsets)), dtype=np.int64)
+    starts = np.unique(np.asarray(offsets, dtype=np.int64))
     diff = np.zeros(len(raw) + 1, dtype=np.int64)
     np.add.at(diff, starts, 1)
     np.add.at(diff, np.minimum(starts + n, len(raw)), -1)
@@ -289,11 +378,12 @@ def strike(text: str, offsets: Iterable[int], n: int) -> tuple[str | None, int]:
 
 
 def apply_strikes(
-    loc: tuple, doc: Doc, offsets: Iterable[int], count: Count, *, n: int
+    loc: tuple, doc: Doc, decisions: Iterable[bytes], count: Count, *, n: int
 ) -> Iterator[Doc]:
-    found = list(offsets)
+    """The document with its struck windows removed (``decisions``: packed starts)."""
+    found = [np.frombuffer(d, dtype=_OFFSET) for d in decisions]
     doc = doc._replace(marks=None)
-    text, struck_bytes = strike(doc.text, found, n) if found else (doc.text, 0)
+    text, struck_bytes = strike(doc.text, np.concatenate(found), n) if found else (doc.text, 0)
     if not struck_bytes:
         count(STAGE, "passed")
         yield doc
@@ -326,13 +416,13 @@ class SubstringStage:
         return engine.group(emitted, f"{self.name}/resolve", self.resolve)
 
 
-def stages(n: int, keep: str) -> tuple[SubstringStage, SubstringStage]:
+def stages(n: int, keep: str, hot: int = HOT) -> tuple[SubstringStage, SubstringStage]:
     """The winnowing pass (counts under ``substrings``, no funnel row) and the strike pass."""
     return (
         SubstringStage(
             FP_STAGE,
             functools.partial(emit_fingerprints, n=n),
-            decide_fingerprint,
+            functools.partial(decide_fingerprint, hot=hot),
             mark_candidates,
             "64-bit winnowing fingerprint",
         ),
@@ -341,7 +431,7 @@ def stages(n: int, keep: str) -> tuple[SubstringStage, SubstringStage]:
             functools.partial(emit_windows, n=n, keep=keep),
             functools.partial(decide_window, keep=keep),
             functools.partial(apply_strikes, n=n),
-            f"blake2b-128 of a {n}-byte window",
+            f"64-bit anchor fingerprint, or blake2b-128 of a {n}-byte window",
             flow=FLOW,
         ),
     )
