@@ -200,3 +200,16 @@ def test_c4_input_refuses_crawl_variants() -> None:
     with pytest.raises(ConfigError, match="clean corpus"):
         CleanJob(("in",), "out", input_format="c4", variant="realnewslike")
     assert CleanJob(("in",), "out", input_format="c4").dedup == "none"
+
+
+def test_the_datasheet_knows_the_stage(first, tmp_path: Path) -> None:
+    from c4forge.cli import main
+
+    assert main(["report", str(first), "-o", str(tmp_path), "--quiet"]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["config"]["dedup_substrings"] == {"bytes": N, "keep": "first"}
+    row = next(r for r in report["funnel"] if r["stage"] == sub.STAGE)
+    counters = _stats(first)["counters"][sub.STAGE]
+    assert row["dropped"] == counters["empty"]
+    assert row["pages_out"] == counters["passed"] + counters["trimmed"] == len(_docs(first))
+    assert "exact substrings 60 bytes (keep first)" in (tmp_path / "index.html").read_text()
