@@ -24,19 +24,23 @@ worker holds one document or one key's occurrences, on every engine:
    window of k-grams per N-byte window), and the *marked* positions (a k-gram equal to the
    minimum of a window that contains it). Per distinct marked hash, ``(hash, (loc, count))``;
    a hash marked at ≥ 2 positions corpus-wide is a *candidate*, sent back to its documents.
-2. ``substrings``: per document, every N-byte window whose minimum is a candidate emits
-   ``(blake2b-128 of its bytes, (md5(url), loc, offset))``; a key with ≥ 2 occurrences is a
-   repeated window: its struck occurrences go back to their documents, which apply them.
+2. ``substrings``: per document, every N-byte window whose minimum is a candidate is hashed
+   (blake2b-128 of its bytes); the windows anchored at one position (the leftmost minimum of
+   each) travel as one item keyed by the anchor's hash, or, for a hot hash (marked more than
+   ``HOT`` times), one item per window keyed by its digest. A window counted ≥ 2 times is
+   repeated: its struck occurrences go back to their documents, which apply them.
 
 Exactness: two occurrences of one N-byte window have the same k-gram hashes, hence the same
 minimum m, and each has a marked position of hash m (the window's own leftmost minimum), at
 distinct positions (distinct documents, or in one document offsets that differ by the
-windows' offset). So m is counted ≥ 2 times, is a candidate in both documents, and both
-windows are emitted in step 2: every occurrence of every repeated window is counted there,
-and step 2 sees only whole occurrence lists. A k-gram hash collision only adds candidates
+windows' offset). So m is counted ≥ 2 times, is a candidate (hot or not, the same for both)
+in both documents, and both windows are emitted in step 2 under the same key (m, at the same
+offset from their anchors; or the same digest): every occurrence of every repeated window is
+counted there, and step 2 sees only whole occurrence lists. A k-gram hash collision only adds candidates
 (work, never a wrong strike); a wrong strike needs two different candidate windows with equal
 128-bit blake2b digests: for M distinct candidate windows the probability is at most
-M²/2¹²⁹ (≈ 1.5·10⁻¹⁵ for M = 10¹², more windows than C4 has bytes).
+M²/2¹²⁹ (≈ 1.5·10⁻¹⁵ for M = 10¹², more windows than C4 has bytes). Memory: one document,
+one hot window's occurrences (streamed) or one anchor's (≤ ``HOT`` × w windows) per worker.
 """
 
 from __future__ import annotations
