@@ -213,3 +213,23 @@ def test_the_datasheet_knows_the_stage(first, tmp_path: Path) -> None:
     assert row["dropped"] == counters["empty"]
     assert row["pages_out"] == counters["passed"] + counters["trimmed"] == len(_docs(first))
     assert "exact substrings 60 bytes (keep first)" in (tmp_path / "index.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--dedup-substrings", "-5"], "--dedup-substrings must be an integer >= 0"),
+        (["--dedup-substrings", "100", "--substrings-keep", "all"], "--substrings-keep"),
+        (["--input-format", "c4", "--variant", "realnewslike"], "--input-format c4"),
+    ],
+)
+def test_bad_options_are_one_line_errors(tmp_path: Path, capsys, option, message) -> None:
+    from c4forge import cli
+
+    try:  # argparse's own choices end in SystemExit(2), c4forge's checks in a return of 2
+        code = cli.main(["clean", DERIVED_WET, "-o", str(tmp_path / "out"), *option])
+    except SystemExit as stop:
+        code = stop.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "Traceback" not in err
