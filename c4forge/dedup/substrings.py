@@ -36,11 +36,15 @@ distinct positions (distinct documents, or in one document offsets that differ b
 windows' offset). So m is counted ≥ 2 times, is a candidate (hot or not, the same for both)
 in both documents, and both windows are emitted in step 2 under the same key (m, at the same
 offset from their anchors; or the same digest): every occurrence of every repeated window is
-counted there, and step 2 sees only whole occurrence lists. A k-gram hash collision only adds candidates
-(work, never a wrong strike); a wrong strike needs two different candidate windows with equal
-128-bit blake2b digests: for M distinct candidate windows the probability is at most
-M²/2¹²⁹ (≈ 1.5·10⁻¹⁵ for M = 10¹², more windows than C4 has bytes). Memory: one document,
-one hot window's occurrences (streamed) or one anchor's (≤ ``HOT`` × w windows) per worker.
+counted there, and step 2 sees only whole occurrence lists. A k-gram hash collision only adds
+candidates (work, never a wrong strike). A wrong strike needs two different windows with equal digests
+where they are compared: hot windows are keyed by blake2b-128 (≤ M²/2¹²⁹ for M distinct
+ones), anchored windows are compared only within one anchor hash and one offset from it, by
+blake2b-64, among at most ``HOT`` occurrences (≤ HOT·M/2⁶⁵ over M distinct windows). For
+M = 10¹², more windows than C4 has bytes, that is ≈ 1·10⁻⁴ for the whole corpus.
+
+Memory per worker: one document, one hot window's occurrences (streamed) or one anchor's
+(≤ ``HOT`` × w windows), whatever the corpus size.
 """
 
 from __future__ import annotations
@@ -62,7 +66,8 @@ from c4forge.errors import ConfigError
 STAGE = "substrings"
 FP_STAGE = "substrings_fp"  # the winnowing pass (its shuffle, its profile row)
 KEEP_MODES = ("none", "first")
-DIGEST_BYTES = 16  # blake2b-128 window keys (collision bound in the module docstring)
+DIGEST_BYTES = 16  # blake2b-128: a hot window's key (collision bound in the module docstring)
+ANCHORED_BYTES = 8  # blake2b-64: a window compared only within its anchor's group
 # A candidate hash marked more often than this is *hot*: its windows are shuffled one per key
 # (streamed) instead of grouped per anchor (a group holds ≤ HOT × w windows: ≈ 20 MB at N=100).
 HOT = 4096
@@ -74,6 +79,7 @@ FLOW = Flow(
     detail="bytes/windows",
 )
 
+_PLACE = struct.Struct(">III")  # chunk, record, offset (or count): bytes order = tuple order
 _U64 = np.uint64
 _MAX = np.iinfo(np.uint64).max
 _BASE = 0x9E3779B97F4A7C15  # odd, so invertible modulo 2**64
@@ -181,15 +187,17 @@ def _url_md5(url: str) -> bytes:
 
 
 def emit_fingerprints(loc: tuple, doc: Doc, count: Count, *, n: int) -> Iterator[tuple]:
-    """``(marked hash, (loc, positions))`` per distinct marked hash of the document."""
+    """``(marked hash, chunk + record + positions packed in 12 bytes)`` per distinct marked
+    hash of the document."""
     _raw, data = _bytes_of(doc.text)
     won = winnow(data, n)
     if won is None:
         return
     h, minima = won
     values, counts = np.unique(marked_hashes(h, minima, n - kgram_size(n) + 1), return_counts=True)
+    chunk, record = loc
     for v, c in zip(values.tolist(), counts.tolist(), strict=True):
-        yield v, (loc, c)
+        yield v, _PLACE.pack(chunk, record, c)
 
 
 def decide_fingerprint(
@@ -200,16 +208,17 @@ def decide_fingerprint(
     take the per-window path of pass 2, streamed, so no worker holds a hot anchor's windows).
     Streams the grouped values twice (re-iterable on every engine), never a list."""
     total = 0
-    for _loc, c in places:
-        total += c
+    for place in places:
+        total += _PLACE.unpack(place)[2]
         if total > hot:
             break
     if total < 2:
         return
     count(STAGE, "candidate_fingerprints")
     mark = key if total <= hot else -1 - key
-    for loc, _c in places:
-        yield loc, mark
+    for place in places:
+        chunk, record, _c = _PLACE.unpack(place)
+        yield (chunk, record), mark
 
 
 def mark_candidates(loc: tuple, doc: Doc, hashes: Iterable[int], count: Count) -> Iterator[Doc]:
@@ -228,7 +237,6 @@ def mark_candidates(loc: tuple, doc: Doc, hashes: Iterable[int], count: Count) -
 # offsets from their anchors, so one anchor's group compares them all. A hot anchor's windows
 # travel one per key (their blake2b-128 digest), a group streamed without a copy.
 
-_PLACE = struct.Struct(">III")  # chunk, record, offset: big-endian, so bytes order = tuple order
 _ANCHOR = struct.Struct(">IIII")  # chunk, record, anchor position, first window's start
 _OFFSET = np.dtype(">u4")  # a decision: the struck windows' starts, packed
 _MD5 = 16  # bytes of md5(url), the owner prefix of a place with keep=first
@@ -269,11 +277,11 @@ def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> It
     view = memoryview(raw)
     blake = hashlib.blake2b
 
-    def digest(s: int) -> bytes:
-        return blake(view[s : s + n], digest_size=DIGEST_BYTES).digest()
+    def digest(s: int, size: int = ANCHORED_BYTES) -> bytes:
+        return blake(view[s : s + n], digest_size=size).digest()
 
     for s in single:
-        yield digest(s), owner + _PLACE.pack(chunk, record, s)
+        yield digest(s, DIGEST_BYTES), owner + _PLACE.pack(chunk, record, s)
     if not len(grouped):
         return
     anchors = anchor_positions(h, minima, grouped)
@@ -314,9 +322,9 @@ def _anchored(place: bytes, skip: int) -> Iterator[tuple[tuple, bytes, bytes]]:
     chunk, record, p, first = _ANCHOR.unpack_from(place, skip)
     owner = place[:skip]
     body = memoryview(place)[skip + _ANCHOR.size :]
-    for j in range(0, len(body), DIGEST_BYTES):
-        s = first + j // DIGEST_BYTES
-        yield (s - p, bytes(body[j : j + DIGEST_BYTES])), owner + _PLACE.pack(chunk, record, s), owner
+    for j in range(0, len(body), ANCHORED_BYTES):
+        s = first + j // ANCHORED_BYTES
+        yield (s - p, bytes(body[j : j + ANCHORED_BYTES])), owner + _PLACE.pack(chunk, record, s), owner
 
 
 def _decide_anchor(places: Iterable[bytes], count: Count, keep: str) -> Iterator:
