@@ -317,44 +317,45 @@ def _decide_single(places: Iterable[bytes], count: Count, keep: str) -> Iterator
             yield (chunk, record), np.array([offset], dtype=_OFFSET).tobytes()
 
 
-def _anchored(place: bytes, skip: int) -> Iterator[tuple[tuple, bytes, bytes]]:
-    """The windows of one anchor occurrence: ``((offset from anchor, digest), place, owner)``."""
+def _anchored(place: bytes, skip: int) -> tuple[tuple, list[tuple[tuple, int]]]:
+    """One anchor occurrence → ``((owner, chunk, record), [((offset from anchor, digest),
+    start)…])``: its windows, keyed as the group compares them."""
     chunk, record, p, first = _ANCHOR.unpack_from(place, skip)
-    owner = place[:skip]
-    body = memoryview(place)[skip + _ANCHOR.size :]
-    for j in range(0, len(body), ANCHORED_BYTES):
-        s = first + j // ANCHORED_BYTES
-        yield (s - p, bytes(body[j : j + ANCHORED_BYTES])), owner + _PLACE.pack(chunk, record, s), owner
+    body = place[skip + _ANCHOR.size :]
+    size = ANCHORED_BYTES
+    windows = [((first + i - p, body[i * size : (i + 1) * size]), first + i) for i in range(len(body) // size)]
+    return (place[:skip], chunk, record), windows
 
 
 def _decide_anchor(places: Iterable[bytes], count: Count, keep: str) -> Iterator:
     """All windows anchored at one (not hot) hash: per (offset from anchor, digest) its count
-    and smallest place, then each occurrence's struck windows. At most ``HOT`` occurrences of
-    at most w windows each: the memory bound of a group."""
+    (and with ``first`` its smallest place), then each occurrence's struck windows. At most
+    ``HOT`` occurrences of at most w windows each: the memory bound of a group."""
     skip = _MD5 if keep == "first" else 0
-    seen: dict[tuple, list] = {}
+    seen: dict[tuple, int] = {}
+    owners: dict[tuple, tuple] = {}
     for place in places:
-        for window, at, _owner in _anchored(place, skip):
-            entry = seen.get(window)
-            if entry is None:
-                seen[window] = [1, at]
-            else:
-                entry[0] += 1
-                if at < entry[1]:
-                    entry[1] = at
-    repeated = sum(1 for entry in seen.values() if entry[0] >= 2)
+        doc, windows = _anchored(place, skip)
+        for window, s in windows:
+            seen[window] = seen.get(window, 0) + 1
+            if skip:
+                at = (*doc, s)
+                best = owners.get(window)
+                if best is None or at < best:
+                    owners[window] = at
+    repeated = sum(1 for n in seen.values() if n >= 2)
     if not repeated:
         return
     count(STAGE, "repeated_windows", repeated)
     for place in places:
+        doc, windows = _anchored(place, skip)
         struck = [
-            _PLACE.unpack_from(at, skip)[2]
-            for window, at, _owner in _anchored(place, skip)
-            if seen[window][0] >= 2 and (keep == "none" or seen[window][1] != at)
+            s
+            for window, s in windows
+            if seen[window] >= 2 and not (skip and owners[window] == (*doc, s))
         ]
         if struck:
-            chunk, record = _ANCHOR.unpack_from(place, skip)[:2]
-            yield (chunk, record), np.array(struck, dtype=_OFFSET).tobytes()
+            yield doc[1:], np.array(struck, dtype=_OFFSET).tobytes()
 
 
 def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
