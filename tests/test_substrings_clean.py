@@ -108,14 +108,16 @@ def test_spark_gives_the_same_bytes(first, tmp_path: Path) -> None:
     assert _files(tmp_path) == _files(first)
 
 
-def test_beam_gives_the_same_bytes(first, tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_beam_gives_the_same_bytes(first, tmp_path: Path, workers: int) -> None:
+    """One in-process DirectRunner worker, and two worker processes."""
     from c4forge.engines.beam import BeamEngine
 
     job = CleanJob(
-        (DERIVED_WET,), str(tmp_path), quiet=True, engine="beam",
+        (DERIVED_WET,), str(tmp_path), quiet=True, engine="beam", workers=workers,
         dedup_substrings=N, substrings_keep="first",
     )
-    assert run_clean(job, BeamEngine()) == 0
+    assert run_clean(job, BeamEngine(job if workers > 1 else None)) == 0
     assert _files(tmp_path) == _files(first)
 
 
