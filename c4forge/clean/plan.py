@@ -112,9 +112,10 @@ class GroupStage:
 
 @dataclass(frozen=True)
 class JoinStage:
-    """A corpus-wide decision joined back to the documents (exact dedup): ``emit`` → per key
-    either ``resolve(k, values, count)`` or a ``combine`` (``fn(values) -> value``, pre-combined
-    before the shuffle) followed by ``resolve(item, count)`` as a map → ``(loc, decision)*``."""
+    """A corpus-wide decision joined back to the documents (exact dedup, both passes of exact
+    substrings): ``emit`` → per key either ``resolve(k, values, count)`` or a ``combine``
+    (``fn(values) -> value``, pre-combined before the shuffle) followed by
+    ``resolve(item, count)`` as a map → ``(loc, decision)*``."""
 
     name: str
     emit: Fn

@@ -53,7 +53,6 @@ import functools
 import hashlib
 import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -413,33 +412,20 @@ def apply_strikes(
 # --- the plan's stages ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SubstringStage:
-    """One of the two passes as a corpus stage (``c4forge.clean.plan.CorpusStage``): ``emit``
-    keys per document, one ``group`` per key, ``apply`` per document."""
+def stages(n: int, keep: str, hot: int = HOT) -> tuple[Any, Any]:
+    """The winnowing pass (counts under ``substrings``, no funnel row) and the strike pass,
+    each a ``JoinStage``: ``emit`` per document, one group per key, ``apply`` per document."""
+    from c4forge.clean.plan import JoinStage
 
-    name: str
-    emit: Any
-    resolve: Any
-    apply: Any
-    shuffle_key: str
-    flow: Flow | None = None
-
-    def decide(self, engine: Any, emitted: Any) -> Any:
-        return engine.group(emitted, f"{self.name}/resolve", self.resolve)
-
-
-def stages(n: int, keep: str, hot: int = HOT) -> tuple[SubstringStage, SubstringStage]:
-    """The winnowing pass (counts under ``substrings``, no funnel row) and the strike pass."""
     return (
-        SubstringStage(
+        JoinStage(
             FP_STAGE,
             functools.partial(emit_fingerprints, n=n),
             functools.partial(decide_fingerprint, hot=hot),
             mark_candidates,
             "64-bit winnowing fingerprint",
         ),
-        SubstringStage(
+        JoinStage(
             STAGE,
             functools.partial(emit_windows, n=n, keep=keep),
             functools.partial(decide_window, keep=keep),
@@ -450,7 +436,7 @@ def stages(n: int, keep: str, hot: int = HOT) -> tuple[SubstringStage, Substring
     )
 
 
-def stage(job: Any) -> tuple[SubstringStage, ...]:
+def stage(job: Any) -> tuple[Any, ...]:
     """``--dedup-substrings N`` (> 0): after every other filter, before the split."""
     n = getattr(job, "dedup_substrings", 0) or 0
     if n <= 0:
