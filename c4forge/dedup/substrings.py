@@ -275,21 +275,19 @@ def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> It
     chunk, record = loc
     view = memoryview(raw)
     blake = hashlib.blake2b
-
-    def digest(s: int, size: int = ANCHORED_BYTES) -> bytes:
-        return blake(view[s : s + n], digest_size=size).digest()
-
     for s in single:
-        yield digest(s, DIGEST_BYTES), owner + _PLACE.pack(chunk, record, s)
+        key = blake(view[s : s + n], digest_size=DIGEST_BYTES).digest()
+        yield key, owner + _PLACE.pack(chunk, record, s)
     if not len(grouped):
         return
     anchors = anchor_positions(h, minima, grouped)
     cuts = (np.flatnonzero(np.diff(anchors)) + 1).tolist()
     starts, anchor_of = grouped.tolist(), anchors.tolist()
+    size = ANCHORED_BYTES
     for lo, hi in zip([0, *cuts], [*cuts, len(starts)], strict=True):
         p = anchor_of[lo]
         head = owner + _ANCHOR.pack(chunk, record, p, starts[lo])
-        body = b"".join(digest(s) for s in starts[lo:hi])
+        body = b"".join([blake(view[s : s + n], digest_size=size).digest() for s in starts[lo:hi]])
         yield b"A" + int(h[p]).to_bytes(8, "big"), head + body
 
 
