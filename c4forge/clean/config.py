@@ -27,7 +27,7 @@ from c4forge.io.storage import is_remote
 SUPPORTED_LANGUAGES = ("en",)  # D5: the language is a parameter; only English has resources
 DEDUP_MODES = ("spans", "lines", "none")
 FORMATS = ("jsonl", "parquet")
-INPUT_FORMATS = ("auto", "wet", "warc")
+INPUT_FORMATS = ("auto", "wet", "warc", "c4")
 NEAR_DEDUP_MODES = ("none", "minhash")
 
 
@@ -121,7 +121,9 @@ class CleanJob(CliConfig):
         "--input-format",
         default="auto",
         choices=list(INPUT_FORMATS),
-        help="wet (conversion records) or warc (HTML responses → text); auto detects",
+        help="wet (conversion records) or warc (HTML responses → text); auto detects; c4: the "
+        "documents of a clean corpus (c4-*.json.gz or .parquet: AllenAI's C4 or a c4forge "
+        "output), through URL dedup and the corpus-wide stages only (--dedup default none)",
     )
     near_dedup: str = option(
         "--near-dedup",
@@ -135,6 +137,22 @@ class CleanJob(CliConfig):
     )
     threshold: float = option(
         "--threshold", default=0.8, type=float, help="near-dedup Jaccard threshold"
+    )
+    dedup_substrings: int = option(
+        "--dedup-substrings",
+        default=0,
+        type=int,
+        metavar="N",
+        help="exact-substring dedup after every other filter (Lee et al. 2022): strike every "
+        "N-byte window that occurs at least twice in the corpus (the reference tool's examples "
+        "use 100); 0 = off (default)",
+    )
+    substrings_keep: str = option(
+        "--substrings-keep",
+        default="none",
+        choices=["none", "first"],
+        help="with --dedup-substrings: none = strike every copy (the paper's semantics, "
+        "default); first = keep the copy in the page with the smallest md5 of its URL",
     )
     badwords_fraction: float | None = option(
         "--badwords-fraction",
@@ -213,6 +231,13 @@ class CleanJob(CliConfig):
         """Fill the variant's defaults (dedup, bad-words fraction) and refuse options that do
         not belong to it; check its resources now, before any work (one-line errors)."""
         v = self.spec  # ConfigError for an unknown name
+        if self.input_format == "c4":  # a clean corpus: no crawl rules, no variant of them
+            if v.name != DEFAULT_VARIANT:
+                raise ConfigError(
+                    f"--input-format c4 reads a clean corpus; --variant {v.name} does not apply"
+                )
+            if self.dedup is None:
+                object.__setattr__(self, "dedup", "none")
         object.__setattr__(self, "dedup", v.resolve_dedup(self.dedup))
         if self.badwords_fraction is None:
             object.__setattr__(self, "badwords_fraction", v.badwords_fraction)
@@ -296,6 +321,9 @@ class CleanJob(CliConfig):
             raise ConfigError(f"--workers must be >= 1, got {self.workers}")
         if self.near_dedup != "none":
             self.minhash_params()  # ConfigError on bad values
+        from c4forge.dedup.substrings import check_options
+
+        check_options(self.dedup_substrings, self.substrings_keep)
         if self.keep_samples < 0:
             raise ConfigError(f"--keep-samples must be >= 0, got {self.keep_samples}")
         if self.decontaminate_ngram < 1:
@@ -370,6 +398,11 @@ class CleanJob(CliConfig):
             config["decontaminate"] = self.benchmarks[1]
         if self.keep_samples:
             config["keep_samples"] = self.keep_samples
+        if self.dedup_substrings:  # only when asked: other runs' stats.json stay as they were
+            config["dedup_substrings"] = {
+                "bytes": self.dedup_substrings,
+                "keep": self.substrings_keep,
+            }
         if self.near_dedup != "none":
             config["near_dedup_params"] = {
                 "ngram": self.ngram,

@@ -17,6 +17,9 @@ class Doc(NamedTuple):
     text: str
     sentences: Any = None
     language: str = "en"  # set by language ID (CLD3 in --variant multilingual)
+    # Substring dedup's candidate fingerprints, from its winnowing pass to its window pass in
+    # memory only (never written to a chunk's scratch file); None everywhere else.
+    marks: Any = None
 
 
 class UrlEntry(NamedTuple):

@@ -112,9 +112,10 @@ class GroupStage:
 
 @dataclass(frozen=True)
 class JoinStage:
-    """A corpus-wide decision joined back to the documents (exact dedup): ``emit`` → per key
-    either ``resolve(k, values, count)`` or a ``combine`` (``fn(values) -> value``, pre-combined
-    before the shuffle) followed by ``resolve(item, count)`` as a map → ``(loc, decision)*``."""
+    """A corpus-wide decision joined back to the documents (exact dedup, both passes of exact
+    substrings): ``emit`` → per key either ``resolve(k, values, count)`` or a ``combine``
+    (``fn(values) -> value``, pre-combined before the shuffle) followed by
+    ``resolve(item, count)`` as a map → ``(loc, decision)*``."""
 
     name: str
     emit: Fn
@@ -240,10 +241,14 @@ def build_plan(job: Any) -> Plan:
     """The stages of c4_rules.md §1 for ``job`` (a ``CleanJob``), in the reference order; the
     job's corpus variant (TFDS ``_get_pages_pcollection``) adds, swaps or drops stages:
     read → length → [realnews] → URL dedup → clean or [as-is] → [webtext join] →
-    [paragraph] → [dedup] → [near-dedup] → [decontaminate] → langdetect or [CLD3] → [bad words] → split.
+    [paragraph] → [dedup] → [near-dedup] → [decontaminate] → langdetect or [CLD3] → [bad words]
+    → [exact substrings: winnowing pass, strike pass] → split.
 
     Each stage is one module with a ``stage(job)`` that returns the stage for this job, or
     ``None`` when the job does not run it; this function only lists them, in order.
+
+    ``--input-format c4`` (a clean corpus) keeps read → URL dedup → the page as it is → the
+    corpus-wide stages asked for → split: the crawl rules ran when the corpus was made.
 
     The URL-list join and the paragraph filter follow ``clean`` as document stages, so the
     resumable fronts (clean per page, before URL dedup) stay as they are. The documents are
@@ -253,7 +258,7 @@ def build_plan(job: Any) -> Plan:
     """
     from c4forge import readers
     from c4forge.contamination import stage as decontaminate
-    from c4forge.dedup import exact, minhash, urls
+    from c4forge.dedup import exact, minhash, substrings, urls
     from c4forge.langid import stage as langid
     from c4forge.readers.warc_html import READ_FLOW
     from c4forge.rules import badwords, lines, paragraphs, realnews, split, url_list
@@ -261,6 +266,23 @@ def build_plan(job: Any) -> Plan:
     def present(*stages: Any) -> tuple[Any, ...]:
         return tuple(s for s in stages if s is not None)
 
+    if job.input_format == "c4":  # documents of a clean corpus: the corpus-wide stages only
+        return Plan(
+            read=readers.stage(job),
+            read_flow=READ_FLOW,
+            page_stages=(),
+            url_dedup=urls.stage(job),
+            clean=lines.as_is_stage(job),
+            doc_stages=present(
+                exact.stage(job),
+                minhash.stage(job),
+                decontaminate.stage(job),
+                *substrings.stage(job),
+                split.stage(job),
+            ),
+            dedup=job.dedup,
+            near_dedup=job.near_dedup == "minhash",
+        )
     return Plan(
         read=readers.stage(job),
         read_flow=READ_FLOW,
@@ -275,6 +297,7 @@ def build_plan(job: Any) -> Plan:
             decontaminate.stage(job),
             langid.stage(job),
             badwords.stage(job),
+            *substrings.stage(job),
             split.stage(job),
         ),
         dedup=job.dedup,
@@ -300,6 +323,8 @@ class _RecordedJob:
     url_list_files: tuple[str, ...] = ()
     languages: tuple[str, ...] = ()
     benchmarks: tuple[Any, Any] = (None, None)
+    dedup_substrings: int = 0
+    substrings_keep: str = "none"
 
     @property
     def spec(self) -> Any:
@@ -315,6 +340,7 @@ def recorded_plan(config: Any) -> Plan:
     """The plan of a finished run, from its stats.json ``config`` (a summary or a chart of a
     run read back with no job at hand); only its accounting may be used."""
     variant = config.get("variant", {}).get("name", "en")
+    substrings = config.get("dedup_substrings") or {}
     return build_plan(
         _RecordedJob(
             variant,
@@ -322,6 +348,8 @@ def recorded_plan(config: Any) -> Plan:
             config.get("near_dedup", "none"),
             bool(config.get("decontaminate")),
             config.get("input_format", "auto"),
+            dedup_substrings=int(substrings.get("bytes", 0)),
+            substrings_keep=substrings.get("keep", "none"),
         )
     )
 
@@ -337,7 +365,7 @@ def all_accounts() -> tuple[tuple[str, Flow], ...]:
     flows: dict[str, Flow] = {}
     for v in VARIANTS.values():
         for mode in v.dedup_modes:
-            plan = build_plan(_RecordedJob(v.name, mode, "minhash", True))
+            plan = build_plan(_RecordedJob(v.name, mode, "minhash", True, dedup_substrings=1))
             names = plan.funnel
             for i, (name, flow) in enumerate(plan.accounts):
                 if name in flows:

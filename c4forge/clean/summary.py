@@ -47,6 +47,8 @@ def input_kinds(counters: Mapping[str, Mapping[str, int]], input_format: str) ->
 
 def wet_title(counters: Mapping[str, Mapping[str, int]], input_format: str = "auto") -> str:
     """The first row names what turned records into pages (crawl WARC: HTML → text)."""
+    if input_format == "c4":
+        return "clean documents → pages"
     wet, warc = input_kinds(counters, input_format)
     if wet and warc:
         return "WET/WARC records → pages (HTML → text)"
@@ -133,6 +135,8 @@ def run_description(config: Mapping, counters: Mapping[str, Mapping[str, int]]) 
     parameters."""
     wet, warc = input_kinds(counters, config.get("input_format", "auto"))
     kinds = [k for k, read in (("WET text", wet), ("WARC HTML → text (resiliparse)", warc)) if read]
+    if config.get("input_format") == "c4":
+        kinds = ["clean documents (c4-*.json.gz)"]
     text = f"input: {' + '.join(kinds)}; dedup: {config.get('dedup', '?')}"
     variant = config.get("variant", {}).get("name", "en")
     if variant != "en":
@@ -143,6 +147,12 @@ def run_description(config: Mapping, counters: Mapping[str, Mapping[str, int]]) 
         text += (
             f"; near-dedup: {near} ({p.get('ngram', '?')}-grams, {p.get('num_perm', '?')}"
             f" permutations, Jaccard ≥ {p.get('threshold', '?')})"
+        )
+    substrings = config.get("dedup_substrings")
+    if substrings:
+        text += (
+            f"; exact substrings: {substrings.get('bytes', '?')}-byte windows, "
+            f"keep {substrings.get('keep', '?')}"
         )
     return text
 

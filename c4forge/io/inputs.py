@@ -40,6 +40,10 @@ def dir_patterns(input_format: str) -> tuple[str, ...]:
         return WET_PATTERNS
     if input_format == "warc":
         return WARC_PATTERNS
+    if input_format == "c4":
+        from c4forge.readers.c4_docs import PATTERNS
+
+        return PATTERNS
     return WET_PATTERNS + WARC_PATTERNS
 
 

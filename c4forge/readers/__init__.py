@@ -15,7 +15,11 @@ def read_input(
     path: str, count: Any, *, max_record_bytes: int, input_format: str
 ) -> Iterator[Any]:
     """One input path → its pages (c4_rules.md §3). The reader counts every ``wet.*`` reason."""
-    if input_format == "wet":
+    if input_format == "c4":
+        from c4forge.readers.c4_docs import read_documents
+
+        yield from read_documents(path, count)
+    elif input_format == "wet":
         from c4forge.readers.wet import open_binary, read_wet
 
         with open_binary(path) as stream:

@@ -339,6 +339,8 @@ def collect(
         "samples": samples_block(clean_dir),
         "shards": None,
     }
+    if config.get("dedup_substrings"):  # only when run: other datasheets stay as they were
+        report["config"]["dedup_substrings"] = config["dedup_substrings"]
     if scan["tokens"] is not None:
         report["per_document"]["tokens"] = describe(scan["tokens"])
         report["histograms"]["tokens"] = histogram(scan["tokens"])

@@ -131,9 +131,16 @@ def _overview(r: Mapping[str, Any]) -> str:
         )
     split_rows = _rows("splits", r["splits"].items(), ("documents", "characters"))
     c = r["config"]
+    substrings = c.get("dedup_substrings")
+    exact = (
+        f", exact substrings {int(substrings['bytes'])} bytes (keep "
+        f"{html.escape(str(substrings['keep']))})"
+        if substrings
+        else ""
+    )
     return (
         f"<p>Variant <b>{html.escape(str(c['variant']))}</b>, dedup {html.escape(str(c['dedup']))}, "
-        f"near-dedup {html.escape(str(c['near_dedup']))}; built by c4forge "
+        f"near-dedup {html.escape(str(c['near_dedup']))}{exact}; built by c4forge "
         f"{html.escape(str(r['source']['c4forge_version']))} (stats.json sha256 "
         f"<code>{r['source']['stats_sha256'][:16]}…</code>).</p>"
         f"<table>{''.join(rows)}</table>"

@@ -196,6 +196,14 @@ def as_is(page: Any, count: Count, *, keep_sentences: bool) -> Iterator[Doc]:
         yield Doc(page.url, page.timestamp, page.normalized_url, page.text)
 
 
+def as_is_stage(job: Any) -> Any:
+    """The page → document slot that changes nothing (not a funnel stage): a clean corpus
+    read back (``--input-format c4``)."""
+    from c4forge.clean.plan import MapStage
+
+    return MapStage(STAGE, functools.partial(as_is, keep_sentences=job.dedup == "spans"))
+
+
 def length_stage(job: Any) -> Any:
     from c4forge.clean.plan import MapStage
 
@@ -210,4 +218,4 @@ def stage(job: Any) -> Any:
     keep_sentences = job.dedup == "spans"
     if job.spec.clean:
         return MapStage(STAGE, functools.partial(clean, keep_sentences=keep_sentences), flow=FLOW)
-    return MapStage(STAGE, functools.partial(as_is, keep_sentences=keep_sentences))
+    return as_is_stage(job)

@@ -1,0 +1,442 @@
+"""Exact-substring dedup (Lee et al. 2022, "ExactSubstr") as two keys-only corpus stages.
+
+The rule (``--dedup-substrings N``): a *repeated window* is any N-byte window of a document's
+UTF-8 text whose bytes occur at least twice in the corpus (at two places of one document
+too). ``--substrings-keep none`` (the reference tool's and the paper's semantics) strikes
+every occurrence of every repeated window; ``first`` keeps the occurrence of smallest
+``(md5(url), offset)`` (the document span dedup keeps, then its first place) and strikes the
+others. The struck bytes of a document are the union of its struck windows; then
+
+* **characters**: a character any of whose bytes is struck is removed whole (ranges widen to
+  UTF-8 character boundaries, never split a character);
+* **line breaks**: a ``\\n`` is never removed, so a struck range across a line break removes
+  the bytes on both sides and lines never merge; every line that lost a character is
+  ``str.strip``-ped and dropped when left empty; untouched lines keep every byte;
+* a document left with no line is dropped (``empty``); one with nothing removed is passed on
+  unchanged (byte-identical to the run without the stage).
+
+Why two stages and not a suffix array: the reference tool builds a suffix array of the whole
+corpus on one machine (96 cores, > 600 GB RAM for C4). Here only keys cross a shuffle and a
+worker holds one document or one key's occurrences, on every engine:
+
+1. ``substrings_fp`` (winnowing, Schleimer et al. 2003): per document, 64-bit hashes of every
+   k-gram (k = ⌈N/2⌉), the minimum of every window of w = N − k + 1 consecutive k-grams (one
+   window of k-grams per N-byte window), and the *marked* positions (a k-gram equal to the
+   minimum of a window that contains it). Per distinct marked hash, ``(hash, (loc, count))``;
+   a hash marked at ≥ 2 positions corpus-wide is a *candidate*, sent back to its documents.
+2. ``substrings``: per document, every N-byte window whose minimum is a candidate is hashed
+   (blake2b-128 of its bytes); the windows anchored at one position (the leftmost minimum of
+   each) travel as one item keyed by the anchor's hash, or, for a hot hash (marked more than
+   ``HOT`` times), one item per window keyed by its digest. A window counted ≥ 2 times is
+   repeated: its struck occurrences go back to their documents, which apply them.
+
+Exactness: two occurrences of one N-byte window have the same k-gram hashes, hence the same
+minimum m, and each has a marked position of hash m (the window's own leftmost minimum), at
+distinct positions (distinct documents, or in one document offsets that differ by the
+windows' offset). So m is counted ≥ 2 times, is a candidate (hot or not, the same for both)
+in both documents, and both windows are emitted in step 2 under the same key (m, at the same
+offset from their anchors; or the same digest): every occurrence of every repeated window is
+counted there, and step 2 sees only whole occurrence lists. A k-gram hash collision only adds
+candidates (work, never a wrong strike). A wrong strike needs two different windows with equal digests
+where they are compared: hot windows are keyed by blake2b-128 (≤ M²/2¹²⁹ for M distinct
+ones), anchored windows are compared only within one anchor hash and one offset from it, by
+blake2b-64, among at most ``HOT`` occurrences (≤ HOT·M/2⁶⁵ over M distinct windows). For
+M = 10¹², more windows than C4 has bytes, that is ≈ 1·10⁻⁴ for the whole corpus.
+
+Memory per worker: one document, one hot window's occurrences (streamed) or one anchor's
+(≤ ``HOT`` × w windows), whatever the corpus size.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import struct
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from c4forge.clean import drop_samples as ds
+from c4forge.clean.counting import Count, Flow
+from c4forge.clean.documents import Doc
+from c4forge.errors import ConfigError
+
+STAGE = "substrings"
+FP_STAGE = "substrings_fp"  # the winnowing pass (its shuffle, its profile row)
+KEEP_MODES = ("none", "first")
+DIGEST_BYTES = 16  # blake2b-128: a hot window's key (collision bound in the module docstring)
+ANCHORED_BYTES = 8  # blake2b-64: a window compared only within its anchor's group
+# A candidate hash marked more often than this is *hot*: its windows are shuffled one per key
+# (streamed) instead of grouped per anchor (a group holds ≤ HOT × w windows: ≈ 20 MB at N=100).
+HOT = 4096
+FLOW = Flow(
+    ("empty",),
+    ("passed", "trimmed"),
+    ("bytes_struck", "repeated_windows", "candidate_windows", "candidate_fingerprints"),
+    title="exact substrings",
+    detail="bytes/windows",
+)
+
+_PLACE = struct.Struct(">III")  # chunk, record, offset (or count): bytes order = tuple order
+_U64 = np.uint64
+_MAX = np.iinfo(np.uint64).max
+_BASE = 0x9E3779B97F4A7C15  # odd, so invertible modulo 2**64
+_BASE_INV = pow(_BASE, -1, 1 << 64)
+_powers: dict[int, np.ndarray] = {}
+
+
+def check_options(n: int, keep: str) -> None:
+    """One-line errors for ``--dedup-substrings`` / ``--substrings-keep``."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ConfigError(f"--dedup-substrings must be an integer >= 0 (0: off), got {n!r}")
+    if keep not in KEEP_MODES:
+        raise ConfigError(f"--substrings-keep must be one of {', '.join(KEEP_MODES)}, got {keep!r}")
+
+
+def kgram_size(n: int) -> int:
+    """k = ⌈N/2⌉, so windows of w = N − k + 1 k-grams: about 4/N marked positions per byte
+    (small pass-1 shuffle) while a 50-byte k-gram rarely repeats by chance (few candidates)."""
+    return (n + 1) // 2
+
+
+# --- hashing: numpy, one vector pass per document ------------------------------------------
+
+
+def _power_table(length: int, base: int) -> np.ndarray:
+    """``base**i mod 2**64`` for i < length (cached per process, grown as needed)."""
+    have = _powers.get(base)
+    if have is None or len(have) < length:
+        size = max(length, 2 * len(have) if have is not None else 4096)
+        table = np.full(size, base, dtype=_U64)
+        table[0] = 1
+        with np.errstate(over="ignore"):
+            have = np.cumprod(table, dtype=_U64)
+        _powers[base] = have
+    return have[:length]
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: the polynomial hash's bits spread evenly (winnowing's minima)."""
+    with np.errstate(over="ignore"):
+        z = z ^ (z >> _U64(30))
+        z = z * _U64(0xBF58476D1CE4E5B9)
+        z = z ^ (z >> _U64(27))
+        z = z * _U64(0x94D049BB133111EB)
+        return z ^ (z >> _U64(31))
+
+
+def kgram_hashes(data: np.ndarray, k: int) -> np.ndarray:
+    """64-bit hash of every k-gram of ``data`` (uint8): a polynomial hash modulo 2**64 from
+    prefix sums (B odd, so B**-i exists), mixed. Equal k-grams give equal hashes, wherever
+    they are; that is all exactness needs (collisions only add candidates)."""
+    n = len(data)
+    m = n - k + 1
+    if m <= 0:
+        return np.zeros(0, dtype=_U64)
+    with np.errstate(over="ignore"):
+        x = (data.astype(_U64) + _U64(1)) * _power_table(n, _BASE)
+        prefix = np.zeros(n + 1, dtype=_U64)
+        np.cumsum(x, out=prefix[1:])
+        h = (prefix[k:] - prefix[:m]) * _power_table(m, _BASE_INV)
+    return _mix(h)
+
+
+def _sliding(a: np.ndarray, w: int, fn: Any, fill: Any) -> np.ndarray:
+    """``fn`` (``np.minimum``/``np.maximum``) of every window of ``w`` (van Herk/Gil-Werman:
+    prefix and suffix scans per block of ``w``, O(len) whatever ``w``)."""
+    m = len(a)
+    if w == 1:
+        return a.copy()
+    pad = (-m) % w
+    blocks = np.concatenate([a, np.full(pad, fill, dtype=a.dtype)]).reshape(-1, w)
+    pre = fn.accumulate(blocks, axis=1).ravel()
+    suf = fn.accumulate(blocks[:, ::-1], axis=1)[:, ::-1].ravel()
+    return fn(suf[: m - w + 1], pre[w - 1 : m])
+
+
+def winnow(data: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(k-gram hashes, window minima)`` of a document's bytes: one minimum per N-byte
+    window (``len(data) - n + 1`` of them); ``None`` for a document shorter than N."""
+    if len(data) < n:
+        return None
+    k = kgram_size(n)
+    h = kgram_hashes(data, k)
+    return h, _sliding(h, n - k + 1, np.minimum, _MAX)
+
+
+def marked_hashes(h: np.ndarray, minima: np.ndarray, w: int) -> np.ndarray:
+    """The hashes at marked positions (equal to the minimum of a window that contains them),
+    one entry per position."""
+    zeros = np.zeros(w - 1, dtype=_U64)
+    covering = _sliding(np.concatenate([zeros, minima, zeros]), w, np.maximum, 0)
+    return h[covering == h]
+
+
+def _bytes_of(text: str) -> tuple[bytes, np.ndarray]:
+    raw = text.encode("utf-8")
+    return raw, np.frombuffer(raw, dtype=np.uint8)
+
+
+def _url_md5(url: str) -> bytes:
+    return hashlib.md5(url.encode("utf-8")).digest()  # byte order = hex order
+
+
+# --- pass 1: winnowing fingerprints → candidates --------------------------------------------
+
+
+def emit_fingerprints(loc: tuple, doc: Doc, count: Count, *, n: int) -> Iterator[tuple]:
+    """``(marked hash, chunk + record + positions packed in 12 bytes)`` per distinct marked
+    hash of the document."""
+    _raw, data = _bytes_of(doc.text)
+    won = winnow(data, n)
+    if won is None:
+        return
+    h, minima = won
+    values, counts = np.unique(marked_hashes(h, minima, n - kgram_size(n) + 1), return_counts=True)
+    chunk, record = loc
+    for v, c in zip(values.tolist(), counts.tolist(), strict=True):
+        yield v, _PLACE.pack(chunk, record, c)
+
+
+def decide_fingerprint(
+    key: int, places: Iterable[tuple], count: Count, *, hot: int = HOT
+) -> Iterator[tuple]:
+    """A hash marked at ≥ 2 positions corpus-wide → ``(loc, mark)`` to each of its documents:
+    the hash, or ``-1 - hash`` when it is *hot* (marked more than ``hot`` times: its windows
+    take the per-window path of pass 2, streamed, so no worker holds a hot anchor's windows).
+    Streams the grouped values twice (re-iterable on every engine), never a list."""
+    total = 0
+    for place in places:
+        total += _PLACE.unpack(place)[2]
+        if total > hot:
+            break
+    if total < 2:
+        return
+    count(STAGE, "candidate_fingerprints")
+    mark = key if total <= hot else -1 - key
+    for place in places:
+        chunk, record, _c = _PLACE.unpack(place)
+        yield (chunk, record), mark
+
+
+def mark_candidates(loc: tuple, doc: Doc, hashes: Iterable[int], count: Count) -> Iterator[Doc]:
+    """The candidate marks ride on the document to the next stage's ``emit`` (same pass; the
+    chunk's scratch file does not keep them)."""
+    found = frozenset(hashes)
+    yield doc._replace(marks=found) if found else doc
+
+
+# --- pass 2: candidate windows → repeated windows → struck ranges ---------------------------
+#
+# Keys: a window's anchor is the leftmost position of its minimum k-gram hash. Windows whose
+# anchor hash is a (not hot) candidate travel per anchor occurrence, ``A`` + the hash as key
+# and the digests of every window anchored there in one value (≈ w/2 windows per item, so the
+# shuffle has that many times fewer items); equal windows have equal anchor hashes and equal
+# offsets from their anchors, so one anchor's group compares them all. A hot anchor's windows
+# travel one per key (their blake2b-128 digest), a group streamed without a copy.
+
+_ANCHOR = struct.Struct(">IIII")  # chunk, record, anchor position, first window's start
+_OFFSET = np.dtype(">u4")  # a decision: the struck windows' starts, packed
+_MD5 = 16  # bytes of md5(url), the owner prefix of a place with keep=first
+
+
+def anchor_positions(h: np.ndarray, minima: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The anchor of each window in ``starts``: the first position ≥ its start whose hash is
+    its minimum (one sorted array of ``rank(hash) · (n + 1) + position``, searched)."""
+    n = len(h)
+    values, rank = np.unique(h, return_inverse=True)
+    combined = np.sort(rank.astype(np.int64) * (n + 1) + np.arange(n, dtype=np.int64))
+    wanted = np.searchsorted(values, minima[starts]).astype(np.int64) * (n + 1) + starts
+    return combined[np.searchsorted(combined, wanted)] % (n + 1)
+
+
+def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> Iterator[tuple]:
+    """The document's candidate windows (every occurrence of a repeated window is one): per
+    anchor of a candidate hash ``(b"A" + hash, owner + chunk, record, anchor, first start +
+    the windows' digests)``; per window of a hot hash ``(digest, owner + chunk, record,
+    start)``. ``owner``: md5(url) with ``first``, else empty. Packed bytes, not tuples: this
+    is the stage's largest shuffle, and bytes pickle several times faster."""
+    if not doc.marks:
+        return
+    raw, data = _bytes_of(doc.text)
+    won = winnow(data, n)
+    if won is None:
+        return
+    h, minima = won
+    normal = np.array([m for m in doc.marks if m >= 0], dtype=_U64)
+    hot = np.array([-1 - m for m in doc.marks if m < 0], dtype=_U64)
+    grouped = np.flatnonzero(np.isin(minima, normal))
+    single = np.flatnonzero(np.isin(minima, hot)).tolist()
+    if not len(grouped) and not single:
+        return
+    count(STAGE, "candidate_windows", len(grouped) + len(single))
+    owner = _url_md5(doc.url) if keep == "first" else b""
+    chunk, record = loc
+    view = memoryview(raw)
+    blake = hashlib.blake2b
+    for s in single:
+        key = blake(view[s : s + n], digest_size=DIGEST_BYTES).digest()
+        yield key, owner + _PLACE.pack(chunk, record, s)
+    if not len(grouped):
+        return
+    anchors = anchor_positions(h, minima, grouped)
+    cuts = (np.flatnonzero(np.diff(anchors)) + 1).tolist()
+    starts, anchor_of = grouped.tolist(), anchors.tolist()
+    size = ANCHORED_BYTES
+    for lo, hi in zip([0, *cuts], [*cuts, len(starts)], strict=True):
+        p = anchor_of[lo]
+        head = owner + _ANCHOR.pack(chunk, record, p, starts[lo])
+        body = b"".join([blake(view[s : s + n], digest_size=size).digest() for s in starts[lo:hi]])
+        yield b"A" + int(h[p]).to_bytes(8, "big"), head + body
+
+
+def decide_window(key: bytes, places: Iterable[bytes], count: Count, *, keep: str) -> Iterator:
+    """One key's occurrences → ``(loc, struck starts)`` per document with struck windows: all
+    occurrences of a repeated window (``none``) or all but the smallest ``(md5(url), loc,
+    offset)`` (``first``; packed places compare in that order)."""
+    if len(key) == DIGEST_BYTES:
+        yield from _decide_single(places, count, keep)
+    else:
+        yield from _decide_anchor(places, count, keep)
+
+
+def _decide_single(places: Iterable[bytes], count: Count, keep: str) -> Iterator:
+    it = iter(places)
+    if next(it, None) is None or next(it, None) is None:
+        return
+    count(STAGE, "repeated_windows")
+    owner = min(places) if keep == "first" else None
+    skip = _MD5 if keep == "first" else 0
+    for place in places:
+        if place != owner:
+            chunk, record, offset = _PLACE.unpack_from(place, skip)
+            yield (chunk, record), np.array([offset], dtype=_OFFSET).tobytes()
+
+
+def _anchored(place: bytes, skip: int) -> tuple[tuple, list[tuple[tuple, int]]]:
+    """One anchor occurrence → ``((owner, chunk, record), [((offset from anchor, digest),
+    start)…])``: its windows, keyed as the group compares them."""
+    chunk, record, p, first = _ANCHOR.unpack_from(place, skip)
+    body = place[skip + _ANCHOR.size :]
+    size = ANCHORED_BYTES
+    windows = [((first + i - p, body[i * size : (i + 1) * size]), first + i) for i in range(len(body) // size)]
+    return (place[:skip], chunk, record), windows
+
+
+def _decide_anchor(places: Iterable[bytes], count: Count, keep: str) -> Iterator:
+    """All windows anchored at one (not hot) hash: per (offset from anchor, digest) its count
+    (and with ``first`` its smallest place), then each occurrence's struck windows. At most
+    ``HOT`` occurrences of at most w windows each: the memory bound of a group."""
+    skip = _MD5 if keep == "first" else 0
+    seen: dict[tuple, int] = {}
+    owners: dict[tuple, tuple] = {}
+    for place in places:
+        doc, windows = _anchored(place, skip)
+        for window, s in windows:
+            seen[window] = seen.get(window, 0) + 1
+            if skip:
+                at = (*doc, s)
+                best = owners.get(window)
+                if best is None or at < best:
+                    owners[window] = at
+    repeated = sum(1 for n in seen.values() if n >= 2)
+    if not repeated:
+        return
+    count(STAGE, "repeated_windows", repeated)
+    for place in places:
+        doc, windows = _anchored(place, skip)
+        struck = [
+            s
+            for window, s in windows
+            if seen[window] >= 2 and not (skip and owners[window] == (*doc, s))
+        ]
+        if struck:
+            yield doc[1:], np.array(struck, dtype=_OFFSET).tobytes()
+
+
+def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
+    """The document after striking ``[s, s + n)`` (bytes) for each ``s`` in ``offsets``, by
+    the module's character and line rules; ``(None, …)`` when no line is left. Also returns
+    the bytes struck (of the removed characters, after widening; line breaks never count)."""
+    raw, data = _bytes_of(text)
+    starts = np.unique(np.asarray(offsets, dtype=np.int64))
+    diff = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.add.at(diff, starts, 1)
+    np.add.at(diff, np.minimum(starts + n, len(raw)), -1)
+    struck = np.cumsum(diff[:-1]) > 0
+    char_of = np.cumsum((data & 0xC0) != 0x80) - 1  # the character of each byte
+    removed = np.zeros(len(text), dtype=bool)
+    removed[char_of[struck]] = True
+    removed[char_of[data == 0x0A]] = False  # a line break is never removed
+    struck_bytes = int(np.count_nonzero(removed[char_of]))
+    if not struck_bytes:
+        return text, 0
+    lines: list[str] = []
+    start = 0
+    for line in text.split("\n"):
+        end = start + len(line)
+        gone = removed[start:end]
+        if gone.any():
+            line = "".join(line[i] for i in np.flatnonzero(~gone).tolist()).strip()
+            if not line:
+                start = end + 1
+                continue
+        lines.append(line)
+        start = end + 1
+    return ("\n".join(lines) if any(lines) else None), struck_bytes
+
+
+def apply_strikes(
+    loc: tuple, doc: Doc, decisions: Iterable[bytes], count: Count, *, n: int
+) -> Iterator[Doc]:
+    """The document with its struck windows removed (``decisions``: packed starts)."""
+    found = [np.frombuffer(d, dtype=_OFFSET) for d in decisions]
+    doc = doc._replace(marks=None)
+    text, struck_bytes = strike(doc.text, np.concatenate(found), n) if found else (doc.text, 0)
+    if not struck_bytes:
+        count(STAGE, "passed")
+        yield doc
+        return
+    count(STAGE, "bytes_struck", struck_bytes)
+    if text is None:
+        count(STAGE, "empty")
+        ds.sample(count, STAGE, "empty", doc.text, doc.url)
+        return
+    count(STAGE, "trimmed")
+    yield doc._replace(text=text)
+
+
+# --- the plan's stages ----------------------------------------------------------------------
+
+
+def stages(n: int, keep: str, hot: int = HOT) -> tuple[Any, Any]:
+    """The winnowing pass (counts under ``substrings``, no funnel row) and the strike pass,
+    each a ``JoinStage``: ``emit`` per document, one group per key, ``apply`` per document."""
+    from c4forge.clean.plan import JoinStage
+
+    return (
+        JoinStage(
+            FP_STAGE,
+            functools.partial(emit_fingerprints, n=n),
+            functools.partial(decide_fingerprint, hot=hot),
+            mark_candidates,
+            "64-bit winnowing fingerprint",
+        ),
+        JoinStage(
+            STAGE,
+            functools.partial(emit_windows, n=n, keep=keep),
+            functools.partial(decide_window, keep=keep),
+            functools.partial(apply_strikes, n=n),
+            f"64-bit anchor fingerprint, or blake2b-128 of a {n}-byte window",
+            flow=FLOW,
+        ),
+    )
+
+
+def stage(job: Any) -> tuple[Any, ...]:
+    """``--dedup-substrings N`` (> 0): after every other filter, before the split."""
+    n = getattr(job, "dedup_substrings", 0) or 0
+    if n <= 0:
+        return ()
+    return stages(n, getattr(job, "substrings_keep", "none"))
