@@ -84,7 +84,25 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.N
     return parser.parse_known_args(argv)
 
 
+def passive_openmp_waits() -> None:
+    """Let torch's OpenMP threads sleep, not spin, between parallel regions (unless the user
+    set ``OMP_WAIT_POLICY``).
+
+    With libgomp's default (spin ~300k iterations before sleeping) a thread that waits for a
+    core someone else holds burns that core's time, so on a loaded machine every step waits for
+    the busiest thread: a 20-step ``tiny`` run on the shared 2-core machine at load ~10 trained
+    945 tokens/s with 2 threads and 7,634 with 1; with passive waits 9,889 and 9,481
+    (benchmarks/RESULTS.md). The wait policy changes no arithmetic, so the bytes a run writes
+    are the same. libgomp reads it once, when torch loads it: this runs before any import of
+    torch, and torchrun's ranks, DataLoader and Spark/Beam workers inherit it.
+    """
+    import os
+
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def main(argv: list[str] | None = None) -> int:
+    passive_openmp_waits()
     from c4forge.engines.beam_options import quiet_beam_logging
 
     # Any subcommand may import Beam (storage, clean, shards, export of a remote run): its

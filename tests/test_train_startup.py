@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -64,7 +66,7 @@ def test_startup_summary_says_what_the_run_will_do(data, tmp_path, capsys):
     weights = load_file(os.path.join(ckpt.latest_checkpoint(str(out)), "model.safetensors"))
     params = sum(t.numel() for t in weights.values())
     assert f"c4forge train: tiny (t5, geglu FFN), {params:,} parameters" in err
-    assert _line(err, "device") == "cpu, fp32, 1 torch thread (OMP_NUM_THREADS)"  # conftest's
+    assert _line(err, "device").startswith("cpu, fp32, 1 torch thread (OMP_NUM_THREADS), OpenMP")
     index = read_json(str(small / "index.json"))
     lin, lout = index["objective"]["inputs_length"], index["objective"]["targets_length"]
     assert _line(err, "batch") == (
@@ -193,6 +195,22 @@ def test_default_threads_are_the_usable_cpus_and_the_load_only_warns():
     assert th.load_warning(1, 2, 12.4) is None  # one thread: nothing to gain
     assert th.load_warning(4, 64, 30.0) is None  # 4 of a big host's CPUs, the host half busy
     assert th.load_warning(2, 2, None) is None  # no load average
+    assert th.load_warning(2, 2, 12.4, "PASSIVE") is None  # waiting threads sleep: no harm
+
+
+def test_the_command_line_makes_openmp_waits_passive(data, tmp_path):
+    """A CLI run's torch (and every process it starts) sleeps while it waits for a core,
+    unless the user chose otherwise: the start-up summary says which policy the run has."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    base = [sys.executable, "-m", "c4forge", "train", str(data / "shards"), "--vocab", str(data / "vocab"), "--preset", "tiny", "--steps",
+            "1", "--batch-size", "4", "--no-progress", "--threads", "2"]  # fmt: skip
+    run = subprocess.run(base + ["-o", str(tmp_path / "a")], env=env, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert "2 torch threads (--threads), OpenMP waits passive" in run.stderr
+    env["OMP_WAIT_POLICY"] = "active"
+    run = subprocess.run(base + ["-o", str(tmp_path / "b")], env=env, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert "OpenMP waits active" in run.stderr
 
 
 def test_cgroup_quota_caps_the_usable_cpus(tmp_path):

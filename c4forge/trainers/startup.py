@@ -16,7 +16,7 @@ from typing import Any
 
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers.schedules import COSINE_MIN_LR, ISR_WARMUP, warmup_note
-from c4forge.trainers.threads import load_average, load_warning
+from c4forge.trainers.threads import load_average, load_warning, wait_policy
 
 # Repeating data up to ~4 epochs costs little against unique data; beyond, returns fall fast
 # (Muennighoff et al. 2023, "Scaling Data-Constrained Language Models").
@@ -45,7 +45,7 @@ def startup_lines(s: Any) -> list[str]:
     lines.append(f"  held-out   {heldout_text(s)}")
     lines.append(f"  start      {start_text(s)}")
     if s.threads is not None:
-        busy = load_warning(s.threads.threads, os.cpu_count() or 1, load_average())
+        busy = load_warning(s.threads.threads, os.cpu_count() or 1, load_average(), wait_policy())
         warnings += [busy] if busy else []
     lines += [f"c4forge train: {w}" for w in warnings]
     return lines
@@ -66,6 +66,7 @@ def device_text(s: Any) -> str:
     if s.threads is not None:
         t = s.threads
         text += f"{ranks}, {t.threads} torch thread{'s' if t.threads > 1 else ''} ({t.why})"
+        text += f", OpenMP waits {wait_policy().lower()}"
     elif ranks:
         text += ranks
     return text

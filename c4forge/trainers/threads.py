@@ -12,14 +12,15 @@ affinity or quota limits the process a run keeps the thread count, and so the by
 
 ``--threads`` overrides it, and so does ``OMP_NUM_THREADS`` when set (torch already read it).
 
-The load is not part of the choice, only of a warning. Busy CPUs do hurt: intra-op threads that
-wait on a core someone else holds spin, and the whole step waits for the slowest; on the shared
-2-core machine at load 10–19, a 20-step ``tiny`` run (batch 32 × 128/29 tokens) trained 4,658–
-7,594 tokens/s with one thread and 638–1,058 with two, using 7× the CPU time. But the thread
-count changes how reductions are split, so the weights a run writes depend on it (1 and 2
-threads give different checkpoint bytes after 3 steps): a default that followed the load would
-make a run's bytes, and a resumed run's match with an uninterrupted one, depend on what else
-the machine was doing. So the start-up summary warns and names ``--threads`` instead.
+The load is not part of the choice. Busy CPUs used to hurt: with libgomp's default wait policy
+intra-op threads that wait on a core someone else holds spin, and the whole step waits for the
+slowest; on the shared 2-core machine at load 10–19, a 20-step ``tiny`` run trained 4,658–7,594
+tokens/s with one thread and 638–1,058 with two, using 7× the CPU time. ``c4forge``'s entry
+point therefore sets ``OMP_WAIT_POLICY=PASSIVE`` (``cli.passive_openmp_waits``): two threads
+then trained 9,889 tokens/s at load 10 (one: 9,481). A default that followed the load instead
+would make a run's bytes depend on what else the machine was doing, since the thread count
+changes how reductions are split (1 and 2 threads give different checkpoint bytes after 3
+steps). Only a user who forces spinning waits (``OMP_WAIT_POLICY=ACTIVE``) is warned.
 """
 
 from __future__ import annotations
@@ -86,18 +87,27 @@ def load_average() -> float | None:
         return None
 
 
-def load_warning(threads: int, machine_cpus: int, load: float | None) -> str | None:
-    """A warning when the load leaves fewer free CPUs than the run has threads (None else)."""
-    if load is None or threads < 2:
+def wait_policy() -> str:
+    """libgomp's wait policy as this process was started with (the CLI sets PASSIVE)."""
+    return (os.environ.get("OMP_WAIT_POLICY") or "default (spinning)").upper()
+
+
+def load_warning(
+    threads: int, machine_cpus: int, load: float | None, policy: str = "DEFAULT"
+) -> str | None:
+    """A warning when the load leaves fewer free CPUs than the run has threads and its
+    OpenMP threads spin while they wait (None else)."""
+    if load is None or threads < 2 or policy == "PASSIVE":
         return None
     free = max(1, round(machine_cpus - load))
     if free >= threads:
         return None
     return (
         f"warning: load {load:.1f} on {machine_cpus} CPUs leaves about {free} free for "
-        f"{threads} torch threads: each step waits for the busiest (on a loaded 2-core machine "
-        f"2 threads ran 6× slower than 1); --threads {free} may be faster (the thread count "
-        "changes the weights' last bits, so it is not chosen from the load)"
+        f"{threads} torch threads whose OpenMP waits spin (OMP_WAIT_POLICY={policy}): each step "
+        f"waits for the busiest (on a loaded 2-core machine 2 threads ran 6× slower than 1); "
+        f"OMP_WAIT_POLICY=PASSIVE or --threads {free} may be faster (the thread count changes "
+        "the weights' last bits, so it is not chosen from the load)"
     )
 
 
