@@ -27,7 +27,7 @@ from c4forge.clean import stats as cs
 from c4forge.clean.config import CleanJob
 from c4forge.clean.plan import Plan, build_plan
 from c4forge.errors import C4ForgeError, ConfigError, VerificationError
-from c4forge.io import storage
+from c4forge.io import ownership, storage
 from c4forge.io.inputs import InputFile, inputs_block
 
 FUNNEL_NAME = "funnel.png"
@@ -78,6 +78,15 @@ def prepare_output(job: CleanJob) -> None:
     storage.rmtree(storage.join(job.output, SAMPLES_DIR))  # an older run's samples
 
 
+def remove_debris(output: str, work_root: str | None) -> None:
+    """A finished folder holds no debris: the temporary files of writes a killed run left
+    (``co.remove_own_debris``) and, when given, the ``_work/`` of a run killed after its
+    stats.json was written (``work_root``, proven a clean run's by its job record)."""
+    co.remove_own_debris(output, [cs.STATS_NAME, FUNNEL_NAME])
+    if work_root is not None:
+        pg.WorkDir(output).remove()
+
+
 def start_work(
     engine: Any, job: CleanJob, files: list[InputFile], config: dict
 ) -> tuple[pg.WorkDir, list[pg.Chunk]]:
@@ -119,15 +128,18 @@ def finish(
     shard_stats: list[dict],
     raw: dict,
     backend: str | None = None,
+    owned: set[str] | frozenset[str] = frozenset(),
 ) -> dict:
-    """stats.json from the run's counters and shards (conservation checked), written last;
-    stale shards of an earlier run removed."""
+    """stats.json from the run's counters and shards (conservation checked), written last
+    (after ``check_owner``: a run whose folder was taken over commits nothing); the shards of
+    an earlier run that this one did not rewrite (``owned``: proven an earlier clean run's by
+    ``co.owned_shards``) removed."""
     keys = co.output_keys({x["split"]: 1 for x in shard_stats}, job.spec.multilingual)
     counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in keys}
     outputs = cs.outputs_block(shard_stats, counts)
     counters = counting.full_counters(raw, plan.accounts)
     written = {x["file"] for x in shard_stats}
-    co.remove_files(job.output, [n for n in co.list_shard_files(job.output) if n not in written])
+    co.remove_files(job.output, sorted(n for n in owned if n not in written))
     stats = cs.make_stats(
         config,
         inputs,
@@ -143,6 +155,7 @@ def finish(
             "the counters do not add up (a page was lost without a reason): "
             + "; ".join(stats["conservation_errors"])
         )
+    ownership.check_owner(job.output)
     storage.write_bytes(storage.join(job.output, cs.STATS_NAME), cs.stats_text(stats).encode())
     return stats
 
@@ -159,14 +172,22 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         check_output(job)
         job, why = choose_engine(job)
     engine = engine or make_engine(job)
+    locked = False
     try:
         check_output(job)
         files = engine.list_inputs(list(job.inputs), job.input_format)
         inputs = inputs_block(files)
         config = job.record()
         stats_path = storage.join(job.output, cs.STATS_NAME)
+        ownership.acquire(job.output, "clean")  # before the first write (or removal) here
+        locked = True
+        existing = cs.read_existing(stats_path)
+        work_root = storage.join(job.output, pg.WORK_DIR)
+        has_work = pg.is_clean_work(work_root)
         if cs.finished_run(job, stats_path, config, inputs, summary):
+            remove_debris(job.output, work_root if has_work else None)
             return 0
+        owned = co.owned_shards(job.output, existing, has_work)
         prepare_output(job)
         _log(
             job,
@@ -199,9 +220,12 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             from c4forge.clean.drop_samples import write_samples
 
             write_samples(job.output, engine.samples(), job.keep_samples)
-        stats = finish(job, plan, config, inputs, shard_stats, raw, backend)
+        stats = finish(job, plan, config, inputs, shard_stats, raw, backend, owned)
         work.finish()
+        remove_debris(job.output, None)
     finally:
+        if locked:
+            ownership.release(job.output)
         if own:
             engine.close()
 

@@ -80,6 +80,17 @@ def plan_chunks(files: Sequence[InputFile], chunk_files: int) -> list[Chunk]:
     ]
 
 
+def is_clean_work(root: str) -> bool:
+    """True when ``root`` holds a clean run's ``_work`` (its job record names this format):
+    the proof that the shard files beside it are an earlier clean run's, and that the folder
+    may be removed."""
+    try:
+        record = storage.read_json_if_exists(storage.join(root, "job.json"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(record, dict) and record.get("format") == FORMAT
+
+
 class WorkDir:
     """The ``_work`` folder of one output: job record, chunk data, chunk records.
 
