@@ -27,15 +27,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import secrets
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from c4forge.errors import ConfigError, OutputExistsError
 from c4forge.io import storage
@@ -44,6 +45,7 @@ LOCK_NAME = ".c4forge.lock"
 MARKER_NAME = "_c4forge_run.json"
 # Files a command may find in its folder that are this module's, never a run's output.
 OWNERSHIP_FILES = frozenset({LOCK_NAME, MARKER_NAME})
+T = TypeVar("T")
 
 
 class OutputBusyError(OutputExistsError):
@@ -59,12 +61,13 @@ class _Held:
     inode: tuple[int, int] | None = field(default=None)
 
 
-_HELD: dict[str, _Held] = {}
+_HELD: dict[tuple[str, str], _Held] = {}
 
 
-def _key(folder: str) -> str:
+def _key(folder: str, name: str = LOCK_NAME) -> tuple[str, str]:
     folder = storage.normalize(folder)
-    return folder.rstrip("/") if storage.is_remote(folder) else os.path.realpath(folder)
+    path = folder.rstrip("/") if storage.is_remote(folder) else os.path.realpath(folder)
+    return path, name
 
 
 def _me(command: str) -> dict[str, Any]:
@@ -113,7 +116,7 @@ def _parse(raw: bytes) -> dict[str, Any]:
 # --- local folders -----------------------------------------------------------------------------
 
 
-def _take_local(folder: str, command: str) -> _Held:
+def _take_local(folder: str, command: str, name: str = LOCK_NAME) -> _Held:
     import fcntl
 
     local = storage.normalize(folder)
@@ -123,7 +126,7 @@ def _take_local(folder: str, command: str) -> _Held:
         os.makedirs(local, exist_ok=True)
     except OSError as err:
         raise ConfigError(f"cannot create output folder {folder!r}: {err.strerror}") from None
-    path = os.path.join(local, LOCK_NAME)
+    path = os.path.join(local, name)
     me = _me(command)
     for _ in range(20):  # a lock file removed between open and flock: open the new one
         try:
@@ -234,21 +237,32 @@ def _release_remote(held: _Held) -> None:
 # --- the API -----------------------------------------------------------------------------------
 
 
-def acquire(folder: str, command: str) -> None:
+def acquire(folder: str, command: str, name: str = LOCK_NAME) -> None:
     """Take ``folder`` for this process (created if local); ``OutputBusyError`` naming the
-    holder when another live run has it. Pair with ``release``, or use ``owned_output``."""
-    key = _key(folder)
+    holder when another live run has it. Pair with ``release``, or use ``owned_output``.
+    ``name``: the lock file's name (``beside``: a folder replaced whole by a rename is held
+    through a lock file in its parent)."""
+    key = _key(folder, name)
     held = _HELD.get(key)
     if held is not None:
         held.depth += 1
         return
-    _HELD[key] = _take_remote(folder, command) if storage.is_remote(folder) else _take_local(
-        folder, command
+    _HELD[key] = (
+        _take_remote(folder, command)
+        if storage.is_remote(folder)
+        else _take_local(folder, command, name)
     )
 
 
-def release(folder: str) -> None:
-    key = _key(folder)
+def beside(folder: str) -> tuple[str, str]:
+    """``(parent, lock name)`` holding a folder that is written as a sibling and renamed into
+    place (export): a lock file inside it would be renamed away with the old folder."""
+    local = os.path.abspath(storage.normalize(folder))
+    return os.path.dirname(local), f".{os.path.basename(local)}{LOCK_NAME}"
+
+
+def release(folder: str, name: str = LOCK_NAME) -> None:
+    key = _key(folder, name)
     held = _HELD.get(key)
     if held is None:
         return
@@ -288,10 +302,32 @@ def holds(folder: str) -> bool:
 
 
 @contextlib.contextmanager
-def owned_output(folder: str, command: str) -> Iterator[None]:
+def owned_output(folder: str, command: str, name: str = LOCK_NAME) -> Iterator[None]:
     """Hold ``folder`` for the block (see the module docstring)."""
-    acquire(folder, command)
+    acquire(folder, command, name)
     try:
         yield
     finally:
-        release(folder)
+        release(folder, name)
+
+
+def owns_output(
+    command: str, folder_of: Callable[..., str | tuple[str, str] | None]
+) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Decorate a command's stage function so it holds its output folder while it runs:
+    ``folder_of`` gets the function's arguments and names the folder (None: take nothing,
+    e.g. a training rank other than the main one)."""
+
+    def wrap(fn: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> T:
+            folder = folder_of(*args, **kwargs)
+            if folder is None:
+                return fn(*args, **kwargs)
+            where, name = folder if isinstance(folder, tuple) else (folder, LOCK_NAME)
+            with owned_output(where, command, name):
+                return fn(*args, **kwargs)
+
+        return inner
+
+    return wrap
