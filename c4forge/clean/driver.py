@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from c4forge.clean import counting, passes
+from c4forge.clean import counting, input_digests, passes
 from c4forge.clean import output as co
 from c4forge.clean import resume_state as pg
 from c4forge.clean import stats as cs
@@ -184,7 +184,10 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         existing = cs.read_existing(stats_path)
         work_root = storage.join(job.output, pg.WORK_DIR)
         has_work = pg.is_clean_work(work_root)
-        if cs.finished_run(job, stats_path, config, inputs, summary):
+        def same_content(done: dict) -> None:
+            input_digests.verify(job.output, done, files)
+
+        if cs.finished_run(job, stats_path, config, inputs, summary, same_content):
             remove_debris(job.output, work_root if has_work else None)
             return 0
         owned = co.owned_shards(job.output, existing, has_work)
@@ -220,6 +223,9 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             from c4forge.clean.drop_samples import write_samples
 
             write_samples(job.output, engine.samples(), job.keep_samples)
+        digests = input_digests.from_chunks(work, chunks)
+        inputs = {**inputs, cs.INPUT_FILES_KEY: input_digests.files_block(files, digests)}
+        input_digests.write_seen(job.output, files, digests)
         stats = finish(job, plan, config, inputs, shard_stats, raw, backend, owned)
         work.finish()
         remove_debris(job.output, None)
