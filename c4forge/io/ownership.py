@@ -59,6 +59,7 @@ class _Held:
     fd: int | None = None  # local: the open, flocked lock file
     depth: int = 1
     inode: tuple[int, int] | None = field(default=None)
+    created: str | None = None  # local: the folder this run created (removed if left empty)
 
 
 _HELD: dict[tuple[str, str], _Held] = {}
@@ -122,6 +123,7 @@ def _take_local(folder: str, command: str, name: str = LOCK_NAME) -> _Held:
     local = storage.normalize(folder)
     if os.path.exists(local) and not os.path.isdir(local):
         raise ConfigError(f"output {folder!r} exists and is not a folder")
+    created = None if os.path.isdir(local) else local
     try:
         os.makedirs(local, exist_ok=True)
     except OSError as err:
@@ -169,7 +171,7 @@ def _take_local(folder: str, command: str, name: str = LOCK_NAME) -> _Held:
         os.ftruncate(fd, 0)
         os.pwrite(fd, data, 0)
         os.fsync(fd)
-        return _Held(path, me, fd=fd, inode=(st.st_dev, st.st_ino))
+        return _Held(path, me, fd=fd, inode=(st.st_dev, st.st_ino), created=created)
     raise OutputBusyError(f"{folder}: its lock file keeps changing; another run is starting there")
 
 
@@ -184,6 +186,9 @@ def _release_local(held: _Held) -> None:
         if (now.st_dev, now.st_ino) == held.inode:
             os.remove(held.path)  # while still flocked: nobody takes a lock being removed
     os.close(held.fd)
+    if held.created is not None:  # a run that failed before writing leaves no empty folder
+        with contextlib.suppress(OSError):
+            os.rmdir(held.created)
 
 
 # --- object stores -----------------------------------------------------------------------------

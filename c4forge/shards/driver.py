@@ -76,15 +76,15 @@ def run_job(job: ShardsJob, engine: Any = None) -> dict[str, Any]:
     started = time.time()
     if job.passthrough:  # --s3_endpoint_url …: the driver's own remote calls need them too
         storage.use_pipeline_options(list(job.passthrough))
+    build = resolve(job)  # reads only: a bad input fails before the folder is touched
     with ownership.owned_output(job.output, "shards"):  # before the first write there
-        return _run_owned(job, engine, started)
+        return _run_owned(job, build, engine, started)
 
 
-def _run_owned(job: ShardsJob, engine: Any, started: float) -> dict[str, Any]:
+def _run_owned(job: ShardsJob, build: Any, engine: Any, started: float) -> dict[str, Any]:
     from c4forge.engines.choose import make_engine
     from c4forge.shards import stage
 
-    build = resolve(job)
     state = prepare_output(build, job.overwrite)
     runner = ""
     if state != "done":
