@@ -131,7 +131,7 @@ def test_manifest_and_layout(concat_set, vocab, docs, vocab_dir):
         "clean_stats_sha256": None,
         "documents": {"train": 900, "validation": 100},
     }
-    for split, files in hashed.items():
+    for files in hashed.values():
         for name, digest in files.items():
             assert digest == hashlib.sha256(open(os.path.join(docs, name), "rb").read()).hexdigest()
     assert sorted(hashed) == ["train", "validation"] and len(hashed["train"]) >= 1

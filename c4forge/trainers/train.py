@@ -78,6 +78,8 @@ def train(opts: TrainOptions, hooks: Sequence[StepHook] = ()) -> RunSummary:
     group destroyed (``distributed.shutdown``)."""
     s: Setup | None = None
     finished = False
+    if dist.env_info().is_main:  # it holds the run folder: a killed save's leftovers go
+        ckpt.remove_debris(opts.output)
     try:
         s = setup(opts)
         summary = run(s, hooks)
