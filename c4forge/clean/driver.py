@@ -31,6 +31,8 @@ from c4forge.io import ownership, storage
 from c4forge.io.inputs import InputFile, inputs_block
 
 FUNNEL_NAME = "funnel.png"
+# Files clean writes at the top of its folder (besides shards): their temporaries are its own.
+DEBRIS_OF = (cs.STATS_NAME, FUNNEL_NAME, input_digests.SEEN_NAME)
 
 
 def choose_engine(job: CleanJob) -> tuple[CleanJob, str]:
@@ -78,11 +80,49 @@ def prepare_output(job: CleanJob) -> None:
     storage.rmtree(storage.join(job.output, SAMPLES_DIR))  # an older run's samples
 
 
+def verify(job: CleanJob, files: list[InputFile]) -> Any:
+    """The check a finished run must pass to be served: its inputs' content unchanged."""
+
+    def same_content(done: dict) -> None:
+        update = input_digests.verify(job.output, done, files)
+        if update is not None:
+            input_digests.write_seen(job.output, files, update)
+
+    return same_content
+
+
+def serve_finished(
+    job: CleanJob, stats_path: str, config: dict, inputs: dict, files: list[InputFile]
+) -> bool:
+    """True when the folder already holds this run (said; nothing recomputed). Read-only,
+    without the folder's lock, unless there is something to tidy: a ``_work/`` of a run killed
+    after its stats.json, temporary files of killed writes, inputs touched since (their
+    recorded versions are updated)."""
+    from c4forge.clean import summary
+
+    existing = cs.read_existing(stats_path)
+    if existing is None or job.overwrite:
+        return False
+    if not cs.check_existing(existing, stats_path, config, inputs, False):
+        return False
+    update = input_digests.verify(job.output, existing, files)
+    work_root = storage.join(job.output, pg.WORK_DIR)
+    has_work = pg.is_clean_work(work_root)
+    if update is not None or has_work or co.own_debris(job.output, DEBRIS_OF):
+        with ownership.owned_output(job.output, "clean"):
+            if update is not None:
+                input_digests.write_seen(job.output, files, update)
+            remove_debris(job.output, work_root if has_work else None)
+    if not job.quiet:
+        print(summary.already_complete(existing, job.output))
+    return True
+
+
 def remove_debris(output: str, work_root: str | None) -> None:
     """A finished folder holds no debris: the temporary files of writes a killed run left
     (``co.remove_own_debris``) and, when given, the ``_work/`` of a run killed after its
     stats.json was written (``work_root``, proven a clean run's by its job record)."""
-    co.remove_own_debris(output, [cs.STATS_NAME, FUNNEL_NAME])
+    co.remove_own_debris(output, DEBRIS_OF)
     if work_root is not None:
         pg.WorkDir(output).remove()
 
@@ -179,17 +219,15 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         inputs = inputs_block(files)
         config = job.record()
         stats_path = storage.join(job.output, cs.STATS_NAME)
+        if serve_finished(job, stats_path, config, inputs, files):
+            return 0
         ownership.acquire(job.output, "clean")  # before the first write (or removal) here
         locked = True
         existing = cs.read_existing(stats_path)
         work_root = storage.join(job.output, pg.WORK_DIR)
         has_work = pg.is_clean_work(work_root)
-        def same_content(done: dict) -> None:
-            input_digests.verify(job.output, done, files)
-
-        if cs.finished_run(job, stats_path, config, inputs, summary, same_content):
-            remove_debris(job.output, work_root if has_work else None)
-            return 0
+        if cs.finished_run(job, stats_path, config, inputs, summary, verify(job, files)):
+            return 0  # finished by a run that held the folder until now
         owned = co.owned_shards(job.output, existing, has_work)
         prepare_output(job)
         _log(

@@ -65,13 +65,17 @@ def _read_seen(output: str) -> dict[str, dict[str, Any]]:
     return {e.get("path"): e for e in obj.get("files") or [] if isinstance(e, dict)}
 
 
-def verify(output: str, existing: dict[str, Any], files: Sequence[InputFile]) -> None:
+def verify(
+    output: str, existing: dict[str, Any], files: Sequence[InputFile]
+) -> dict[str, str] | None:
     """Refuse to serve a finished folder whose inputs are not the bytes it was cleaned from
     (``OutputExistsError`` naming the first changed input). A folder of a run that recorded no
-    digests is taken on name and size, as it was."""
+    digests is taken on name and size, as it was. Returns the digests to record again
+    (``write_seen``) when an input had to be hashed again (same bytes, another version), else
+    None: a check that writes nothing itself, so a finished folder is answered read-only."""
     recorded = (existing.get("inputs") or {}).get(INPUT_FILES_KEY)
     if not recorded:
-        return
+        return None
     seen = _read_seen(output)
     digests: dict[str, str] = {}
     rehashed = False
@@ -79,9 +83,9 @@ def verify(output: str, existing: dict[str, Any], files: Sequence[InputFile]) ->
         e = seen.get(f.path)
         if e and f.version and e.get("size") == f.size and e.get("version") == f.version:
             digests[f.path] = str(e.get("sha256"))
-        else:
+        else:  # another version, or none listed (a store without one: hashed every time)
             digests[f.path] = storage.sha256(f.path)
-            rehashed = True
+            rehashed = rehashed or bool(f.version)
     actual = files_block(files, digests)
     if actual != recorded:
         wanted = {(e.get("name"), e.get("sha256")) for e in recorded if isinstance(e, dict)}
@@ -90,5 +94,4 @@ def verify(output: str, existing: dict[str, Any], files: Sequence[InputFile]) ->
             f"{output} was cleaned from another version of input {changed} (its sha256 "
             "differs from the one recorded in stats.json); pass --overwrite to clean it again"
         )
-    if rehashed:  # same content, newer mtime (a touch, a copy): remember the new version
-        write_seen(output, files, digests)
+    return digests if rehashed else None  # same content, newer mtime (a touch, a copy)

@@ -264,15 +264,23 @@ def owned_shards(directory: str, stats: Mapping[str, Any] | None, has_work: bool
 _TMP_RE = re.compile(r"^(?P<name>.+)\.tmp-\d+-[0-9a-f]{8}$")
 
 
-def remove_own_debris(directory: str, names: Iterable[str] = ()) -> None:
-    """Delete the temporary siblings (``storage.tmp_name``) of files clean writes here — shards,
-    ``names`` — left by a killed run. Only called while this run holds the folder, so no
-    writer of them is alive."""
+def own_debris(directory: str, names: Iterable[str] = ()) -> list[str]:
+    """The temporary siblings (``storage.tmp_name``) of files clean writes here — shards,
+    ``names`` — that a killed run left."""
     own = set(names)
+    found = []
     for entry in storage.listdir(directory):
         m = _TMP_RE.match(entry)
         if m and (SHARD_RE.match(m["name"]) or m["name"] in own):
-            storage.remove(storage.join(directory, entry))
+            found.append(entry)
+    return found
+
+
+def remove_own_debris(directory: str, names: Iterable[str] = ()) -> None:
+    """Delete ``own_debris``. Only called while this run holds the folder, so no writer of
+    them is alive."""
+    for entry in own_debris(directory, names):
+        storage.remove(storage.join(directory, entry))
 
 
 def remove_files(directory: str, names: Iterable[str]) -> None:
