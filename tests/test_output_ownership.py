@@ -47,16 +47,20 @@ def listing(folder: Path) -> dict[str, bytes]:
 HOLDER = """
 import sys, time
 from c4forge.io import ownership
-ownership.acquire(sys.argv[1], "holder")
+ownership.acquire(sys.argv[1], "holder", *sys.argv[2:])
 print("held", flush=True)
 time.sleep(600)
 """
 
 
-def hold(folder: Path) -> subprocess.Popen:
-    """A second process that takes ``folder`` and keeps it until killed."""
+def hold(folder: Path | str, *name: str) -> subprocess.Popen:
+    """A second process that takes ``folder`` (its lock file ``name``, if given) and keeps it
+    until killed."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(folder)], env=env(), stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLDER, str(folder), *name],
+        env=env(),
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     return proc

@@ -53,3 +53,23 @@ def test_resume_removes_a_killed_saves_leftovers(data, tmp_path):
     assert not [n for n in names if ".tmp-" in n], names
     assert ckpt.latest_checkpoint(str(out)).endswith("step-00000004")
     assert not (out / ownership.LOCK_NAME).exists()
+
+
+def test_export_holds_its_folder_beside_it(data, tmp_path):
+    """export renames its folder into place, so it is held through a lock file next to it."""
+    from c4forge.trainers.export import export
+
+    run = tmp_path / "run"
+    train(_opts(data, run, steps=2))
+    hf = tmp_path / "hf"
+    parent, name = ownership.beside(str(hf))
+    proc = hold(parent, name)
+    try:
+        with pytest.raises(ownership.OutputBusyError, match=f"pid {proc.pid}"):
+            export(str(run), str(hf))
+        assert not hf.exists()
+    finally:
+        proc.kill()
+        proc.wait()
+    export(str(run), str(hf))  # the holder gone: a stale lock taken over, the folder written
+    assert (hf / "config.json").exists() and not (tmp_path / name).exists()
