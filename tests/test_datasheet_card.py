@@ -29,6 +29,8 @@ def test_md_text_escapes_html_and_markdown() -> None:
     assert md_text("*a*_b_`c`") == "\\*a\\*\\_b\\_\\`c\\`"
     assert md_text("line\nbreak") == "line break"
     assert md_text("en.wikipedia.org") == "en.wikipedia.org"  # ordinary hosts unchanged
+    assert md_text("line & page rules") == "line & page rules"  # a plain "&" reads as itself
+    assert md_text("&lt;b&gt;") == "&amp;lt;b&amp;gt;"  # an entity is shown, not decoded
 
 
 def test_card_escapes_hostile_hosts(tmp_path: Path) -> None:

@@ -294,15 +294,18 @@ def render_html(report: Mapping[str, Any], pngs: Mapping[str, bytes], title: str
 # --------------------------------------------------------------------------------- README.md
 
 
+_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")  # an ``&`` a renderer would read as an entity
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 
 def md_text(text: str) -> str:
-    """Crawled text (hosts, TLDs) as literal text in a markdown table cell: HTML escaped (a
-    host ``<img src=x onerror=…>`` renders as text, never as an element, on a dataset hub
-    that renders the card), markdown's emphasis, link, code and table characters
-    backslash-escaped (a ``|`` no longer splits the cell), line breaks as spaces."""
-    text = html.escape(" ".join(text.splitlines()), quote=False)
+    """Crawled text (hosts, TLDs) as literal text in a markdown table cell: ``<``, ``>`` and an
+    entity-like ``&`` HTML escaped (a host ``<img src=x onerror=…>`` renders as text, never as
+    an element, on a dataset hub that renders the card), markdown's emphasis, link, code and
+    table characters backslash-escaped (a ``|`` no longer splits the cell), line breaks as
+    spaces."""
+    text = _ENTITY.sub("&amp;", " ".join(text.splitlines()))  # "a & b" stays as it reads
+    text = text.replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
