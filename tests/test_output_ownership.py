@@ -355,3 +355,15 @@ def test_spills_of_a_killed_run_are_removed_by_the_next(tmp_path: Path, monkeypa
     assert not spill[0].exists() and live.exists() and stranger.exists()
     assert not [p for p in scratch.iterdir() if p.name.startswith(f"c4forge-local-{os.getpid()}-")
                 and p != live]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["vocab", "report"])
+def test_output_naming_a_file_is_one_line_before_work(tmp_path: Path, capsys, command) -> None:
+    clean_dir = tmp_path / "clean"
+    assert clean(str(REAL_WET), "-o", str(clean_dir), "--quiet") == 0
+    target = tmp_path / "a-file"
+    target.write_text("mine")
+    assert cli.main([command, str(clean_dir), "-o", str(target), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "exists and is not a folder" in err and len(err.strip().splitlines()) == 1
+    assert target.read_text() == "mine"
