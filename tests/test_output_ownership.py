@@ -367,3 +367,28 @@ def test_output_naming_a_file_is_one_line_before_work(tmp_path: Path, capsys, co
     err = capsys.readouterr().err
     assert "exists and is not a folder" in err and len(err.strip().splitlines()) == 1
     assert target.read_text() == "mine"
+
+
+def test_shards_over_a_replaced_c4_release_file_is_refused(tmp_path: Path, capsys) -> None:
+    """A real vocab + shards build over C4-release files (no stats.json); one file replaced by
+    a re-compressed copy of the same size: the rerun is refused, not "already complete"."""
+    docs = tmp_path / "c4"
+    docs.mkdir()
+    train = docs / "c4-train.00000-of-00001.json.gz"
+    shutil.copy(C4_SHARD, train)
+    vocab, out = tmp_path / "vocab", tmp_path / "shards"
+    assert cli.main(["vocab", str(docs), "-o", str(vocab), "--vocab-size", "300", "--quiet"]) == 0
+    argv = ["shards", str(docs), "--vocab", str(vocab), "-o", str(out), "--inputs-length", "64"]
+    argv += ["--workers", "1", "--quiet"]
+    assert cli.main(argv) == 0
+    index = json.loads((out / "index.json").read_text())
+    digest = hashlib.sha256(train.read_bytes()).hexdigest()
+    assert index["source"]["clean_files_sha256"] == {"train": {train.name: digest}}
+    data = bytearray(train.read_bytes())
+    data[4:8] = (int.from_bytes(data[4:8], "little") + 1).to_bytes(4, "little")  # gzip mtime
+    train.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "built differently" in err and "--overwrite" in err
+    assert json.loads((out / "index.json").read_text()) == index  # the old set untouched
