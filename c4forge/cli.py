@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Iterator
 
 from c4forge import __version__
 from c4forge.errors import C4ForgeError
@@ -38,20 +39,49 @@ PASSTHROUGH = {"clean", "shards"}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from c4forge.cliconfig import HelpFormatter, with_shown_defaults
+
     parser = argparse.ArgumentParser(
         prog="c4forge",
         description="Common Crawl WET → C4 documents → SentencePiece → Arrow shards → GLU-Transformer.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"c4forge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS.values():
         importlib.import_module(module).register(sub)
+    for command in COMMANDS:
+        with_shown_defaults(_subparser(parser, command))
     return parser
 
 
 def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
     return action.choices[command]
+
+
+def parser_tree(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """Every parser of the command line: the top one, each command's, and the forms a command
+    parses itself (``nested_parsers``: `shards verify`, `shards task`)."""
+    yield parser
+    for command, module in COMMANDS.items():
+        sub = _subparser(parser, command)
+        yield sub
+        nested = getattr(importlib.import_module(module), "nested_parsers", None)
+        if nested is not None:
+            yield from nested(sub).values()
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """argparse's parse, or a command's own for a nested form (``parse_nested``: `shards task
+    NAME …`, with its own --help and usage errors; unknown options are errors there)."""
+    if argv and argv[0] in COMMANDS:
+        nested = getattr(importlib.import_module(COMMANDS[argv[0]]), "parse_nested", None)
+        args = None if nested is None else nested(_subparser(parser, argv[0]), argv[1:])
+        if args is not None:
+            args.command = argv[0]
+            return args, []
+    return parser.parse_known_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     # import-time "apitools not found" line is noise, not the user's problem.
     quiet_beam_logging()
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    args, extra = _parse(parser, list(sys.argv[1:] if argv is None else argv))
     if extra and args.command not in PASSTHROUGH:
         parser.error(f"unrecognized arguments for '{args.command}': {' '.join(extra)}")
     module = importlib.import_module(COMMANDS[args.command])

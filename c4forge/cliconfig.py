@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -211,6 +212,26 @@ def _check_parser(
         raise CliDeclarationError(f"{parser.prog}: CLI-only dests without a flag: {stale}")
 
 
+def field_flags(cls: type, name: str, **changes: Any) -> list[Flag]:
+    """The flag(s) of field ``name`` of ``cls`` as ``add_flags`` adds them (dest = the field,
+    default = the field's), ``changes`` replacing argparse keywords (a sharper ``help``): for a
+    parser that offers a subset of a command's options (``shards task``, ``shards verify``)."""
+    fields = {f.name: f for f in flagged_fields(cls)}
+    if name not in fields:
+        raise CliDeclarationError(f"{cls.__name__} has no flagged field {name!r}")
+    spec = cli_spec(fields[name])
+    out = []
+    for fl in spec.flags:
+        kwargs = dict(fl.kwargs)
+        if not fl.positional:
+            kwargs["dest"] = name
+        if not kwargs.get("required"):
+            kwargs.setdefault("default", None if spec.convert else _default(fields[name]))
+        kwargs.update(changes)
+        out.append(Flag(fl.names, kwargs))
+    return out
+
+
 def from_args(cls: type[T], args: Any, **given: Any) -> T:
     """``cls`` from a parsed namespace: each flagged field from its dest (``convert`` applied to
     a given value; not given, the field's default), each other field from ``given`` (which may
@@ -305,3 +326,75 @@ def non_negative(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
+
+
+# ----------------------------------------------------------------------------- --help
+
+
+def default_text(default: Any) -> str:
+    """A default as a user types it: ``a,b`` for a list, ``16`` for ``16.0``."""
+    if isinstance(default, (list, tuple)):
+        return ",".join(str(v) for v in default)
+    if isinstance(default, float):
+        return f"{default:g}"
+    return str(default)
+
+
+def shows_default(action: argparse.Action) -> bool:
+    """Whether ``--help`` must name ``action``'s default: a value option (not a switch) whose
+    default is a value (not None, not False: "not given")."""
+    default = action.default
+    return (
+        action.nargs != 0
+        and action.help != argparse.SUPPRESS
+        and default is not None
+        and default is not False
+        and default != argparse.SUPPRESS
+        and default not in ((), [])
+    )
+
+
+def names_default(text: str, shown: str) -> bool:
+    """Whether help ``text`` already names the default ``shown`` next to the word "default":
+    ``(default 13)``, ``default: auto``, ``auto (default)``, ``(default ./c4forge-demo)``."""
+    value = re.escape(shown)
+    pattern = rf"default\W{{0,3}}(\./)?{value}(?!\w)|(?<!\w){value}\W{{0,3}}default"
+    return re.search(pattern, text, re.IGNORECASE) is not None
+
+
+class _ShowDefaults:
+    """Appends ``(default: X)`` to an option's help unless the help already names it
+    (``default 13``, ``default: auto``), so no option's default is a secret of the code; a
+    newline in a help string starts a new line (one per objective in ``--objective``)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        split = super()._split_lines  # type: ignore[misc]
+        return [line for part in text.split("\n") for line in split(part, width)]
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = super()._get_help_string(action)  # type: ignore[misc]
+        if not shows_default(action) or "%(default)" in (text or ""):
+            return text
+        shown = default_text(action.default)
+        if names_default(text or "", shown):
+            return text
+        tail = f"(default: {shown})".replace("%", "%%")
+        return f"{text} {tail}" if text else tail
+
+
+class HelpFormatter(_ShowDefaults, argparse.HelpFormatter):
+    """c4forge's ``--help`` layout: argparse's, every default shown."""
+
+
+class RawDescriptionHelpFormatter(_ShowDefaults, argparse.RawDescriptionHelpFormatter):
+    """For a description laid out by hand (``demo``, ``report``), every default shown."""
+
+
+def with_shown_defaults(parser: argparse.ArgumentParser) -> None:
+    """Give ``parser`` the matching formatter of this module (argparse's sub-parsers do not
+    inherit their parent's): a raw description stays raw."""
+    current = parser.formatter_class
+    if isinstance(current, type) and issubclass(current, _ShowDefaults):
+        return
+    raw = isinstance(current, type) and issubclass(current, argparse.RawDescriptionHelpFormatter)
+    parser.formatter_class = RawDescriptionHelpFormatter if raw else HelpFormatter

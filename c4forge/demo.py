@@ -1,7 +1,7 @@
 """`c4forge demo`: the whole chain on the bundled real sample, on this machine.
 
-clean → vocab → shards → a short CPU training run of the ``tiny`` preset, then BERT's side of
-the same clean sample: ``bert_mlm_nsp`` shards → a short ``bert-tiny`` pretraining run. Every stage
+clean → vocab → shards → a short CPU training run of the `tiny` preset, then BERT's side of
+the same clean sample: `bert_mlm_nsp` shards → a short `bert-tiny` pretraining run. Every stage
 builds its command's typed options (the dataclasses the command line builds) and calls the stage
 function, so the demo is also the end-to-end smoke test of the toolkit. The sample is small (≈ 1,100 pages, ≈ 2 M
 characters), so the vocabulary is small too (2,000 pieces instead of T5's 32,000) and the
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from c4forge.clean.config import CleanJob
+from c4forge.cliconfig import positive
 from c4forge.shards.job import ShardsJob
 from c4forge.trainers.options import TrainOptions
 from c4forge.vocab.options import VocabOptions
@@ -44,8 +45,14 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--bert-steps", type=int, default=200, help="bert-tiny steps (default 200; 0 = skip)"
     )
     p.add_argument(
-        "--workers", type=int, default=None, help="Beam worker processes (default: cores)"
+        "--workers", type=int, default=None,
+        help="worker processes of the clean and shards stages (default: all cores)",
     )
+    p.add_argument(
+        "--threads", type=positive, default=None,
+        help="torch CPU threads of the training runs (default: the CPUs this process may use) "
+        "and of fine-tuning (default 1)",
+    )  # fmt: skip
     p.add_argument("--overwrite", action="store_true", help="redo every stage from scratch")
     return p
 
@@ -156,6 +163,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             batch_size=args.batch_size, device="cpu", vocab=vocab,
             eval_every=max(1, args.steps // 4), eval_rows=512, save_every=max(1, args.steps // 2),
             optimizer="adamwscale", lr=3e-3, warmup=max(1, args.steps // 10),
+            threads=args.threads,
         )  # fmt: skip
         _call("train", lambda: _train(topts), topts)
 
@@ -173,7 +181,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         ]
     from c4forge.finetune.demo_step import demo_transfer
 
-    demo_transfer(runs, work, overwrite=args.overwrite, shards=shards)
+    demo_transfer(runs, work, overwrite=args.overwrite, shards=shards, threads=args.threads)
     outputs.append(
         ("SST-2 fine-tuning (results.json, predictions.jsonl)", f"{work}/finetune-sst2-*")
     )
@@ -209,5 +217,6 @@ def _bert_stages(args, clean, vocab, shards, run, done) -> None:
             shards=shards, preset="bert-tiny", steps=steps, output=run,
             batch_size=args.batch_size, device="cpu", vocab=vocab,
             eval_every=max(1, steps // 4), eval_rows=512, save_every=max(1, steps // 2), lr=2e-3,
+            threads=args.threads,
         )  # fmt: skip
         _call("train (bert-tiny)", lambda: _train(opts), opts)

@@ -31,6 +31,13 @@ _RUNNER_MODULES = {
 
 
 def _hint(option: str, known: Sequence[str]) -> str:
+    if option and not option.startswith("-"):
+        # a bare value: the second value given to an option of c4forge, which takes one
+        # (`--decontaminate glue mine=f.jsonl`, where `glue,mine=f.jsonl` was meant)
+        return (
+            " (a value with no option before it: a c4forge option takes one value; repeat the "
+            "option, or join a list with commas as --decontaminate glue,NAME=FILE)"
+        )
     close = difflib.get_close_matches(option, known, n=1, cutoff=0.75)
     return f" (did you mean {close[0]}?)" if close else ""
 

@@ -111,6 +111,7 @@ def test_non_gelu_ffn_export_is_a_clear_error(bert, tmp_path, capsys):
         vocab=bert["vocab"], ffn="swiglu", eval_rows=4, progress=False,
     )  # fmt: skip
     train(opts)
+    capsys.readouterr()  # the run's start-up summary
     out = tmp_path / "hf"
     assert main(["export", str(run), "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip()

@@ -140,6 +140,38 @@ def test_warc_of_responses_is_refused_with_a_clear_message(tmp_path, capsys):
     assert not (out / "stats.json").exists()
 
 
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        [os.path.join(REPO, "README.md")],
+        [os.path.join(GENUINE_WET_DIR, "LICENSE.*")],  # a glob that matches a non-WET file
+    ],
+)
+def test_inputs_that_give_no_page_are_one_line_error(tmp_path, capsys, inputs):
+    """No page at all is not an empty corpus: exit 2, one line naming the input and what it
+    was, and nothing left in the output folder (this run made it)."""
+    out = tmp_path / "out"
+    assert clean(*inputs, "--output", str(out), "--workers", "1") == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("c4forge clean: error: ")]
+    assert len(errors) == 1 and "no page read from 1 input file(s)" in errors[0], err
+    assert "1 malformed" in errors[0] and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_an_unreadable_input_among_good_ones_is_named_last(tmp_path, capsys):
+    """Real WET files and a non-WET one: the corpus is built, and the summary's last line
+    says one input gave nothing."""
+    wet = [os.path.join(GENUINE_WET_DIR, n) for n in sorted(os.listdir(GENUINE_WET_DIR))]
+    out = tmp_path / "out"
+    assert clean(*wet, "--output", str(out), "--workers", "1") == 0
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert last.startswith("  warning: not every input was read whole: of 3 input file(s)")
+    assert "1 malformed" in last
+    stats = read_json(str(out / "stats.json"))
+    assert stats["counters"]["wet"]["malformed_file"] == 1 and stats["totals"]["pages_in"] > 0
+
+
 # --- lines dedup, Parquet, report, finished output ----------------------------------------------
 
 

@@ -255,3 +255,54 @@ def test_missing_text_field_names_the_fields(tmp_path: Path, capsys) -> None:
                  f"d={tmp_path}/d.jsonl", "-o", str(out)])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and "no field 'text'" in err and "question, answer" in err
+
+
+def test_decontaminate_before_the_input_does_not_swallow_it(planted: dict, tmp_path: Path) -> None:
+    """``--decontaminate glue IN -o OUT`` (the flag before the input) once took IN as a second
+    benchmark spec and stopped with "the following arguments are required: INPUT"."""
+    out = tmp_path / "first"
+    argv = ["clean", "--decontaminate", "glue", planted["wet"], "-o", str(out), "--quiet",
+            "--engine", "local", "--workers", "1"]  # fmt: skip
+    assert main(argv) == 0
+    assert _urls(out).isdisjoint(planted["plan"])  # every planted document removed
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["counters"]["decontaminate"]["contaminated"] == len(planted["plan"])
+    assert sorted(stats["config"]["decontaminate"]) == ["cola", "mrpc", "rte", "sst2", "stsb"]
+
+
+def test_decontaminate_specs_repeat_or_join_with_commas(tmp_path: Path) -> None:
+    """Several benchmarks: the flag repeated, or specs joined with commas (a ``#FIELD,FIELD``
+    list stays with its spec); each spelling parses to the same ordered specs."""
+    from c4forge.clean.config import CleanJob
+    from c4forge.cli import build_parser
+
+    evals = tmp_path / "mine.jsonl"
+    evals.write_text(json.dumps({"q": "a question", "a": "an answer"}) + "\n")
+    want = ("glue", f"mine={evals}#q,a")
+    spellings = [
+        ["in.wet", "--decontaminate", "glue", "--decontaminate", f"mine={evals}#q,a"],
+        ["--decontaminate", f"glue,mine={evals}#q,a", "in.wet"],
+        ["--decontaminate", "glue", "--decontaminate", f"mine={evals}#q,a", "in.wet"],
+    ]
+    for spelling in spellings:
+        args, extra = build_parser().parse_known_args(["clean", *spelling, "-o", "o"])
+        job = CleanJob.from_args(args)
+        assert (job.inputs, job.decontaminate, extra) == (("in.wet",), want, []), spelling
+    assert [s.benchmark for s in parse_specs(want)][-1] == "mine"
+    assert parse_specs(want)[-1].fields == ("q", "a")
+
+
+def test_two_values_after_one_decontaminate_flag_say_how_to_give_both(tmp_path, capsys) -> None:
+    """The one spelling the one-value flag no longer reads (``--decontaminate glue mine=F``
+    after the inputs) is a one-line error that says how, before any work."""
+    evals = tmp_path / "mine.jsonl"
+    evals.write_text(json.dumps({"text": "an example"}) + "\n")
+    wet = tmp_path / "in.wet.gz"
+    wet.write_bytes(wet_bytes(doc_records(c4_docs(0, 2))))
+    for engine in ("local", "beam"):
+        argv = ["clean", str(wet), "-o", str(tmp_path / "o"), "--engine", engine,
+                "--decontaminate", "glue", f"mine={evals}"]  # fmt: skip
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "repeat the option, or join a list with commas" in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()

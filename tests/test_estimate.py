@@ -47,3 +47,49 @@ def test_estimate_writes_only_its_file_and_projects_a_whole_small_input(tmp_path
     # the whole file is in both cuts: nothing to extrapolate
     assert i["memory_cuts"][0]["bytes_per_file"] == i["memory_cuts"][1]["bytes_per_file"] == size
     assert abs(i["peak_memory_gb"] - i["memory_sample_tree_gb"]) <= 0.006
+
+
+def test_cuts_of_whole_files_measure_no_slope() -> None:
+    """Both cuts took the same whole files: their peaks differ by sampling noise only, so no
+    slope is read from them (one through a zero gap projected terabytes)."""
+    from c4forge.clean.estimate import DEFAULT_PEAK_PER_CHUNK_BYTE, memory_slope
+
+    mb = 2**20
+    assert memory_slope([1_066_184, 1_066_184], [300 * mb, 310 * mb]) == DEFAULT_PEAK_PER_CHUNK_BYTE
+    assert memory_slope([4_000_000, 16_000_000], [500 * mb, 560 * mb]) == 60 * mb / 12_000_000
+    assert memory_slope([4_000_000, 16_000_000], [500 * mb, 490 * mb]) == 0.0
+
+
+def test_estimate_of_the_bundled_sample_is_near_its_measured_peak(tmp_path: Path) -> None:
+    """The three bundled WET files (3.2 MB, each smaller than the sample): the projected peak
+    is near the peak PSS of the real command's process tree, measured here."""
+    import shutil
+
+    from c4forge import proctree
+    from c4forge.samples import demo_inputs
+
+    if not proctree.available():
+        import pytest
+
+        pytest.skip("no /proc to measure the real run's memory")
+    wet = tmp_path / "wet"
+    wet.mkdir()
+    for path in demo_inputs(str(tmp_path / "made")):
+        shutil.copy(path, wet)
+    sizes = sorted(p.stat().st_size for p in wet.iterdir())
+    assert len(sizes) == 3 and sizes[0] < sizes[-1]  # files of unequal size, all under 16 MB
+    out = tmp_path / "estimate"
+    done = _clean(str(wet), "-o", str(out), "--estimate", "--workers", "2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    i = json.loads((out / "estimate.json").read_text())["input"]
+    assert [c["bytes_per_file"] for c in i["memory_cuts"]] == [sizes[-1], sizes[-1]]
+    assert i["startup_cpu_s"] > 0 and i["cpu_s"] > i["startup_cpu_s"]
+
+    real = subprocess.Popen(
+        [sys.executable, "-m", "c4forge", "clean", str(wet), "-o", str(tmp_path / "real"),
+         "--quiet", "--workers", "2"]
+    )  # fmt: skip
+    with proctree.PeakSampler(real.pid, interval=0.05) as sampler:
+        assert real.wait() == 0
+    measured = sampler.peak / 2**30
+    assert 0.6 * measured <= i["peak_memory_gb"] <= 1.4 * measured, (i, measured)

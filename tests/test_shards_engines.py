@@ -127,3 +127,21 @@ def test_documents_that_do_not_add_up_are_refused(work, docs, vocab_dir, capsys)
     assert code != 0
     assert f"train: {d}: {held['train'] + 1:,} in, {held['train']:,} out of step 'read'" in err
     assert not os.path.exists(os.path.join(out, "index.json"))
+
+
+def test_progress_bars_end_at_100_percent_on_the_local_engine(work, docs, vocab_dir, capsys):
+    """A build shorter than one polling period (the local engine on the sample) still closes
+    its bars on what it did: every clean shard read, every shard written."""
+    import re
+
+    out = str(work / "progress-local")
+    argv = shards_argv(
+        docs, vocab_dir, out, "--batch-rows", "100", "--engine", "local", "--workers", "2",
+        inputs_length=INPUTS_LENGTH, num_shards="train=3,validation=2",
+    )  # fmt: skip
+    capsys.readouterr()
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"^shards written: 5/5 shard \(100%\)", err, re.M), err
+    assert re.search(r"^clean shards read: (\d+)/\1 (file|part) \(100%\)", err, re.M), err
+    assert " 0%" not in err

@@ -177,6 +177,16 @@ def test_a_remote_shard_set_reads_like_the_local_one(local_set, docs, vocab_dir)
     # Refusals name the remote file, as locally.
     victim = f"{out}/train-00001-of-00003.arrow"
     good = MemFileSystem.files[victim]
+    # verified as read (train's default): the stream's own bytes are hashed, intact or not
+    checked = D.open_shard_set(out, verify="read")
+    rows = dict(checked.split_shards("train"))[victim]
+    assert len(D.ShardReader(checked, [victim], [rows]).shard(0)["inputs"]) == rows
+    assert victim in checked.verified
+    mid = len(good) // 2
+    MemFileSystem.files[victim] = good[:mid] + bytes([good[mid] ^ 1]) + good[mid + 1 :]
+    checked = D.open_shard_set(out, verify="read")
+    with pytest.raises(VerificationError, match=f"{victim}: sha256 expected"):
+        D.ShardReader(checked, [victim], [rows]).shard(0)
     MemFileSystem.files[victim] = good[:-1] + bytes([good[-1] ^ 1])  # same size
     with pytest.raises(VerificationError, match=f"{victim}: sha256 expected"):
         S.ShardSet.open(out).verify()

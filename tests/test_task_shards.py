@@ -155,3 +155,45 @@ def test_a_task_set_trains_in_a_mixture_with_c4(vocab_dir, tmp_path):
             "--no-progress"]  # fmt: skip
     assert main(argv) == 0
     assert json.loads((ft / "results.json").read_text())["init"] == "pretrained"
+
+
+def test_cut_inputs_are_said_in_task_words_with_the_length_that_fits(vocab_dir, tmp_path, capsys):
+    """Inputs longer than the row are counted in the summary, warned about on stderr (even with
+    --quiet) with the --inputs-length that keeps every one whole, and the summary speaks of
+    examples (not docs, trimmed targets or sentinels, which are span corruption's words)."""
+    from c4forge.finetune.formats import t5_input
+    from c4forge.finetune.tasks import get_task, load_glue, split_file
+
+    spec, vocab = get_task("sst2"), Vocabulary.load(vocab_dir)
+    sizes = {}  # split -> tokens + EOS of each input, counted here from the GLUE files
+    for split, name in (("train", "train"), ("validation", spec.dev_splits[0])):
+        texts = [t5_input(spec, ex) for ex in load_glue(spec, split_file(spec, GLUE, name))]
+        sizes[split] = [len(a) + 1 for a in vocab.encode_arrays(texts)]
+    fits = max(max(v) for v in sizes.values())
+    cut = {split: sum(n > 16 for n in v) for split, v in sizes.items()}
+    assert 0 < cut["train"] < len(sizes["train"])  # the real file has short and long inputs
+
+    argv = ["shards", "task", "sst2", "--vocab", vocab_dir, "--data", GLUE, "--inputs-length",
+            "16", "--targets-length", "14", "-o", str(tmp_path / "short")]  # fmt: skip
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    said = (
+        f"{cut['train']:,} of {len(sizes['train']):,} train inputs "
+        f"({cut['train'] / len(sizes['train']):.1%}) and {cut['validation']:,} of "
+        f"{len(sizes['validation']):,} validation inputs"
+    )
+    tail = f"are longer than --inputs-length 16 and lost their tail; --inputs-length {fits} keeps"
+    assert f"c4forge shards task: warning: {said}" in err and tail in err
+    assert said in out and tail in out  # the summary says it too
+    assert f"examples {len(sizes['train']):,}," in out and f"inputs cut {cut['train']:,}" in out
+    assert out.startswith("c4forge shards task: sst2 (text_to_text) 16/14 ")
+    for words in ("docs", "empty", "trimmed targets", "sentinels"):
+        assert words not in out, words
+
+    # the length the warning names keeps every input whole: no cut, no warning
+    argv[argv.index("16")] = str(fits)
+    argv[-1] = str(tmp_path / "whole")
+    assert main([*argv, "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    stats = ShardSet.open(str(tmp_path / "whole"), vocab=vocab_dir).index["stats"]
+    assert [st["inputs_truncated"] for st in stats.values()] == [0, 0]

@@ -17,13 +17,14 @@ from c4forge.clean.config import CleanJob
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "clean",
-        help="WET files → C4 documents (Beam job; --engine spark for native PySpark)",
+        help="WET files → C4 documents (local, Spark or Beam: --engine)",
         description=(
             "Read Common Crawl WET files, apply the C4 rules (line/page heuristics, "
             "three-sentence-span dedup, langdetect >= 0.99, bad words) and write C4-release "
-            "shards plus stats.json. Unknown options are passed to Beam unchanged, e.g. "
-            "--runner DataflowRunner --project P --region R --temp_location gs://B/tmp "
-            "--setup_file ./setup.py"
+            "shards plus stats.json. Unknown options are passed to the engine unchanged: Beam "
+            "pipeline options (e.g. --runner DataflowRunner --project P --region R "
+            "--temp_location gs://B/tmp --setup_file ./setup.py), or --conf spark.KEY=V with "
+            "--engine spark"
         ),
     )
     CleanJob.add_flags(p)

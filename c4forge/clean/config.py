@@ -14,7 +14,7 @@ from typing import Any
 
 from c4forge.clean.variants import DEFAULT_VARIANT, variants_help
 from c4forge.cliconfig import CliConfig, option
-from c4forge.engines.choose import ENGINES
+from c4forge.engines.choose import ENGINES, check_runner
 from c4forge.engines.options import (
     engine_option,
     master_option,
@@ -29,6 +29,13 @@ DEDUP_MODES = ("spans", "lines", "none")
 FORMATS = ("jsonl", "parquet")
 INPUT_FORMATS = ("auto", "wet", "warc")
 NEAR_DEDUP_MODES = ("none", "minhash")
+
+
+def _decontaminate_specs(values: list[str] | None) -> tuple[str, ...]:
+    """The ``--decontaminate`` flags' specs (imported late: ``--help`` stays instant)."""
+    from c4forge.contamination.benchmarks import flatten_specs
+
+    return flatten_specs(values)
 
 
 def _local_output(path: str) -> str:
@@ -107,7 +114,8 @@ class CleanJob(CliConfig):
         "--max-record-bytes",
         default=64 << 20,
         type=int,
-        help="skip (and count) WARC payloads larger than this (default 64 MiB)",
+        help="skip (and count) WARC payloads larger than this many bytes "
+        "(default 67108864 = 64 MiB)",
     )
     input_format: str = option(
         "--input-format",
@@ -136,14 +144,14 @@ class CleanJob(CliConfig):
     )
     decontaminate: tuple[str, ...] = option(
         "--decontaminate",
-        default=None,  # () after __post_init__ (argparse's "extend" needs a list or None)
-        nargs="+",
-        action="extend",
-        metavar="SPEC",
-        convert=lambda v: tuple(v or ()),
+        default=None,  # () after __post_init__ (argparse's "append" needs a list or None)
+        action="append",  # one value per flag: nargs="+" swallowed the INPUT that followed
+        metavar="SPEC[,SPEC...]",
+        convert=_decontaminate_specs,
         help="remove documents sharing a word n-gram with an evaluation set: glue (the bundled "
         "GLUE dev sets) and/or NAME=FILE[#FIELD,...] (.tsv, .csv, .jsonl; text field 'text' by "
-        "default); counted per benchmark under decontaminate.contaminated:NAME",
+        "default); several: repeat the flag or join them with commas (glue,mine=eval.jsonl); "
+        "counted per benchmark under decontaminate.contaminated:NAME",
     )
     decontaminate_ngram: int = option(
         "--decontaminate-ngram",
@@ -298,6 +306,7 @@ class CleanJob(CliConfig):
             _ = self.benchmarks  # missing file, bad name, malformed rows: one-line errors now
         parse_shards_option(self.train_shards, "--train-shards")
         parse_shards_option(self.validation_shards, "--validation-shards")
+        check_runner(self.engine, self.runner)
         runner = (self.runner or "").rsplit(".", 1)[-1].lower()  # Beam's names are case-blind
         if (
             self.engine in ("auto", "beam")

@@ -160,6 +160,29 @@ def langdetect_backend(plan: Plan) -> str | None:
     return langid.backend()
 
 
+def refuse_no_page(
+    job: CleanJob,
+    raw: dict,
+    files: list[InputFile],
+    shard_stats: list[dict],
+    work: pg.WorkDir,
+    created: bool,
+) -> None:
+    """A run that read no page is an error (``clean.unreadable``): what it wrote (the empty
+    shards, ``_work/``, the output folder when this run made it) goes before the error."""
+    from c4forge.clean.unreadable import check_some_page
+
+    names = [storage.basename(f.path) for f in files]
+    try:
+        check_some_page(raw, names)
+    except C4ForgeError:
+        co.remove_files(job.output, [x["file"] for x in shard_stats])
+        work.finish()
+        if created and not storage.listdir(job.output):
+            storage.rmtree(job.output)
+        raise
+
+
 def finish(
     job: CleanJob,
     plan: Plan,
@@ -221,6 +244,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         stats_path = storage.join(job.output, cs.STATS_NAME)
         if serve_finished(job, stats_path, config, inputs, files):
             return 0
+        created = not storage.exists(job.output)  # before the lock makes it
         ownership.acquire(job.output, "clean")  # before the first write (or removal) here
         locked = True
         existing = cs.read_existing(stats_path)
@@ -251,6 +275,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             raise
         raw = dict(engine.counters())
         resumed = raw.pop(pg.RESUME_NAMESPACE, {})
+        refuse_no_page(job, raw, files, shard_stats, work, created)
         if job.resume:
             _log(
                 job,

@@ -11,7 +11,9 @@ cut gzip stream ends in a counted ``truncated_file``, one page at most is lost).
 on it with the local engine, one worker, in this process: CPU seconds and output bytes per
 stage, bytes scattered by each shuffle. The whole input is projected by its compressed size:
 pages = sample pages × input bytes / sample bytes; CPU and shuffle bytes per page stay as
-measured.
+measured. A run's fixed CPU (interpreter, imports, worker processes, model loads) is added
+once: what the first memory run below spent beyond the warm in-process run of the same
+sample (it dominates inputs of a few MB and vanishes at crawl scale).
 
 Memory is measured, not modelled from the in-process run (a driver that forks W workers shares
 its pages with them; one process does not): the sample runs again as the real command would,
@@ -23,7 +25,9 @@ bucket or one sorted run) but does grow with its chunk, one input file: the peak
 extrapolated linearly in the cut size to the largest input file (measured on the scale
 benchmark: 4 MB cuts 0.50 GB, 32 MB cuts 0.60 GB, whole 80 MB files 0.79 GB). The larger cut
 also has larger shuffle buckets and sorted runs, so the slope covers their growth up to full
-size (``BUCKET_BYTES``, ``RUN_DOCS``) too. Only ``OUT/estimate.json`` is written.
+size (``BUCKET_BYTES``, ``RUN_DOCS``) too. A cut's size is the most it took from one file
+(a worker holds one chunk); a file smaller than the sample is whole in both cuts, which then
+measure no slope (``memory_slope``). Only ``OUT/estimate.json`` is written.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import resource
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from c4forge.io import storage
 
@@ -44,16 +48,26 @@ DEFAULT_SAMPLE_MB = 16.0
 DEFAULT_PRICE = 0.04  # USD per vCPU-hour (on-demand cloud order of magnitude; --price-per-vcpu-hour)
 CRAWL_WORKERS = (1, 2, 16, 64, 450)
 MEMORY_CUTS = (1, 4)  # the memory runs: the sample, and cuts 4× as large of the same files
+MIN_CUT_GAP = 0.5  # the larger cut must exceed the smaller by half to measure a slope
+# Peak bytes per byte of chunk where the cuts cannot measure it: the scale benchmark's
+# 0.10 GB from 4 MB to 32 MB cuts (RESULTS §11).
+DEFAULT_PEAK_PER_CHUNK_BYTE = 0.10 * 2**30 / 28e6
 
 
-def _sample(
-    files: list[Any], sample_bytes: int, directory: str, prefix: str = "sample"
-) -> tuple[list[str], int]:
+class Cut(NamedTuple):
+    """A sample copied locally: its files, the bytes taken, the most taken from one file."""
+
+    paths: list[str]
+    taken: int
+    largest: int
+
+
+def _sample(files: list[Any], sample_bytes: int, directory: str, prefix: str = "sample") -> Cut:
     """The first bytes of up to ``SAMPLE_FILES`` evenly spaced inputs, copied locally."""
     step = max(1, len(files) // SAMPLE_FILES)
     picked = files[::step][:SAMPLE_FILES]
     per_file = max(1, sample_bytes // len(picked))
-    paths, taken = [], 0
+    paths, taken, largest = [], 0, 0
     for i, f in enumerate(picked):
         with storage.open_read(f.path) as src:
             data = src.read(per_file)
@@ -63,7 +77,23 @@ def _sample(
             out.write(data)
         paths.append(path)
         taken += len(data)
-    return paths, taken
+        largest = max(largest, len(data))
+    return Cut(paths, taken, largest)
+
+
+def memory_slope(cuts: list[int], peaks: list[int]) -> float:
+    """Bytes of peak per byte of the largest chunk, from the two memory cuts.
+
+    Why the gap test: a cut's size is the most it took from one file, and a file smaller than
+    the sample is taken whole by both cuts; two runs of the same bytes differ only by PSS
+    sampling noise, and a slope through them (once divided by a one-byte gap) projected
+    8,678 GB for 3.2 MB of WET. Cuts closer than ``MIN_CUT_GAP`` of the smaller one leave the
+    slope unmeasured: the benchmark's figure (``DEFAULT_PEAK_PER_CHUNK_BYTE``) stands in,
+    used only where the largest input file is longer than the cut."""
+    gap = cuts[-1] - cuts[0]
+    if gap < MIN_CUT_GAP * max(cuts[0], 1):
+        return DEFAULT_PEAK_PER_CHUNK_BYTE
+    return max(0.0, (peaks[-1] - peaks[0]) / gap)  # never negative: sampling noise
 
 
 def _sample_job(job: Any, paths: list[str], output: str, workers: int) -> Any:
@@ -92,24 +122,34 @@ def _run_sample(job: Any, paths: list[str], output: str) -> Any:
     return _run_local(_sample_job(job, paths, output, 1), 1)
 
 
-def _tree_peak(job: Any, paths: list[str], output: str, workers: int) -> int | None:
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _tree_peak(
+    job: Any, paths: list[str], output: str, workers: int
+) -> tuple[int | None, float]:
     """Peak PSS (bytes) of the local engine's process tree on the sample, or None where
-    /proc cannot be read (then the in-process ``ru_maxrss`` model is used)."""
+    /proc cannot be read (then the in-process ``ru_maxrss`` model is used); and the CPU
+    seconds of that tree: a run as the command makes it, start-up (interpreter, imports,
+    worker processes, model loads) included."""
     import multiprocessing
 
     from c4forge import proctree
 
     if not proctree.available():
-        return None
+        return None, 0.0
     child = multiprocessing.get_context("spawn").Process(
         target=_run_local, args=(_sample_job(job, paths, output, workers), workers)
     )
+    cpu0 = _children_cpu()
     child.start()
     with proctree.PeakSampler(child.pid) as sampler:
         child.join()
     if child.exitcode != 0:
         raise RuntimeError(f"--estimate: the memory run of the sample failed ({child.exitcode})")
-    return sampler.peak
+    return sampler.peak, _children_cpu() - cpu0
 
 
 def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFAULT_PRICE) -> dict:
@@ -121,32 +161,38 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
     with tempfile.TemporaryDirectory(prefix="c4forge-estimate-") as tmp:
         # a warm-up on a sliver first: model loads (Punkt, langdetect, numba) are a per-worker
         # start-up cost, not a per-page one, so the measured run below is warm
-        warm, _ = _sample(files[:1], 200_000, f"{tmp}", prefix="warm")
-        _run_sample(job, warm, f"{tmp}/warm-out")
-        paths, sampled = _sample(files, int(sample_mb * 1e6), tmp)
+        warm = _sample(files[:1], 200_000, f"{tmp}", prefix="warm")
+        _run_sample(job, warm.paths, f"{tmp}/warm-out")
+        sample = _sample(files, int(sample_mb * 1e6), tmp)
+        paths, sampled = sample.paths, sample.taken
         cpu0 = time.process_time()
         engine = _run_sample(job, paths, f"{tmp}/out")
         cpu = time.process_time() - cpu0
         stats = json.loads(open(f"{tmp}/out/stats.json").read())
         workers = job.workers or os.cpu_count() or 1
-        cuts, peaks = [], []
+        cuts, peaks, tree_cpu = [], [], []
         for factor in MEMORY_CUTS:
-            cut_paths, cut_bytes = (paths, sampled) if factor == 1 else _sample(
+            cut = sample if factor == 1 else _sample(
                 files, int(sample_mb * 1e6) * factor, tmp, prefix=f"memory{factor}"
             )
-            cuts.append(cut_bytes / len(cut_paths))
-            peaks.append(_tree_peak(job, cut_paths, f"{tmp}/memory{factor}-out", workers))
+            cuts.append(cut.largest)
+            found, used = _tree_peak(job, cut.paths, f"{tmp}/memory{factor}-out", workers)
+            peaks.append(found)
+            tree_cpu.append(used)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     largest = max((f.size for f in files), default=0)
     tree_peak = peaks[-1]
+    # a run's fixed CPU (interpreter, imports, workers, model loads): what the memory run of
+    # the sample, started as the command starts, spent beyond the warm in-process run of it
+    startup_cpu = max(0.0, tree_cpu[0] - cpu)
     if tree_peak is None or peaks[0] is None:  # no /proc: a driver plus W workers, each one run
         by_workers = {str(w): (w + 1) * peak for w in CRAWL_WORKERS[:2]}
         projected = (workers + 1) * peak
         per_mb = 0.0
         method = "in-process ru_maxrss × (workers + 1)"
     else:
-        # per compressed MB of chunk, from the two cuts (never negative: sampling noise)
-        per_mb = max(0.0, (peaks[-1] - peaks[0]) / max(cuts[-1] - cuts[0], 1.0)) * 1e6
+        # per compressed MB of the largest chunk, from the two cuts
+        per_mb = memory_slope(cuts, peaks) * 1e6
         projected = tree_peak + per_mb * max(0.0, largest - cuts[-1]) / 1e6
         by_workers = {str(workers): projected}
         method = (
@@ -164,7 +210,8 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
             "shuffle_bytes_per_1000_pages": round(engine.shuffle_bytes.get(stage, 0) * per_k),
         }
     total_pages = pages * scale
-    cpu_hours = cpu * scale / 3600
+    cpu_s = startup_cpu + cpu * scale
+    cpu_hours = cpu_s / 3600
     shuffle = sum(engine.shuffle_bytes.values()) * scale
     return {
         "format": "c4forge.clean.estimate",
@@ -184,6 +231,8 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
             "largest_file_bytes": largest,
             "pages": round(total_pages),
             "cpu_hours": round(cpu_hours, 3),
+            "cpu_s": round(cpu_s, 1),
+            "startup_cpu_s": round(startup_cpu, 1),
             "shuffle_gb": round(shuffle / 1e9, 3),
             "shuffle_bytes": round(shuffle),
             "documents_out": round(stats["totals"]["documents_out"] * scale),

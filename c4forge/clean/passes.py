@@ -255,12 +255,34 @@ def chunk_pass(
                 yield from corpus.emit((chunk.index, i), d, count)
 
 
+def progress_plan(plan: Plan, files: int, chunks: int) -> Any:
+    """What the engine's progress displays call each stage of this plan (the step labels of
+    ``documents`` and ``output.write_shards``), and the pages-read counter they show."""
+    from c4forge.clean.plan import READ_STAGE
+    from c4forge.engines.stage_progress import ProgressPlan
+
+    front = ["read", *(s.name for s in plan.page_stages), plan.clean.name]
+    titles = {
+        "wet": " → ".join(front),
+        "chunks": "chunks to their decisions",
+        "output": "sorted runs → shards",
+    }
+    previous = plan.url_dedup.name
+    for k, (maps, corpus) in enumerate(plan.segments()):
+        steps = [f"{previous} applied", *(m.name for m in maps)]
+        titles[f"pass{k}"] = " → ".join(steps + ([f"{corpus.name} keys"] if corpus else []))
+        if corpus is not None:
+            previous = corpus.name
+    units = {READ_STAGE: "file" if files == chunks else "chunk"}
+    return ProgressPlan("clean", titles, units, (READ_STAGE, "pages"))
+
+
 def run_plan(
     engine: Any, plan: Plan, files: list[Any], job: Any, chunks: list[pg.Chunk]
 ) -> list[dict]:
-    """The clean job on ``engine`` (its progress bar over ``files``); the per-shard stats."""
+    """The clean job on ``engine`` (its progress displays over ``files``); the per-shard stats."""
     engine.start(job.keep_samples, len(chunks))
-    with engine.progress(len(files), job.quiet):
+    with engine.progress(len(files), job.quiet, progress_plan(plan, len(files), len(chunks))):
         return run(engine, plan, job, chunks)
 
 

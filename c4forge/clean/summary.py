@@ -224,7 +224,7 @@ def render(
         lines.append("    stats.json (every counter, per-language counts, checksums)")
         if png:
             lines.append(f"    {png.rsplit('/', 1)[-1]} (funnel chart)")
-        return "\n".join(lines)
+        return "\n".join(with_unreadable_note(lines, c, stats["inputs"]["count"]))
     for split_name, o in stats["outputs"].items():
         files = o["files"]
         pattern = (
@@ -236,7 +236,15 @@ def render(
     lines.append("    stats.json (every counter, checksums)")
     if png:
         lines.append(f"    {png.rsplit('/', 1)[-1]} (funnel chart)")
-    return "\n".join(lines)
+    return "\n".join(with_unreadable_note(lines, c, stats["inputs"]["count"]))
+
+
+def with_unreadable_note(lines: list[str], counters: Mapping, inputs: int) -> list[str]:
+    """``lines`` and, last, the note on inputs that gave nothing (``clean.unreadable``)."""
+    from c4forge.clean.unreadable import unreadable_note
+
+    note = unreadable_note(counters, inputs)
+    return [*lines, note] if note else lines
 
 
 def already_complete(stats: Mapping, output: str) -> str:

@@ -38,6 +38,29 @@ class Source:
     task: str | None = None  # GLUE task name (its loader)
 
 
+def split_specs(text: str) -> list[str]:
+    """One ``--decontaminate`` value → its specs: ``glue,mine=eval.jsonl#q,a`` → ``glue`` and
+    ``mine=eval.jsonl#q,a``. Commas separate specs, except inside a ``#FIELD,FIELD`` list: a
+    piece that is neither ``glue`` nor ``NAME=…`` continues the previous spec's field list.
+
+    Why one value per flag (repeatable, or comma-joined) rather than ``nargs="+"``: a flag that
+    takes any number of values swallows the positional INPUT that follows it
+    (``--decontaminate glue IN -o OUT``)."""
+    specs: list[str] = []
+    for piece in text.split(","):
+        starts = piece == "glue" or "=" in piece
+        if specs and not starts and "#" in specs[-1]:
+            specs[-1] += "," + piece
+        else:
+            specs.append(piece)
+    return [s for s in specs if s] or [text]
+
+
+def flatten_specs(values: list[str] | None) -> tuple[str, ...]:
+    """The specs of every ``--decontaminate`` flag given, in order (``split_specs`` of each)."""
+    return tuple(spec for value in values or () for spec in split_specs(value))
+
+
 def parse_specs(specs: tuple[str, ...] | list[str]) -> list[Source]:
     """The files behind ``specs``, checked now (a missing file or bad name is a one-line error)."""
     sources: list[Source] = []

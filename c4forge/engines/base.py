@@ -30,7 +30,8 @@ Primitives (``label`` names the step: Beam needs unique labels, the others use i
 * ``counters()``: ``{stage: {reason: n}}`` of the finished run.
 
 Job level: ``start`` (samples kept, partitions), ``list_inputs`` (the engine's filesystem),
-``check_inputs``, ``progress`` (a progress bar), ``samples``, ``close``. Nothing here knows a
+``check_inputs``, ``progress`` (a display per stage, ``stage_progress``; Beam: its files read),
+``samples``, ``close``. Nothing here knows a
 stage: ``clean`` (``clean.passes``) and ``shards`` (``shards.stage``) are written once against
 these primitives.
 """
@@ -169,9 +170,29 @@ class Engine(ABC):
         """Refuse, before any work, inputs this engine cannot hold (Beam's DirectRunner)."""
         return None
 
+    bars: Any = None  # the job's ``StageBars`` while ``progress`` runs; the steps report to it
+
     @contextlib.contextmanager
-    def progress(self, files: int, quiet: bool) -> Iterator[None]:
-        yield
+    def progress(self, files: int, quiet: bool, plan: Any = None) -> Iterator[None]:
+        """Progress of the job on the driver while it runs: a display per stage
+        (``stage_progress.StageBars``, described by ``plan``, a ``ProgressPlan``), which the
+        engine's steps feed through ``self.bars``; none when ``quiet`` or without a plan."""
+        if quiet or plan is None:
+            yield
+            return
+        from c4forge.engines.stage_progress import StageBars
+
+        self.progress_note()
+        with StageBars(plan, self.counters) as bars:
+            self.bars = bars
+            try:
+                yield
+            finally:
+                self.bars = None
+
+    def progress_note(self) -> None:
+        """A line before the progress displays (Spark: where its web UI is)."""
+        return None
 
     def samples(self) -> dict[str, list]:
         """``--keep-samples``: ``{stage/reason: [(hash, text, url), …]}`` of the finished run,

@@ -475,7 +475,9 @@ class BeamEngine(Engine):
 
     # -- job level ------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def progress(self, files: int, quiet: bool) -> Iterator[None]:
+    def progress(self, files: int, quiet: bool, plan: Any = None) -> Iterator[None]:
+        """Input files read (``FileProgress``): the DirectRunner reports no live metrics, and
+        a cluster runner's UI shows its own progress."""
         from c4forge.engines.progress_bar import FileProgress
 
         with FileProgress(files, enabled=self.choice.local and not quiet) as bar:

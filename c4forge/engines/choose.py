@@ -14,12 +14,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from c4forge.errors import ConfigError
+
 ENGINES = ("auto", "beam", "spark", "local")
+
+
+def check_runner(engine: str, runner: str | None) -> None:
+    """``--runner`` names a Beam runner: with ``--engine local`` or ``spark`` it would be
+    ignored (the job would run on this machine, or on Spark, not where the user asked), so it
+    is refused before any work."""
+    if runner and engine in ("local", "spark"):
+        where = "on this machine" if engine == "local" else "on Spark (--master)"
+        raise ConfigError(
+            f"--runner {runner} is a Beam runner, but --engine {engine} runs the job {where}; "
+            "use --engine beam (or auto) with --runner, or drop --runner"
+        )
 
 
 def choose(engine: str, runner: str | None, passthrough: tuple[str, ...], size: int) -> tuple[str, str]:
     """``(engine, why)``: ``engine`` as given, or what ``auto`` picks for ``size`` input bytes
     (``why`` is empty unless ``auto`` decided, for the first log line)."""
+    check_runner(engine, runner)
     if engine != "auto":
         return engine, ""
     if runner or passthrough:  # a runner named (the DirectRunner too) or Beam options

@@ -22,6 +22,7 @@ garbage-collected).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import shutil
@@ -241,22 +242,31 @@ class LocalEngine(Engine):
         return os.path.join(self.dir, f"{self._n:06d}-{safe}")
 
     def _run(self, label: str, tasks: list[tuple[Callable[..., Any], tuple]]) -> None:
-        """Run tasks (in the pool when there are several workers), merge counters and CPU."""
+        """Run tasks (in the pool when there are several workers), merge counters and CPU as
+        each task's result is taken (in task order), and report them to the progress display
+        (``bars``, while a job's ``progress`` runs)."""
         started = time.time()
+        if self.bars is not None:
+            self.bars.begin(label, len(tasks))
         if self.workers > 1 and len(tasks) > 1:
             if self._pool is None:
                 import multiprocessing
 
                 ctx = multiprocessing.get_context("fork")
-                self._pool = ctx.Pool(self.workers)
+                # forked while the progress ticker holds no lock (it prints under this one), so
+                # no worker starts with stderr's lock taken
+                with self.bars.lock if self.bars is not None else contextlib.nullcontext():
+                    self._pool = ctx.Pool(self.workers)
             results = [self._pool.apply_async(f, (*args, self.bag.keep)) for f, args in tasks]
-            outs = [r.get() for r in results]
+            outs: Iterable[tuple] = (r.get() for r in results)
         else:
-            outs = [f(*args, self.bag.keep) for f, args in tasks]
+            outs = (f(*args, self.bag.keep) for f, args in tasks)
         for counts, cpu, samples in outs:
             self.bag.merge(counts)
             self.bag.merge_samples(samples)
             self.seconds[label.split("/", 1)[0]] += cpu
+            if self.bars is not None:
+                self.bars.advance()
         self.timeline.append((label, started, time.time()))
 
     def _out(self, label: str, files: list[str]) -> Coll:

@@ -13,21 +13,23 @@ from c4forge.cliconfig import option
 
 
 def workers_option() -> Any:
-    """``--workers N``: DirectRunner worker processes (None: all cores)."""
+    """``--workers N``: processes on this machine, whichever engine (None: all cores)."""
     return option(
         "--workers",
         default=None,
         type=int,
-        help="DirectRunner worker processes (default: all cores)",
+        help="worker processes on this machine: the local engine's pool, Spark's local[N], "
+        "the Beam DirectRunner's workers (default: all cores; a cluster sizes its own)",
     )
 
 
 def runner_option() -> Any:
-    """``--runner NAME``: the Beam runner (None: DirectRunner)."""
+    """``--runner NAME``: the Beam runner (None: the DirectRunner of ``--engine beam``)."""
     return option(
         "--runner",
         default=None,
-        help="Beam runner (DirectRunner default; DataflowRunner, FlinkRunner, SparkRunner)",
+        help="Beam runner of --engine beam: DataflowRunner, FlinkRunner, SparkRunner … (naming "
+        "one picks the Beam engine; default: Beam's DirectRunner on this machine)",
     )
 
 
@@ -40,9 +42,9 @@ def engine_option() -> Any:
         default="auto",
         choices=list(ENGINES),
         help="auto (default): local for a run on this machine, beam when a Beam runner or Beam "
-        "options are given; beam: a Beam job (DirectRunner, or --runner); spark: native "
-        "PySpark (no Beam job server needed); local: in-process worker pool, shuffles spilled "
-        "to disk",
+        "options are given; beam: Apache Beam (its DirectRunner, or --runner); spark: native "
+        "PySpark (no Beam job server needed); local: a worker pool on this machine, shuffles "
+        "spilled to disk",
     )
 
 

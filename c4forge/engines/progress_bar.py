@@ -27,6 +27,7 @@ class FileProgress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._bar = None
+        self._done_reading = False
 
     def __enter__(self) -> FileProgress:
         if not self.enabled:
@@ -41,13 +42,15 @@ class FileProgress:
         return self
 
     def _poll(self) -> None:
-        done_reading = False
         while not self._stop.wait(self.interval):
-            n = len(os.listdir(self.directory)) if self.directory else 0
-            self._bar.update(n - self._bar.n)
-            if n >= self.total and not done_reading:
-                done_reading = True
-                self._bar.set_description("read; now URL dedup → clean → dedup → langid → write")
+            self._count()
+
+    def _count(self) -> None:
+        n = len(os.listdir(self.directory)) if self.directory else 0
+        self._bar.update(n - self._bar.n)
+        if n >= self.total and not self._done_reading:
+            self._done_reading = True
+            self._bar.set_description("read; now URL dedup → clean → dedup → langid → write")
 
     def __exit__(
         self,
@@ -61,6 +64,8 @@ class FileProgress:
         if self._thread is not None:
             self._thread.join()
         if self._bar is not None:
+            if exc_type is None:  # the pipeline ran: count the markers once more (a run
+                self._count()  # shorter than one polling period would end below 100 %)
             self._bar.close()
         if self.directory:
             shutil.rmtree(self.directory, ignore_errors=True)

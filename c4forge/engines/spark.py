@@ -21,6 +21,7 @@ may be local or any Beam filesystem.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -52,6 +53,38 @@ class CountersParam(AccumulatorParam):
             for reason, n in reasons.items():
                 bucket[reason] = bucket.get(reason, 0) + n
         return a
+
+
+def group_tasks(sc: Any, group: str) -> tuple[int, int, str | None]:
+    """(tasks done, tasks, the running stage's name) of the Spark stages of the job group
+    ``group`` known so far (a stage not yet submitted counts once it is; the name is the
+    first stage, by id, with a task running, named by ``SparkEngine._named``)."""
+    tracker = sc.statusTracker()
+    done = total = 0
+    running = None
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in sorted(job.stageIds) if job is not None else ():
+            info = tracker.getStageInfo(stage_id)
+            if info is not None:
+                done += info.numCompletedTasks
+                total += info.numTasks
+                if running is None and info.numActiveTasks > 0:
+                    running = info.name
+    return done, total, running
+
+
+def _step(rdd: Any, label: str) -> Any:
+    """``rdd``, marked with the step that made it (``SparkEngine._named`` names the Spark
+    stages that compute it)."""
+    rdd._c4forge_step = label
+    return rdd
+
+
+def _steps(*rdds: Any) -> str:
+    """The stages whose output ``rdds`` are (``url_dedup+chunks``)."""
+    names = (stage_of(getattr(r, "_c4forge_step", "input")) for r in rdds)
+    return "+".join(dict.fromkeys(names))
 
 
 def materialize(rdd: Any) -> Any:
@@ -310,8 +343,62 @@ class SparkEngine(Engine):
         launch = launch_of(self.sc)
         self.event_log = launch.event_log if self.profile and launch is not None else None
         self._scopes = 0
+        self._actions = 0  # job groups started (``_action``)
+        self._last = "start"  # the label of the last step wired (``shared`` names its action)
         java_text = f", {launch.java.describe()}" if launch is not None else ""
         self.description = f"Spark {self.sc.master} ({self.sc.defaultParallelism} cores{java_text})"
+
+    # -- progress -------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _action(self, label: str) -> Iterator[None]:
+        """A Spark action run for the step ``label`` (what it computes ends there; Spark
+        computes lazily, so the steps before it not yet computed run in it too): its jobs
+        carry a group of their own, whose tasks the progress display polls."""
+        if self.bars is None:
+            yield
+            return
+        self._actions += 1
+        group = f"c4forge-{self._actions}"
+        self.sc.setJobGroup(group, label)
+        poll = functools.partial(group_tasks, self.sc, group)
+        self.bars.begin(label, poll=poll, title=f"Spark: every step up to {label}")
+        try:
+            with self._named(stage_of(label)):
+                yield
+        finally:
+            self.sc.setLocalProperty("spark.jobGroup.id", None)
+        self.bars.end()
+
+    @contextlib.contextmanager
+    def _named(self, name: str) -> Iterator[None]:
+        """Spark stages whose RDDs are created meanwhile carry ``name`` (their call site, which
+        the status tracker reports as the stage's name), so the progress display can say
+        which step runs. Why the depth: pyspark's own call-site guard (``SCCallSiteSync``)
+        sets the Python caller's line unless a guard is already open. Only while a progress
+        display runs."""
+        if self.bars is None:
+            yield
+            return
+        from pyspark.traceback_utils import SCCallSiteSync
+
+        self.sc._jsc.setCallSite(name)
+        SCCallSiteSync._spark_stack_depth += 1
+        try:
+            yield
+        finally:
+            SCCallSiteSync._spark_stack_depth -= 1
+            self.sc._jsc.setCallSite(None)
+
+    def progress_note(self) -> None:
+        """Where Spark's web UI is (off on a local master, where this run starts its own)."""
+        import sys
+
+        url = self.sc.uiWebUrl
+        if url:
+            line = f"Spark web UI: {url} (jobs, stages and executors of this run)"
+        else:
+            line = f"Spark web UI: off on {self.sc.master} (--conf spark.ui.enabled=true)"
+        print(line, file=sys.stderr, flush=True)
 
     # -- primitives -----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -344,46 +431,58 @@ class SparkEngine(Engine):
         return {k: [tuple(r) for r in v] for k, v in sorted(merged.items())}
 
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
+        self._last = label
         rdd = self.sc.parallelize(items, max(1, len(items)))
-        return rdd.mapPartitions(self._counted(_map_all(fn)))
+        return _step(rdd.mapPartitions(self._counted(_map_all(fn))), label)
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
-        return coll.mapPartitions(self._counted(_map_all(fn)))
+        self._last = label
+        return _step(coll.mapPartitions(self._counted(_map_all(fn))), label)
 
     def broadcast(self, label: str, value: Any) -> Any:
         return self.sc.broadcast(value)
 
     def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
-        return coll.mapPartitions(self._counted(_map_all_with(fn, side)))
+        self._last = label
+        return _step(coll.mapPartitions(self._counted(_map_all_with(fn, side))), label)
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
-        with self._scope(label):
+        self._last = label
+        with self._scope(label), self._named(_steps(coll)):
             grouped = coll.groupByKey(self.parts)
-        return grouped.mapPartitions(self._counted(_group_all(fn)))
+        return _step(grouped.mapPartitions(self._counted(_group_all(fn))), label)
 
     def combine(self, coll: Any, label: str, fn: Fn) -> Any:
-        with self._scope(label):
-            return coll.reduceByKey(_pairwise(fn), self.parts)
+        self._last = label
+        with self._scope(label), self._named(_steps(coll)):
+            return _step(coll.reduceByKey(_pairwise(fn), self.parts), label)
 
     def cogroup(self, label: str, left: Any, right: Any, fn: Fn) -> Any:
-        with self._scope(label):
+        self._last = label
+        with self._scope(label), self._named(_steps(left, right)):
             joined = left.cogroup(right, self.parts)
-        return joined.mapPartitions(self._counted(_cogroup_all(fn)))
+        return _step(joined.mapPartitions(self._counted(_cogroup_all(fn))), label)
 
     def distinct(self, coll: Any, label: str) -> Any:
-        with self._scope(label):
-            return coll.distinct(self.parts)
+        self._last = label
+        with self._scope(label), self._named(_steps(coll)):
+            return _step(coll.distinct(self.parts), label)
 
     def shared(self, coll: Any) -> Any:
-        return materialize(coll)
+        with self._action(self._last):
+            return materialize(coll)
 
     def loop(self, coll: Any, label: str, body: Fn, rounds: int) -> Any:
-        current = materialize(coll)
+        with self._action(label):
+            current = materialize(coll)
         for r in range(rounds):
-            nxt = materialize(body(self, current, f"{label}{r}"))
+            step = body(self, current, f"{label}{r}")
+            with self._action(f"{label}{r}"):
+                nxt = materialize(step)
             with self._scope(f"{label}{r}/changed"):
                 diff = nxt.subtract(current, self.parts).union(current.subtract(nxt, self.parts))
-            changed = not diff.isEmpty()
+            with self._action(f"{label}{r}/changed"):
+                changed = not diff.isEmpty()
             current.unpersist()
             current = nxt
             if not changed:
@@ -391,7 +490,8 @@ class SparkEngine(Engine):
         return current
 
     def drain(self, coll: Any, label: str) -> None:
-        coll.count()
+        with self._action(label):
+            coll.count()
 
     # -- job level ------------------------------------------------------------------------------
     def list_inputs(self, specs: list[str], input_format: str) -> list[InputFile]:
@@ -399,10 +499,11 @@ class SparkEngine(Engine):
 
     def side_list(self, coll: Any, label: str) -> Any:
         """The small collection collected on the driver, broadcast to the executors."""
-        return self.sc.broadcast(coll.collect())
+        with self._action(label):
+            return self.sc.broadcast(coll.collect())
 
     def collect(self, coll: Any, label: str) -> list[Any]:
-        with self._scope(label):
+        with self._scope(label), self._action(label):
             return coll.collect()
 
     def counters(self) -> dict[str, dict[str, int]]:

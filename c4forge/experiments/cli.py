@@ -44,7 +44,11 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--stages", default=None, metavar="STORE",
         help="stage folder (default DIR/stages); experiments sharing one run equal stages once",
     )  # fmt: skip
-    p.add_argument("--workers", type=int, default=None, help="Beam workers for clean and shards")
+    p.add_argument(
+        "--workers", type=int, default=None,
+        help="worker processes of the clean and shards stages (default: the file's "
+        "[experiment] workers, else all cores)",
+    )  # fmt: skip
     p.add_argument(
         "--threads", type=int, default=None,
         help="torch threads of pretraining and fine-tuning (default 1 on CPU, torch's on GPU)",

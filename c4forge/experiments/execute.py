@@ -16,6 +16,7 @@ vocab, shards) are started again from an empty folder.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import resource
 import shutil
@@ -83,6 +84,14 @@ def torch_threads(n: int | None):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def _pinned_threads() -> int:
+    """The torch threads ``run_stage`` pinned for a stage (``torch_threads``): train and
+    finetune would otherwise choose their own."""
+    import torch
+
+    return torch.get_num_threads()
 
 
 def run_stage(
@@ -240,7 +249,8 @@ def _pretrain(stage: Stage, out: str, dirs: dict, device: str, workers: int | No
     from c4forge.trainers import checkpoint as ckpt
     from c4forge.trainers.train import train
 
-    print(train(train_options(stage, out, dirs, device)).text())
+    opts = dataclasses.replace(train_options(stage, out, dirs, device), threads=_pinned_threads())
+    print(train(opts).text())
     latest = ckpt.latest_checkpoint(out)
     if latest is None:
         raise C4ForgeError(f"{out}: training finished without a checkpoint")
@@ -291,6 +301,7 @@ def _finetune(stage: Stage, out: str, dirs: dict, device: str, workers: int | No
         max_length=c["max_length"], seed=c["seed"], device=device, resume=True,
         random_init=random, max_train_examples=c.get("max_train_examples"),
         save_every=c.get("save_every") or max(1, c["steps"] // 2), progress=False,
+        threads=_pinned_threads(),
     )  # fmt: skip
     finetune(opts)
     print(f"finished {c['task']} ({c['init']})", file=sys.stderr)

@@ -28,10 +28,12 @@ from typing import Any
 
 from c4forge.errors import C4ForgeError
 from c4forge.experiments import execute
+from c4forge.experiments.heartbeat import StageHeartbeat
 from c4forge.experiments.schema import Experiment
 from c4forge.experiments.stages import Plan, Stage
 from c4forge.io import ownership
 from c4forge.io.storage import atomic_write_text, write_json
+from c4forge.progress import line_every_seconds
 
 SHARED_KINDS = ("clean", "vocab", "shards", "taskshards")
 
@@ -133,8 +135,13 @@ def run_stages(
                 continue
             resumed = os.path.isdir(execute.stage_dir(store, stage))
             say(f"{head}: {'resuming' if resumed else 'running'} → {stage.name}")
+            beat = StageHeartbeat(
+                head, execute.stage_dir(store, stage), stage.config.get("steps"), say,
+                line_every_seconds(),
+            )  # fmt: skip
             try:
-                marker = execute.run_stage(store, stage, device, workers, threads)
+                with beat:
+                    marker = execute.run_stage(store, stage, device, workers, threads)
             except C4ForgeError as err:
                 log = os.path.join(execute.stage_dir(store, stage), execute.LOG)
                 raise C4ForgeError(f"stage {stage.name} failed: {err} (log: {log})") from None

@@ -1,5 +1,5 @@
-"""``c4forge evaluate FT --task TASK --data DIR [--split dev]``: score a fine-tuned model on a split
-and write its results.json and predictions.jsonl (into ``FT/eval-TASK-SPLIT`` unless ``-o``)."""
+"""`c4forge evaluate FT --task TASK --data DIR [--split dev]`: score a fine-tuned model on a split
+and write its results.json and predictions.jsonl (into `FT/eval-TASK-SPLIT` unless `-o`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``c4forge glue CHECKPOINT --data DIR -o DIR``: fine-tune every task × head × seed (and, with
-``--also-random-init``, the same from a random start), then write glue.json, glue.md, glue.png and
+"""`c4forge glue CHECKPOINT --data DIR -o DIR`: fine-tune every task × head × seed (and, with
+`--also-random-init`, the same from a random start), then write glue.json, glue.md, glue.png and
 the HIRE contribution-score heat map."""
 
 from __future__ import annotations

@@ -25,21 +25,25 @@ REAL_COMPARISON = "benchmarks/RESULTS.md §8 (GLUE fine-tuning, pretrained vs ra
 
 
 def demo_transfer(
-    run_dir: str, work: str, overwrite: bool = False, shards: str | None = None
+    run_dir: str,
+    work: str,
+    overwrite: bool = False,
+    shards: str | None = None,
+    threads: int | None = None,
 ) -> dict[str, float]:
     """Held-out NLL (pretrained vs random init, when ``shards`` is given) and SST-2 fine-tuning
-    of both; print what they show and return the figures."""
+    of both; print what they show and return the figures. ``threads``: torch threads (default
+    1: the tiny model's matrices are too small to gain from more, and on a busy machine a
+    second spinning thread multiplied the CPU time, measured 5× on the shared host)."""
     import torch
 
-    # One thread: the tiny model's matrices are too small to gain from more, and on a busy
-    # machine a second spinning thread multiplied the CPU time (measured 5× on the shared host).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or 1)
     try:
         nll = heldout_nll_pair(run_dir, shards) if shards else None
-        accuracy = _both_inits(run_dir, work, overwrite)
+        accuracy = _both_inits(run_dir, work, overwrite, threads or 1)
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(before)
     print(summary_text(accuracy, nll), flush=True)
     return {**accuracy, **({f"nll_{k}": v for k, v in nll.items()} if nll else {})}
 
@@ -107,7 +111,7 @@ def heldout_nll_pair(run_dir: str, shards: str) -> dict[str, float]:
     }
 
 
-def _both_inits(run_dir: str, work: str, overwrite: bool) -> dict[str, float]:
+def _both_inits(run_dir: str, work: str, overwrite: bool, threads: int) -> dict[str, float]:
     from c4forge.finetune.loop import finetune
     from c4forge.finetune.options import FinetuneOptions
     from c4forge.io.storage import read_json
@@ -122,7 +126,7 @@ def _both_inits(run_dir: str, work: str, overwrite: bool) -> dict[str, float]:
                 FinetuneOptions(
                     checkpoint=run_dir, task="sst2", data=BUNDLED_GLUE, output=out, head="cls",
                     steps=STEPS, lr=1e-3, batch_size=32, max_length=64, device="cpu",
-                    random_init=init == "random", overwrite=True,
+                    random_init=init == "random", overwrite=True, threads=threads,
                 )
             )  # fmt: skip
         accuracy[init] = read_json(done)["metrics"]["dev"]["accuracy"]

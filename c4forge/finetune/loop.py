@@ -48,8 +48,10 @@ from c4forge.io.storage import write_json
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers.data import decoder_input_tokens
 from c4forge.trainers.device import DeviceInfo, resolve_device
+from c4forge.trainers.health import check_finite_options
 from c4forge.trainers.loss import weighted_cross_entropy
 from c4forge.trainers.metrics import CURVE, MetricsLog, plot_loss_curve
+from c4forge.trainers.threads import set_threads
 
 # Options that fix the trajectory: a resumed run must not change them.
 TRAJECTORY = (
@@ -189,7 +191,10 @@ def setup(opts: FinetuneOptions) -> Setup:
     o = opts
     if o.batch_size < 1 or o.max_length < 8:
         raise ConfigError("--batch-size must be >= 1 and --max-length >= 8")
+    check_finite_options(o.lr, None, None)  # as train: before the checkpoint is read
     dev = resolve_device(o.device)
+    if dev.kind == "cpu" or o.threads:
+        set_threads(o.threads)
     _refuse_finetuned(o.checkpoint)
     backbone = load_backbone(o.checkpoint, o.vocab)
     head = o.head or ("text" if backbone.family == "t5" else "cls")

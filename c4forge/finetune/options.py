@@ -82,7 +82,10 @@ def _vocab() -> Any:
 
 
 def _device(group: str | None = _RUN) -> Any:
-    return option("--device", default="auto", group=group, choices=DEVICES)
+    return option(
+        "--device", default="auto", group=group, choices=DEVICES,
+        help="auto: a CUDA GPU, else a TPU (torch_xla), else the CPU",
+    )  # fmt: skip
 
 
 def _compile() -> Any:
@@ -90,18 +93,32 @@ def _compile() -> Any:
         default=None,  # None: on for CUDA
         group=_RUN,
         flags=(
-            flag("--no-compile", action="store_false"),
+            flag("--no-compile", action="store_false", help="no torch.compile (on CUDA too)"),
             flag("--compile", action="store_true", help="torch.compile off CUDA"),
         ),
     )
 
 
+def _threads() -> Any:
+    return option(
+        "--threads", default=None, group=_RUN, type=positive,
+        help="torch CPU threads (default: the CPUs this process may use, from its affinity and "
+        "cgroup quota, shared by the ranks; OMP_NUM_THREADS if set)",
+    )  # fmt: skip
+
+
 def _log_every() -> Any:
-    return option("--log-every", default=10, group=_RUN, type=positive)
+    return option(
+        "--log-every", default=10, group=_RUN, type=positive,
+        help="steps per metrics.jsonl line and progress update",
+    )  # fmt: skip
 
 
 def _progress(group: str | None = _RUN) -> Any:
-    return option("--no-progress", default=True, group=group, action="store_false")
+    return option(
+        "--no-progress", default=True, group=group, action="store_false",
+        help="no progress bar or periodic progress lines",
+    )  # fmt: skip
 
 
 # -- the columns of --task custom (finetune, evaluate) ----------------------------------------
@@ -177,6 +194,7 @@ class FinetuneOptions(CliConfig):
     vocab: str | None = _vocab()
     device: str = _device()
     compile: bool | None = _compile()
+    threads: int | None = _threads()
     log_every: int = _log_every()
     progress: bool = _progress()
     text_field: str | None = _text_field()
@@ -265,7 +283,9 @@ class EvaluateOptions(CliConfig):
         help="a `c4forge contamination` report: also score the subset without its contaminated "
         "examples",
     )  # fmt: skip
-    batch_size: int = option("--batch-size", default=64, type=int)
+    batch_size: int = option(
+        "--batch-size", default=64, type=int, help="examples scored per forward pass"
+    )
     device: str = _device(group=None)
     progress: bool = _progress(group=None)
     text_field: str | None = _text_field()

@@ -8,6 +8,8 @@ that refuse a shard set built for another vocabulary, objective or build.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -19,12 +21,13 @@ import pyarrow as pa
 
 from c4forge.errors import ConfigError, VerificationError
 from c4forge.io import storage
+from c4forge.io.names import member_name
 from c4forge.io.storage import (
     check_format,
     dumps_canonical,
     sha256_bytes,
 )
-from c4forge.vocab.vocab_files import COPY_DIR, MODEL_FILE, read_descriptor
+from c4forge.vocab.vocab_files import COPY_DIR, MODEL_FILE, VOCAB_FILES, read_descriptor
 
 FORMAT = "c4forge.shards"
 FORMAT_VERSION = 1
@@ -440,11 +443,26 @@ def check_vocab_copy(
     checksums: bool,
 ) -> None:
     """Every listed file present with its size (and, with ``checksums``, its sha256), and the
-    model's fingerprint equal to ``vocabulary.sha256``; else a VerificationError naming it."""
-    directory = storage.join(output, block.get("directory", VOCAB_DIR))
-    names = [rec["file"] for rec in block.get("files", [])]
+    model's fingerprint equal to ``vocabulary.sha256``; else a VerificationError naming it.
+
+    The block names a folder inside the set and the files of a vocabulary folder, nothing
+    else (``member_name``). With ``checksums`` each file's content is also bound to
+    ``vocabulary``, which ``dataset_fingerprint`` covers (``check_copy_content``): the block
+    itself stays out of the fingerprint, so existing sets keep their bytes, yet no byte of the
+    copy can change without failing against a fingerprinted field."""
+    index_path = storage.join(output, INDEX_NAME)
+    folder = member_name(block.get("directory", VOCAB_DIR), index_path, "vocab_files.directory")
+    directory = storage.join(output, folder)
+    names = [rec.get("file") for rec in block.get("files", [])]
+    for name in names:
+        if name not in VOCAB_FILES:
+            raise VerificationError(
+                f"{index_path}: vocab_files lists {name!r}, not a vocabulary file "
+                f"({', '.join(VOCAB_FILES)})"
+            )
     if VOCAB_MODEL_FILE not in names:
         raise VerificationError(f"{directory}: index.json lists no {VOCAB_MODEL_FILE}")
+    contents: dict[str, bytes] = {}
     for rec in block["files"]:
         path = storage.join(directory, rec["file"])
         if not storage.exists(path):
@@ -460,10 +478,48 @@ def check_vocab_copy(
                 f"with vocabulary {vocabulary.get('sha256')}"
             )
         if checksums:
-            digest = storage.sha256(path)
+            data = storage.read_bytes(path)  # a vocabulary's files are small
+            digest = sha256_bytes(data)
             if digest != rec["sha256"]:
                 raise VerificationError(
                     f"{path}: sha256 expected {rec['sha256']} (index.json), found {digest}"
+                )
+            contents[rec["file"]] = data
+    if checksums:
+        check_copy_content(directory, contents, vocabulary)
+
+
+def check_copy_content(
+    directory: str, contents: Mapping[str, bytes], vocabulary: Mapping[str, Any]
+) -> None:
+    """Each file of a vocabulary copy agrees with ``vocabulary`` (index.json's block, inside
+    ``dataset_fingerprint``): the model's sha256 is ``vocabulary.sha256`` (checked by the
+    caller), the extra-ids model is the one made from that model and ``extra_ids``, and
+    vocab.json states the same values for every key of ``vocabulary``."""
+    from c4forge.vocab.vocab import add_extra_ids
+    from c4forge.vocab.vocab_files import DESCRIPTOR_FILE, EXTRA_IDS_MODEL_FILE
+
+    model = contents.get(VOCAB_MODEL_FILE)
+    extra = contents.get(EXTRA_IDS_MODEL_FILE)
+    if model is not None and extra is not None:
+        made = add_extra_ids(model, int(vocabulary.get("extra_ids", 0)))
+        if made != extra:
+            raise VerificationError(
+                f"{storage.join(directory, EXTRA_IDS_MODEL_FILE)}: not the model that "
+                f"{VOCAB_MODEL_FILE} with {vocabulary.get('extra_ids')} extra ids makes"
+            )
+    raw = contents.get(DESCRIPTOR_FILE)
+    if raw is not None:
+        path = storage.join(directory, DESCRIPTOR_FILE)
+        try:
+            desc = json.loads(raw.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise VerificationError(f"{path}: not valid JSON ({err})") from err
+        for key, value in vocabulary.items():
+            if not isinstance(desc, dict) or desc.get(key) != value:
+                found = desc.get(key) if isinstance(desc, dict) else None
+                raise VerificationError(
+                    f"{path}: {key} is {found!r}, index.json's vocabulary says {value!r}"
                 )
 
 
@@ -518,6 +574,10 @@ class ShardSet:
     columns: list[str]
     schema: pa.Schema = field(repr=False)
     index_sha256: str = ""  # of index.json's bytes as read (a checkpoint records it)
+    # ``verify_reads``: each shard's sha256 is computed from the bytes as they are read, the
+    # first time this process reads it (``verified`` holds the paths already checked here).
+    verify_reads: bool = False
+    verified: set[str] = field(default_factory=set, repr=False, compare=False)
 
     @property
     def remote(self) -> bool:
@@ -527,7 +587,11 @@ class ShardSet:
     def vocab_dir(self) -> str | None:
         """The shard set's copy of its vocabulary (a `c4forge vocab` folder), if it has one."""
         block = self.index.get(VOCAB_INDEX_KEY)
-        return storage.join(self.directory, block["directory"]) if block else None
+        if not block:
+            return None
+        index_path = storage.join(self.directory, INDEX_NAME)
+        folder = member_name(block.get("directory", VOCAB_DIR), index_path, "vocab_files.directory")
+        return storage.join(self.directory, folder)
 
     @classmethod
     def open(
@@ -539,11 +603,14 @@ class ShardSet:
         targets_length: int | None = None,
         vocab: Any = None,
         full: bool = False,
+        verify_reads: bool = False,
     ) -> ShardSet:
         """Open and verify ``path`` (§3.6 steps 1–3, plus existence and sizes of every file).
 
         ``vocab`` (vocab.json dict, directory, or Vocabulary) also checks vocab_size/extra_ids;
-        ``full=True`` opens every shard (schema, metadata, row count) and recomputes its sha256.
+        ``full=True`` opens every shard (schema, metadata, row count) and recomputes its sha256;
+        ``verify_reads=True`` checks each shard's sha256 on the bytes of its first read instead
+        (no pass of its own: ``iter_batches``).
         """
         remote = storage.is_remote(path)
         index_path = storage.join(path, INDEX_NAME)
@@ -623,10 +690,17 @@ class ShardSet:
             columns=[e["name"] for e in index["schema"]],
             schema=arrow_schema(index["schema"], None),
             index_sha256=sha256_bytes(raw),
+            verify_reads=verify_reads,
         )
         if full:
             shards.verify(checksums=True)
         return shards
+
+    def verify_vocab_copy(self) -> None:
+        """The vocabulary copy's checksums and content (``check_vocab_copy``): a few small
+        files, checked before a run copies or loads them (train's SHARDS/vocab)."""
+        if VOCAB_INDEX_KEY in self.index:
+            check_vocab_copy(self.directory, self.index[VOCAB_INDEX_KEY], self.vocab, checksums=True)
 
     # -- manifest views
     @property
@@ -680,29 +754,63 @@ class ShardSet:
                     f"{path}: metadata {key} expected {value!r} (index.json), found {meta.get(key)!r}"
                 )
 
-    def iter_batches(self, path: str) -> Iterator[pa.RecordBatch]:
+    def iter_batches(
+        self, path: str, *, checksum: bool | None = None
+    ) -> Iterator[pa.RecordBatch]:
         """Record batches of one shard; checks schema, metadata and row count.
 
         Local shards are memory-mapped; remote ones (gs://, s3://, any Beam filesystem) are
         streamed through an open file of the storage layer, batch by batch (nothing is written
         to local disk; a trainer's DataLoader worker reads each shard it needs once per visit).
+
+        ``checksum``: also hash the bytes as they are read and compare with index.json's sha256
+        once the stream ends (a caller that keeps the batches must wait for the end: the last
+        batch comes before the verdict). None: the set's ``verify_reads`` policy, on the first
+        read of ``path`` in this process only.
         """
         if not storage.is_remote(path) and not os.path.isabs(path) and not os.path.exists(path):
             path = storage.join(self.directory, path)
         split, i, rec = self._record_for(path)
+        if checksum is None:
+            checksum = self.verify_reads and path not in self.verified
         rows = 0
+        digest: Any = hashlib.sha256() if checksum else None
         try:
-            with _open_shard(path) as source:
-                reader = pa.ipc.open_stream(source)
-                self._check_file_schema(path, reader.schema, split, i)
-                for batch in reader:
-                    rows += batch.num_rows
-                    yield batch
-        except (pa.ArrowInvalid, OSError) as err:
+            if digest is None:
+                with _open_shard(path) as source:
+                    reader = pa.ipc.open_stream(source)
+                    self._check_file_schema(path, reader.schema, split, i)
+                    for batch in reader:
+                        rows += batch.num_rows
+                        yield batch
+            else:
+                with _HashedSource(path, digest) as hashed:
+                    reader = pa.ipc.open_stream(hashed.source)
+                    self._check_file_schema(path, reader.schema, split, i)
+                    for batch in reader:
+                        hashed.advance()
+                        rows += batch.num_rows
+                        yield batch
+                    hashed.finish()
+        except (pa.ArrowInvalid, OSError, VerificationError) as err:
+            if checksum:  # damaged bytes: say so rather than what they broke
+                self._check_sha256(path, rec, storage.sha256(path))
+            if isinstance(err, VerificationError):
+                raise
             raise VerificationError(f"{path}: unreadable Arrow stream ({err})") from err
+        if digest is not None:
+            self._check_sha256(path, rec, digest.hexdigest())
+            self.verified.add(path)
         if rows != rec["rows"]:
             raise VerificationError(
                 f"{path}: rows expected {rec['rows']} (index.json), found {rows}"
+            )
+
+    @staticmethod
+    def _check_sha256(path: str, rec: Mapping[str, Any], found: str) -> None:
+        if found != rec["sha256"]:
+            raise VerificationError(
+                f"{path}: sha256 expected {rec['sha256']} (index.json), found {found}"
             )
 
     def read_rows(self, split: str) -> dict[str, np.ndarray]:
@@ -729,14 +837,7 @@ class ShardSet:
             bar = progress_display(total=len(files), unit="shard", desc="verify")
         rows = 0
         for _split, path in files:
-            if checksums:
-                _, _, rec = self._record_for(path)
-                digest = storage.sha256(path)
-                if digest != rec["sha256"]:
-                    raise VerificationError(
-                        f"{path}: sha256 expected {rec['sha256']} (index.json), found {digest}"
-                    )
-            for batch in self.iter_batches(path):
+            for batch in self.iter_batches(path, checksum=checksums):  # one pass: read + hash
                 rows += batch.num_rows
             if bar is not None:
                 bar.update(1)
@@ -754,6 +855,78 @@ def _open_shard(path: str) -> Any:
     if not storage.is_remote(path):
         return pa.memory_map(path)
     return pa.PythonFile(storage.open_read(path), mode="r")
+
+
+class _HashedSource:
+    """A shard's bytes for ``pa.ipc.open_stream`` that feed ``digest`` as they are consumed.
+
+    Local: the memory map, read zero-copy through a ``BufferReader``; ``advance`` hashes up to
+    the reader's position after each message, i.e. the pages the decoder just touched, not a
+    second read of the file. Remote: the storage stream, hashed in ``read``. ``finish`` hashes
+    what follows the last message (the end marker, and anything appended), so the digest
+    covers the whole file."""
+
+    def __init__(self, path: str, digest: Any) -> None:
+        self.digest = digest
+        self._map: Any = None
+        self._raw: Any = None
+        self._hashed = 0
+        if storage.is_remote(path):
+            self._raw = storage.open_read(path)
+            self.source: Any = pa.PythonFile(_HashingReader(self._raw, digest), mode="r")
+        else:
+            self._map = pa.memory_map(path)
+            self._buffer = self._map.read_buffer()
+            self.source = pa.BufferReader(self._buffer)
+
+    def advance(self) -> None:
+        """Hash the bytes read so far (local; a remote stream hashes as it goes)."""
+        if self._map is not None:
+            position = self.source.tell()
+            if position > self._hashed:
+                self.digest.update(memoryview(self._buffer)[self._hashed : position])
+                self._hashed = position
+
+    def finish(self) -> None:
+        if self._map is not None:
+            self.source.seek(0, 2)
+            self.advance()
+        else:
+            while self.source.read(_READ_CHUNK):
+                pass
+
+    def __enter__(self) -> _HashedSource:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.source.close()
+        for f in (self._map, self._raw):
+            if f is not None:
+                f.close()
+
+
+_READ_CHUNK = 1 << 20
+
+
+class _HashingReader(io.RawIOBase):
+    """A read-only file that sha256-hashes the bytes read from ``raw`` (a remote shard)."""
+
+    def __init__(self, raw: Any, digest: Any) -> None:
+        self.raw = raw
+        self.digest = digest
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n) if n is not None and n >= 0 else self.raw.read()
+        self.digest.update(data)
+        return data
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
 
 
 def column_numpy(batch: pa.RecordBatch, entry: Mapping[str, Any]) -> np.ndarray:

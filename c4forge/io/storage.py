@@ -405,6 +405,27 @@ def atomic_writer(path: str) -> Iterator[IO[bytes]]:
         raise
 
 
+def current_umask() -> int:
+    """This process's umask. Read from ``/proc`` where it can be: setting it to read it back
+    (the portable way) would change it for every other thread for a moment."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def chmod_as_created(path: str) -> None:
+    """Give a local file the mode a plain ``open`` would have given it (0666 less the umask).
+    Writers that go through a private temporary file of their own (safetensors creates its
+    files 0600) would otherwise leave weights unreadable to the group and others, unlike
+    every other file of a run."""
+    os.chmod(normalize(path), 0o666 & ~current_umask())
+
+
 def write_bytes(path: str, data: bytes) -> None:
     with atomic_writer(path) as f:
         f.write(data)

@@ -56,6 +56,7 @@ class ObjectiveSpec:
     - ``columns``: its columns with ``--packing concat``; ``stat_keys``: its counters.
     - ``summary_counts``: (label, stat key) pairs the summary prints; ``summary_sides``: what its
       input / target token counts are.
+    - ``description``: what its rows hold, in one line (`shards --objective`'s help).
     - ``options``: its own options; giving one to another objective is an error.
     - T5 piece objectives only: ``concat`` (documents concatenated in groups before cutting),
       ``lengths(inputs_length, d, m, extra_ids) -> (piece length, default targets length)``,
@@ -73,6 +74,7 @@ class ObjectiveSpec:
     stat_keys: tuple[str, ...]
     summary_counts: tuple[tuple[str, str], ...]
     summary_sides: str = "input / target tokens"
+    description: str = ""  # one line for `shards --help` (what the rows hold)
     options: tuple[ObjectiveOption, ...] = ()
     default_noise_density: float = 0.15
     lengths: Callable[[int, float, float, int], tuple[int, int]] | None = None

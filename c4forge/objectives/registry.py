@@ -66,6 +66,43 @@ def _span_lengths(i: int, d: float, m: float, extra_ids: int) -> tuple[int, int]
     return span_corruption_lengths(i, d, m, extra_ids)
 
 
+def cut_percent(targets_length: int, fits: int) -> int:
+    """The share of a ``fits``-token target that a ``targets_length`` row drops, in %."""
+    return round(100 * (fits - targets_length) / fits)
+
+
+def short_targets_warning(cfg: ObjectiveConfig) -> str | None:
+    """What ``c4forge shards`` says when ``--targets-length`` is below the length the
+    objective's targets take at these settings; None otherwise.
+
+    Span corruption cuts its pieces so that the targets are exactly that long: a shorter row
+    cuts every full example's targets (sentinels left without their spans), so that is a
+    ``ConfigError``. Elsewhere the length is an expected size, so a warning: longer targets
+    are trimmed and counted as ``targets_truncated``. (The library keeps accepting short
+    targets: tests build truncated rows on purpose.)"""
+    spec = cfg.spec
+    if spec.lengths is None or spec.layout == BERT_LAYOUT:
+        return None
+    fits = spec.lengths(
+        cfg.inputs_length, cfg.noise_density, cfg.mean_noise_span_length, cfg.extra_ids
+    )[1]
+    if cfg.targets_length >= fits:
+        return None
+    if spec.lengths is _span_lengths:
+        raise ConfigError(
+            f"--targets-length {cfg.targets_length} is shorter than the {fits} tokens "
+            f"{spec.name}'s targets take at --inputs-length {cfg.inputs_length}: "
+            f"{cut_percent(cfg.targets_length, fits)} % of target tokens would be dropped; "
+            f"leave --targets-length out (it is {fits})"
+        )
+    return (
+        f"--targets-length {cfg.targets_length} is below the {fits} tokens {spec.name}'s "
+        f"targets take at --inputs-length {cfg.inputs_length}: about "
+        f"{cut_percent(cfg.targets_length, fits)} % of target tokens will be cut "
+        f"(--targets-length {fits} keeps them)"
+    )
+
+
 def _minus_one_same(i: int, d: float, m: float, extra_ids: int) -> tuple[int, int]:
     return i - 1, i
 
@@ -180,6 +217,7 @@ def _piece_objective(
     uses_sentinels: int = 1,
     masks: tuple[str, ...] = ("random",),
     vectorised: bool = False,
+    description: str = "",
 ) -> ObjectiveSpec:
     """An entry of the T5 family: pieces cut from documents, corrupted by ``fn`` (whose
     parameters are checked now: each must be one the builder passes)."""
@@ -188,6 +226,7 @@ def _piece_objective(
         name=name,
         objective_id=objective_id,
         reference=reference,
+        description=description,
         configure=configure_pieces,
         build_rows=piece_rows,
         group_keyed=True,
@@ -316,6 +355,10 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
             fn=fns.span_corruption,
             masks=MASKS,
             vectorised=True,
+            description=(
+                "T5's default: each noise span (15 %, mean length 3) becomes one sentinel in the "
+                "inputs; targets hold the dropped spans"
+            ),
         ),
         _piece_objective(
             "prefix_lm",
@@ -326,18 +369,26 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
             fn=fns.prefix_lm,
             check_density=_density_prefix,
             uses_sentinels=0,
+            description=(
+                "no corruption: the inputs are a random prefix of the piece, the targets the rest"
+            ),
         ),
         _piece_objective(
             "bert_t5",
             2,
             "iid_15_r10s90_f.gin",
             fn=fns.bert_t5,
+            description=(
+                "BERT-style: 15 % of tokens noised (9 in 10 → the mask token, 1 in 10 → a random "
+                "id); targets are the whole original piece"
+            ),
         ),
         _piece_objective(
             "mass",
             3,
             "iid_15_m_f.gin",
             fn=fns.mass,
+            description="MASS-style: 15 % of tokens masked; targets are the whole original piece",
         ),
         _piece_objective(
             "iid_replace_spans",
@@ -345,6 +396,10 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
             "iid_15_u_u.gin",
             lengths=_iid_replace_lengths,
             fn=fns.iid_replace_spans,
+            description=(
+                "i.i.d. 15 % noise, each noise run a sentinel in the inputs, each kept run one in "
+                "the targets"
+            ),
         ),
         _piece_objective(
             "iid_drop",
@@ -353,6 +408,9 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
             lengths=_iid_drop_lengths,
             fn=fns.iid_drop,
             uses_sentinels=0,
+            description=(
+                "i.i.d. 15 % noise tokens deleted from the inputs; targets are the deleted tokens"
+            ),
         ),
         _piece_objective(
             "deshuffle",
@@ -363,11 +421,16 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
             fn=fns.deshuffle,
             check_density=_density_fixed_one,
             uses_sentinels=0,
+            description=(
+                "the inputs are the piece's tokens shuffled; targets are the original order"
+            ),
         ),
         ObjectiveSpec(
             name="bert_mlm_nsp",
             objective_id=bert.BERT_OBJECTIVE_ID,
             reference="bert create_pretraining_data.py",
+            description="BERT's own: sentence pairs with next-sentence labels and 15 % masked "
+            "positions (80/10/10), encoder-only rows",
             configure=configure_bert,
             build_rows=bert.bert_row_blocks,
             layout=BERT_LAYOUT,
@@ -385,6 +448,19 @@ OBJECTIVES: dict[str, ObjectiveSpec] = {
         ),
     )
 }
+
+
+def objectives_help() -> str:
+    """`shards --objective`'s help: every registered objective, its T5 config and what its
+    rows hold, one per line (an objective registered later is described with no change to the CLI); its
+    ``%`` are doubled, as argparse's help strings need."""
+    text = "\n".join(
+        f"{name} ({spec.reference}): {spec.description}"
+        if spec.description
+        else f"{name} ({spec.reference})"
+        for name, spec in OBJECTIVES.items()
+    )
+    return text.replace("%", "%%")
 
 
 def objective_options() -> dict[str, tuple[ObjectiveOption, ...]]:

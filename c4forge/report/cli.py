@@ -1,7 +1,7 @@
 """`c4forge report CLEAN_DIR -o REPORT_DIR`: the corpus datasheet.
 
-Writes ``index.html`` (one self-contained page: images inlined, no network), its PNGs,
-``report.json`` and a dataset-card ``README.md`` with the same numbers.
+Writes `index.html` (one self-contained page: images inlined, no network), its PNGs,
+`report.json` and a dataset-card `README.md` with the same numbers.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import numpy as np
 
 from c4forge.errors import InputError, VerificationError
 from c4forge.io import storage
+from c4forge.io.names import member_name
 
 FORMAT = "c4forge.datasheet"  # report.json format name (kept as released)
 FORMAT_VERSION = 1
@@ -78,9 +79,10 @@ def histogram(values: list[int]) -> dict[str, list]:
 def shard_files(stats: Mapping, clean_dir: str) -> list[tuple[str, str]]:
     """``(split, path)`` of every shard stats.json lists, split by split."""
     out = []
+    where = os.path.join(clean_dir, "stats.json")
     for split, block in stats["outputs"].items():
         for f in block["files"]:
-            path = os.path.join(clean_dir, f["file"])
+            path = os.path.join(clean_dir, member_name(f["file"], where, f"{split} file"))
             if not os.path.isfile(path):
                 raise InputError(f"{path}: listed in stats.json but missing")
             out.append((split, path))

@@ -11,6 +11,7 @@ build, never a path to re-read or an argparse namespace; what the user asked for
 
 from __future__ import annotations
 
+import sys
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from c4forge.errors import InputError
 from c4forge.formats import clean_docs
 from c4forge.formats import shards as fmt
 from c4forge.io import fingerprint, storage
-from c4forge.objectives.registry import ObjectiveConfig, make_config
+from c4forge.objectives.registry import ObjectiveConfig, make_config, short_targets_warning
 from c4forge.rules.split import SPLITS
 from c4forge.shards.job import ShardsJob
 
@@ -117,6 +118,9 @@ def resolve(job: ShardsJob) -> ShardsBuild:
     vocab = load_vocabulary(job.vocab, job.extra_ids)
     options = {k: v for k, v in job.chosen_objective_options().items() if v is not None}
     cfg = make_config(job.objective, extra_ids=vocab.extra_ids, **options)
+    warning = short_targets_warning(cfg)
+    if warning:  # not --quiet-able: the rows it builds lose target tokens
+        print(f"c4forge shards: warning: {warning}", file=sys.stderr, flush=True)
     token_dtype = fmt.choose_token_dtype(vocab.embedding_size, job.token_dtype)
     schema = fmt.column_layout(
         cfg.spec.layout,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from c4forge.cliconfig import CliConfig, Flag, option, option_set
+from c4forge.engines.choose import check_runner
 from c4forge.engines.options import (
     engine_option,
     master_option,
@@ -27,7 +28,7 @@ from c4forge.engines.options import (
     workers_option,
 )
 from c4forge.errors import ConfigError
-from c4forge.objectives.registry import OBJECTIVES, objective_options
+from c4forge.objectives.registry import OBJECTIVES, objective_options, objectives_help
 
 
 def _objective_flags() -> Iterator[tuple[str, str, Flag]]:
@@ -56,7 +57,14 @@ class ShardsJob(CliConfig):
     )
     output: str | None = option("--output", "-o", default=None, help="output shard folder")
     # choices: the live registry (an objective registered later is a valid choice)
-    objective: str = option("--objective", default="span_corruption", choices=OBJECTIVES)
+    objective: str = option(
+        "--objective",
+        default="span_corruption",
+        choices=OBJECTIVES,
+        metavar="NAME",
+        help="pretraining objective (objectives.md §3-4), its T5 config, what it does:\n"
+        + objectives_help(),
+    )
     inputs_length: int | None = option(
         "--inputs-length",
         default=None,
@@ -109,9 +117,26 @@ class ShardsJob(CliConfig):
     batch_rows: int = option(
         "--batch-rows", default=1024, type=int, help="rows per Arrow record batch"
     )
-    seed: int = option("--seed", default=0, type=int)
-    token_dtype: str = option("--token-dtype", default="auto", choices=["auto", "uint16", "int32"])
-    compression: str | None = option("--compression", default="none", choices=["none", "lz4"])
+    seed: int = option(
+        "--seed",
+        default=0,
+        type=int,
+        help="seed of every random choice (noise masks, chunks, shard keys): the same seed, "
+        "inputs and options give byte-identical shards",
+    )
+    token_dtype: str = option(
+        "--token-dtype",
+        default="auto",
+        choices=["auto", "uint16", "int32"],
+        help="token column type; auto = uint16 when the vocabulary (sentinels included) fits "
+        "in 65,536 ids, else int32",
+    )
+    compression: str | None = option(
+        "--compression",
+        default="none",
+        choices=["none", "lz4"],
+        help="Arrow IPC buffer compression of the shards (lz4: smaller files)",
+    )
     workers: int | None = workers_option()
     runner: str | None = runner_option()
     engine: str = engine_option()
@@ -157,6 +182,7 @@ class ShardsJob(CliConfig):
                 raise ConfigError("give either --num-shards or --rows-per-shard, not both")
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"--workers must be >= 1, got {self.workers}")
+        check_runner(self.engine, self.runner)
 
     def replace(self, **changes: Any) -> ShardsJob:
         return dataclasses.replace(self, **changes)

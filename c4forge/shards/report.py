@@ -18,9 +18,16 @@ _DEFAULT_COUNTS = (
 )
 
 
+# `shards task` sets (text-to-text rows): examples, not documents; nothing is corrupted.
+_TASK_OBJECTIVE = "text_to_text"
+_TASK_COUNTS = (("inputs cut", "inputs_truncated"), ("targets cut", "targets_truncated"))
+
+
 def _summary_fields(name: str) -> tuple[tuple[tuple[str, str], ...], str]:
     from c4forge.objectives.registry import OBJECTIVES
 
+    if name == _TASK_OBJECTIVE:
+        return _TASK_COUNTS, "input / target tokens"
     spec = OBJECTIVES.get(name)
     if spec is None:
         return _DEFAULT_COUNTS, "input / target tokens"
@@ -31,8 +38,10 @@ def summary_lines(
     index: dict[str, Any], output: str, seconds: float | None, runner: str
 ) -> list[str]:
     obj = index["objective"]
+    task = obj.get("task") if obj["name"] == _TASK_OBJECTIVE else None
+    head = f"c4forge shards task: {task} ({obj['name']})" if task else f"c4forge shards: {obj['name']}"
     lines = [
-        f"c4forge shards: {obj['name']} {obj['inputs_length']}/{obj['targets_length']} "
+        f"{head} {obj['inputs_length']}/{obj['targets_length']} "
         f"packing={obj['packing']} seed={index['seed']} dtype={index['token_dtype']}",
     ]
     counted, sides = _summary_fields(obj["name"])
@@ -41,12 +50,16 @@ def summary_lines(
         pad_tg = fmt.padding_fraction(block, obj["targets_length"], "target_tokens")
         st = index.get("stats", {}).get(split, {})
         counts = ", ".join(f"{label} {st.get(key, 0):,}" for label, key in counted)
+        if task:
+            n = st.get("examples", 0)
+            made = f"examples {n:,}, {n / max(1, block['rows']):.1f} per row"
+        else:
+            made = f"docs {st.get('documents', 0):,}, empty {st.get('documents_empty', 0):,}"
         lines.append(
             f"  {split:<10} {block['num_shards']:>4} shards {block['rows']:>10,} rows  "
             f"{block['input_tokens']:>12,} / {block['target_tokens']:,} {sides}  "
             f"padding {pad_in:.2%} / {pad_tg:.2%}  "
-            f"(docs {st.get('documents', 0):,}, empty {st.get('documents_empty', 0):,}, "
-            f"{counts})"
+            f"({made}, {counts})"
         )
     size = sum(r["bytes"] for b in index["splits"].values() for r in b["shards"])
     lines.append(f"  files      {output}/ ({size / 1e6:,.1f} MB), manifest {output}/index.json")
@@ -85,11 +98,18 @@ class ProgressWatcher:
             progress(total=clean_total, desc="clean shards read", unit=unit) as a,
             progress(total=shards_total, desc="shards written", unit="shard") as b,
         ):
-            while not self.stop.wait(every):
+
+            def poll() -> None:
                 with contextlib.suppress(OSError):
                     done = len(storage.listdir(storage.join(pdir, CLEAN_STATS_DIR)))
                     a.update(min(done, clean_total) - a.n)
                     b.update(sum(n.endswith(".arrow.json") for n in storage.listdir(pdir)) - b.n)
+
+            while not self.stop.wait(every):
+                poll()
+            # once more after the build: a job shorter than one period (the local engine on a
+            # small corpus) would otherwise close its bars at 0 %
+            poll()
 
     def __enter__(self) -> ProgressWatcher:
         if self.thread is not None:

@@ -136,6 +136,8 @@ def encode_pairs(
     ):
         ids = vocab.encode_arrays(texts)
         counts[key] = sum(len(a) > length - 1 for a in ids)
+        # the row length that would keep every one whole (EOS included): for the warning
+        counts[key.replace("truncated", "longest")] = max((len(a) + 1 for a in ids), default=0)
         sides.append([np.append(a[: length - 1], eos).astype(np.int64) for a in ids])
     return sides[0], sides[1], counts
 
@@ -149,8 +151,13 @@ def row_keys(seed: int, task: str, split: str, first: np.ndarray) -> np.ndarray:
     return out
 
 
-def build_task_shards(req: TaskShardsRequest) -> dict[str, Any]:
-    """Write the task's shard set (see the module docstring); returns its index.json."""
+def build_task_shards(
+    req: TaskShardsRequest, longest: dict[str, dict[str, int]] | None = None
+) -> dict[str, Any]:
+    """Write the task's shard set (see the module docstring); returns its index.json.
+    ``longest``, when given, receives per split the row lengths that would keep every input and
+    target whole (``{"train": {"inputs": 230, "targets": 3}}``; not in index.json, whose bytes
+    stay as they were; nothing for a set found already built)."""
     from c4forge.objectives.packing import pack_arrays
     from c4forge.vocab.vocab import Vocabulary
     from c4forge.vocab.vocab_files import source_files, write_vocab_copy
@@ -214,6 +221,9 @@ def build_task_shards(req: TaskShardsRequest) -> dict[str, Any]:
     splits, stats = {}, {}
     for split_no, (split, p) in enumerate(pairs.items()):
         ins, tgs, counts = encode_pairs(p, vocab, req.inputs_length, req.targets_length)
+        lengths = {side: counts.pop(f"{side}_longest") for side in ("inputs", "targets")}
+        if longest is not None:
+            longest[split] = lengths
         perm = np.random.default_rng([req.seed, _SHUFFLE_TAG, split_no]).permutation(len(ins))
         packed = pack_arrays(
             [ins[i] for i in perm], [tgs[i] for i in perm], req.inputs_length,
@@ -321,15 +331,37 @@ def task_command(args: Any, extra: Sequence[str]) -> int:
         quiet=args.quiet,
     )
     start = time.perf_counter()
+    longest: dict[str, dict[str, int]] = {}
     with ownership.owned_output(req.output, "shards task"):
-        index = build_task_shards(req)
+        index = build_task_shards(req, longest)
+    cut = truncation_lines(index, longest)
     if not req.quiet:
         for line in summary_lines(index, req.output, time.perf_counter() - start, "local"):
             print(line, file=sys.stdout)
-        for split, st in index.get("stats", {}).items():
-            print(
-                f"  {split:<10} {st['examples']:,} {req.task} examples in {st['rows']:,} rows "
-                f"({st['examples'] / max(1, st['rows']):.1f} per row), inputs cut "
-                f"{st['inputs_truncated']:,}, targets cut {st['targets_truncated']:,}"
-            )
+        for line in cut:
+            print(f"  {line}", file=sys.stdout)
+    for line in cut:  # a cut input changes what the model sees: said even with --quiet
+        print(f"c4forge shards task: warning: {line}", file=sys.stderr)
     return 0
+
+
+def truncation_lines(index: dict[str, Any], longest: dict[str, dict[str, int]]) -> list[str]:
+    """One line per side whose examples lost their tail: how many of how many, per split, and
+    the row length that keeps every one whole (measured on this build's tokens)."""
+    obj, stats = index["objective"], index.get("stats", {})
+    lines = []
+    for side, flag in (("inputs", "--inputs-length"), ("targets", "--targets-length")):
+        length = obj[f"{side}_length"]
+        key = f"{side}_truncated"
+        cut = {split: st for split, st in stats.items() if st.get(key)}
+        if not cut:
+            continue
+        where = " and ".join(
+            f"{st[key]:,} of {st['examples']:,} {split} {side} "
+            f"({st[key] / max(1, st['examples']):.1%})"
+            for split, st in cut.items()
+        )
+        need = max((v[side] for v in longest.values()), default=0)
+        fit = f"; {flag} {need} keeps every one whole" if need > length else ""
+        lines.append(f"{where} are longer than {flag} {length} and lost their tail{fit}")
+    return lines

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -25,7 +26,14 @@ from typing import Any
 import torch
 
 from c4forge.errors import InputError, VerificationError
-from c4forge.io.storage import atomic_write_text, check_format, read_json, sha256, write_json
+from c4forge.io.storage import (
+    atomic_write_text,
+    check_format,
+    chmod_as_created,
+    read_json,
+    sha256,
+    write_json,
+)
 
 FORMAT = "c4forge.trainer_state"
 FORMAT_VERSION = 1
@@ -98,7 +106,12 @@ def resolve_checkpoint(path: str) -> str:
                 name = f.read().strip()
             if not name:
                 raise VerificationError(f"{latest}: empty (no complete checkpoint recorded)")
-            step_dir = name if os.path.isabs(name) else os.path.join(ckpt_dir, name)
+            if not _STEP_DIR.match(name):  # an absolute path, ../, a subfolder: not followed
+                raise VerificationError(
+                    f"{latest}: names {name!r}, which is not a step-NNNNNNNN folder inside "
+                    f"{ckpt_dir}"
+                )
+            step_dir = os.path.join(ckpt_dir, name)
             if not os.path.isfile(os.path.join(step_dir, "model.safetensors")):
                 raise VerificationError(
                     f"{latest} names {name!r}, but {step_dir} has no model.safetensors"
@@ -111,11 +124,14 @@ def resolve_checkpoint(path: str) -> str:
 
 def read_model_tensors(
     step_dir: str, shapes: dict[str, tuple[int, ...]]
-) -> dict[str, torch.Tensor]:
+) -> tuple[dict[str, torch.Tensor], str]:
     """fp32 tensors of ``step_dir/model.safetensors``, checked name by name and shape by shape
-    against ``shapes`` (the state-dict shapes of the model its config.json describes)."""
+    against ``shapes`` (the state-dict shapes of the model its config.json describes), and the
+    sha256 of the bytes they were loaded from: checked against ``trainer_state.json``'s record
+    before use, so a bit-flipped or replaced file is refused (export, fine-tuning, evaluation),
+    and what a results file records is what was read, not what was expected."""
     path = os.path.join(step_dir, "model.safetensors")
-    tensors = _read_tensors(path)
+    tensors, digest = read_verified_tensors(step_dir, "model.safetensors")
     missing = sorted(set(shapes) - set(tensors))
     unexpected = sorted(set(tensors) - set(shapes))
     if missing or unexpected:
@@ -128,7 +144,50 @@ def read_model_tensors(
             raise VerificationError(
                 f"{path}: {name} has shape {tuple(tensors[name].shape)}, config says {shape}"
             )
-    return {k: v.float().contiguous() for k, v in tensors.items()}
+    return {k: v.float().contiguous() for k, v in tensors.items()}, digest
+
+
+def recorded_sha256(step_dir: str, name: str) -> str | None:
+    """The sha256 ``trainer_state.json`` records for ``name``; None when the checkpoint has no
+    trainer state (a bare exported step folder) or it records no such file."""
+    state_path = os.path.join(step_dir, "trainer_state.json")
+    if not os.path.isfile(state_path):
+        return None
+    try:
+        state = read_json(state_path)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise VerificationError(f"{state_path}: corrupt checkpoint state ({err})") from err
+    files = state.get("files") if isinstance(state, dict) else None
+    if files is None:
+        return None
+    digest = files.get(name) if isinstance(files, dict) else None
+    if digest is not None and not isinstance(digest, str):
+        raise VerificationError(f"{state_path}: malformed files record for {name}")
+    return digest
+
+
+def read_verified_tensors(step_dir: str, name: str) -> tuple[dict[str, torch.Tensor], str]:
+    """The tensors of ``step_dir/name`` and the sha256 of exactly the bytes they come from
+    (one read: the bytes are hashed, compared with the recorded sha256, then parsed)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    path = os.path.join(step_dir, name)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise VerificationError(f"{path}: unreadable checkpoint file ({err})") from err
+    digest = hashlib.sha256(data).hexdigest()
+    recorded = recorded_sha256(step_dir, name)
+    if recorded is not None and recorded != digest:
+        raise VerificationError(
+            f"{path}: corrupt checkpoint (sha256 {digest}, trainer_state.json says {recorded})"
+        )
+    try:
+        return load(data), digest
+    except (SafetensorError, ValueError) as err:
+        raise VerificationError(f"{path}: unreadable safetensors file ({err})") from err
 
 
 # ----------------------------------------------------------------------------- RNG state
@@ -265,8 +324,6 @@ def save_checkpoint(
     keep: int = 3,
 ) -> str:
     """Write checkpoint ``step`` atomically, point ``latest`` at it, prune to ``keep``."""
-    from safetensors.torch import save_file
-
     root = checkpoints_dir(run_dir)
     os.makedirs(root, exist_ok=True)
     final = os.path.join(root, step_dir_name(step))
@@ -277,8 +334,8 @@ def save_checkpoint(
     opt_tensors, opt_meta = optimizer_tensors(optimizer, param_name_map(model))
     model_path = os.path.join(tmp, "model.safetensors")
     opt_path = os.path.join(tmp, "optimizer.safetensors")
-    save_file(weights, model_path, metadata={"format": "pt"})
-    save_file(opt_tensors, opt_path, metadata={"format": "pt"})
+    save_tensors(weights, model_path)
+    save_tensors(opt_tensors, opt_path)
     state = dict(trainer_state)
     state.update(
         format=FORMAT,
@@ -303,6 +360,15 @@ def save_checkpoint(
     for old in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def save_tensors(tensors: dict[str, torch.Tensor], path: str) -> None:
+    """A safetensors file with the mode of every other file of the run (safetensors writes
+    0600; ``chmod_as_created`` applies the umask as ``open`` would)."""
+    from safetensors.torch import save_file
+
+    save_file(tensors, path, metadata={"format": "pt"})
+    chmod_as_created(path)
 
 
 def _fsync_dir(path: str) -> None:
@@ -403,11 +469,14 @@ def trainer_state(
     total_steps: int,
     lr_now: float,
     config: dict[str, Any],
+    log_window: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``trainer_state.json`` of checkpoint ``step`` before ``save_checkpoint`` adds the file
     checksums: the position in the data, the schedule, the RNG and the run's ``config``
-    (``lr_now``: the schedule's value at ``max(step, 1)``)."""
-    return {
+    (``lr_now``: the schedule's value at ``max(step, 1)``). ``log_window``: the sums of the
+    metrics window still open at ``step`` (``metrics.LogWindow.to_state``), so a resumed run
+    logs the same averages as an uninterrupted one; absent when the save fell on a log step."""
+    state = {
         "examples": step * batch_size,
         "tokens": step * batch_size * row_tokens,
         "nonpad_tokens": nonpad_tokens,
@@ -423,3 +492,6 @@ def trainer_state(
         "config": config,
         "versions": versions(),
     }
+    if log_window is not None:
+        state["log_window"] = log_window
+    return state

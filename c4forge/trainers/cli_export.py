@@ -13,7 +13,12 @@ from c4forge.cliconfig import CliConfig, flag, option
 class ExportOptions(CliConfig):
     """One export (its fields, in ``export --help`` order, declare their flags)."""
 
-    checkpoint: str = option("checkpoint", metavar="RUN_OR_CHECKPOINT")
+    checkpoint: str = option(
+        "checkpoint",
+        metavar="RUN_OR_CHECKPOINT",
+        help="a `c4forge train` run folder (its checkpoints/latest) or one step-XXXXXXXX "
+        "checkpoint folder",
+    )
     output: str | None = option("--output", "-o", default=None, help="HF folder to write")
     vocab: str | None = option(
         "--vocab",
@@ -44,6 +49,15 @@ class ExportOptions(CliConfig):
         "report them missing)",
     )
 
+
+
+# transformers 5.x's T5Config ties the head whatever config.json says, then finds two different
+# tensors and logs that it will not tie them (model.md §8): expected, and its advice is wrong.
+UNTIED_NOTE = (
+    "  transformers 5.x logs that it will NOT tie shared.weight and lm_head.weight: expected (the "
+    "model is untied, as T5.1.1); do not pass tie_word_embeddings=False, which also unties and "
+    "randomly initialises the encoder's and decoder's input embeddings"
+)
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -88,4 +102,6 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         f"  -> {summary['output']}: {', '.join(summary['files'])}\n"
         f"  load with: transformers.{summary['architecture']}.from_pretrained({output!r})"
     )
+    if summary["architecture"] == "T5ForConditionalGeneration" and not summary["tied"]:
+        print(UNTIED_NOTE)
     return 0

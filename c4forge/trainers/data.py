@@ -36,6 +36,7 @@ SEGMENT_COLUMNS = (
 T5_COLUMNS = ("inputs", "targets", *SEGMENT_COLUMNS)  # what the encoder-decoder reads
 _SHUFFLE_TAG = 0x5348_5546  # "SHUF": keeps the shuffle stream apart from other seeded streams
 READ_AHEAD_ROWS = 4096  # rows a loader worker reads at once (whole micro-batches, at least one)
+VERIFY_MODES = ("read", "full", "quick")  # --verify-shards; see open_shard_set
 
 
 # ---------------------------------------------------------------------------------------------
@@ -50,22 +51,29 @@ def open_shard_set(
     inputs_length: int | None = None,
     targets_length: int | None = None,
     full: bool = False,
+    verify: str | None = None,
 ) -> Any:
     """Open and verify a shard set: format, vocabulary (sha256, size, extra ids), lengths.
 
-    ``full`` also opens every shard and recomputes its sha256 (``--verify-shards full``).
+    ``verify`` is ``--verify-shards``: ``read`` (each shard's sha256 checked on the bytes of
+    its first read in a process, ``ShardSet.iter_batches``), ``full`` (every shard hashed
+    before training: a pass of its own), ``quick`` (sizes only). ``full=True`` is ``full``.
     """
     from c4forge.formats.shards import ShardSet
     from c4forge.io import storage
 
     if not storage.is_remote(path) and not os.path.isdir(path):  # remote: ShardSet reads it
         raise InputError(f"{path}: no such shard directory")
+    mode = verify or ("full" if full else "quick")
+    if mode not in VERIFY_MODES:
+        raise ConfigError(f"--verify-shards must be one of {', '.join(VERIFY_MODES)}, got {mode!r}")
     return ShardSet.open(
         path,
         vocab=vocab,
         inputs_length=inputs_length,
         targets_length=targets_length,
-        full=full,
+        full=mode == "full",
+        verify_reads=mode == "read",
     )
 
 
@@ -193,6 +201,8 @@ class ShardReader:
         self.expected_rows = expected_rows
         self.columns = [c for c in shard_set.columns if c in columns]
         self.check = check  # the family's row check, run once per decoded shard
+        self.limits = id_limits(shard_set.index, self.columns)
+        self._in_range: set[int] = set()  # shards whose ids were checked in this reader
         self._cache: collections.OrderedDict[int, dict[str, np.ndarray]] = collections.OrderedDict()
         self._cache_size = max(1, cache)
 
@@ -221,8 +231,11 @@ class ShardReader:
         # allocations page-fault on every decode (worst with a mixture's several readers).
         spare = self._cache.popitem(last=False)[1] if len(self._cache) >= self._cache_size else {}
         data = {c: _concatenate(v, spare.get(c)) for c, v in parts.items()}
-        if self.check is not None:
+        if self.check is not None:  # the family's checks first: their messages say more
             self.check(data, path)
+        if idx not in self._in_range:
+            check_id_range(data, self.limits, path)
+            self._in_range.add(idx)
         self._cache[idx] = data
         return data
 
@@ -243,6 +256,43 @@ class ShardReader:
 # ---------------------------------------------------------------------------------------------
 # The IterableDataset.
 # ---------------------------------------------------------------------------------------------
+
+
+def id_limits(index: dict[str, Any], columns: list[str]) -> dict[str, tuple[int, str]]:
+    """``{column: (bound, what)}``: the columns whose values index a table in the model (the
+    embedding, the input positions, the segment types), with the exclusive bound index.json
+    gives them. A value outside is a damaged or foreign shard; on a GPU it would be a
+    device-side assert, on the CPU an IndexError, far from the shard that holds it."""
+    vocab_size = int(index["vocabulary"]["vocab_size"])
+    lengths = {e["name"]: e.get("length") for e in index["schema"]}
+    bounds: dict[str, tuple[int, str]] = {}
+    for name in ("inputs", "targets", "input_ids", "masked_lm_ids"):
+        bounds[name] = (vocab_size, f"the vocabulary's {vocab_size} ids")
+    if lengths.get("input_ids"):
+        n = int(lengths["input_ids"])
+        bounds["masked_lm_positions"] = (n, f"the {n} input positions")
+    bounds["token_type_ids"] = (2, "the 2 segment types")
+    return {c: bounds[c] for c in columns if c in bounds}
+
+
+def check_id_range(
+    data: dict[str, np.ndarray], limits: dict[str, tuple[int, str]], path: str
+) -> None:
+    """Every id of ``data`` inside its column's bound (``id_limits``), else a one-line error
+    naming the shard, the column, the row and the value. Unsigned columns need only a max."""
+    for name, (bound, what) in limits.items():
+        col = data.get(name)
+        if col is None or not col.size:
+            continue
+        if col.max() < bound and (col.dtype.kind == "u" or col.min() >= 0):
+            continue  # the usual case: one max (and min) per column
+        bad = (col >= bound) | (col < 0)
+        row = int(np.nonzero(bad.reshape(len(col), -1).any(axis=1))[0][0])
+        value = int(col[row][bad[row]].flat[0]) if col.ndim > 1 else int(col[row])
+        raise VerificationError(
+            f"{path}: {name} holds id {value} (row {row} of the shard), outside {what} "
+            "(index.json); the shard is damaged or was built for another vocabulary"
+        )
 
 
 def _torch() -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 from c4forge.errors import ConfigError, InputError, OutputExistsError, VerificationError
 from c4forge.io import ownership
 from c4forge.io.storage import read_json, sha256, write_bytes, write_json
-from c4forge.trainers.checkpoint import read_model_tensors, resolve_checkpoint
+from c4forge.trainers.checkpoint import read_model_tensors, resolve_checkpoint, save_tensors
 from c4forge.trainers.config import ModelConfig
 from c4forge.trainers.models import read_config, run_dir_of
 from c4forge.vocab.vocab import proto_fields
@@ -111,7 +111,7 @@ def load_weights(ckpt: Checkpoint) -> dict:
     with torch.device("meta"):
         model = build_model(family_of(ckpt.config), ckpt.config)
         expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    return read_model_tensors(ckpt.directory, expected)
+    return read_model_tensors(ckpt.directory, expected)[0]
 
 
 def load_model(path: str):
@@ -274,8 +274,6 @@ def export(
 ) -> dict[str, Any]:
     """Write the HF folder of the checkpoint's family; returns a summary (checkpoint, step,
     files, parameters). Everything is checked before the first byte is written."""
-    from safetensors.torch import save_file
-
     from c4forge.trainers.models import family_of
 
     ckpt = read_checkpoint_meta(path)
@@ -300,7 +298,7 @@ def export(
         architecture = "T5ForConditionalGeneration"
 
     def write_weights(folder: str) -> None:
-        save_file(tensors, os.path.join(folder, WEIGHTS_FILE), metadata={"format": "pt"})
+        save_tensors(tensors, os.path.join(folder, WEIGHTS_FILE))
 
     write_folder(output, files, write_weights)
     n_params = sum(t.numel() for k, t in tensors.items() if "embed_tokens" not in k)
@@ -313,6 +311,7 @@ def export(
         "ffn": ckpt.config.ffn,
         "family": family,
         "architecture": architecture,
+        "tied": bool(getattr(ckpt.config, "tie_embeddings", True)),
         "vocab_size": vocab.vocab_size,
         "embedding_size": ckpt.config.embedding_size,
         "weights_sha256": sha256(os.path.join(output, WEIGHTS_FILE)),

@@ -1,7 +1,8 @@
 """Run metrics: ``metrics.jsonl`` (one JSON object per log or eval step), TensorBoard when the
 ``tensorboard`` package is installed, and the loss-curve PNG drawn at the end.
 
-On resume the file is cut back to the checkpoint's step first, so an interrupted-and-resumed
+On resume the file is cut back to the checkpoint's step first, and a checkpoint taken between
+two logs carries the open window's sums (``LogWindow.to_state``), so an interrupted-and-resumed
 run ends with the same records as an uninterrupted one (timings aside).
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from c4forge.errors import VerificationError
 from c4forge.io.storage import atomic_write_text
 
 METRICS = "metrics.jsonl"
@@ -34,6 +36,14 @@ def read_metrics(path: str) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
     return out
+
+
+def finite_or_none(value: Any) -> Any:
+    """``value``, or None for a float NaN or infinity (a held-out loss can overflow even when
+    training is healthy; the run's own stop keeps non-finite training losses out)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 class MetricsLog:
@@ -60,7 +70,9 @@ class MetricsLog:
         return self._tb.log_dir if self._tb is not None else None
 
     def write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps(record, sort_keys=True) + "\n")
+        """Append ``record``; a non-finite number is written as null (JSON has no NaN)."""
+        record = {k: finite_or_none(v) for k, v in record.items()}
+        self._file.write(json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
         self._file.flush()
         if self._tb is not None:
             step = int(record["step"])
@@ -109,6 +121,48 @@ class LogWindow:
     def zero(self) -> None:
         for v in (self.loss, self.weight, self.stats, self.nonpad):
             v.zero_()
+
+    def to_state(self, step: int, info: Any) -> dict[str, Any] | None:
+        """The open window's sums for a checkpoint at ``step``; None when it is empty (the save
+        fell on a log step). Called on every rank (a collective). Loss, metric and non-pad sums
+        are per rank: each rank's row is gathered, so a resume on as many ranks restores every
+        rank's own sums and the next log adds them in the same order, bit for bit. The weight
+        count is already global (all-reduced in the step)."""
+        if self.step >= step:
+            return None
+        import torch
+
+        from c4forge.trainers import distributed as dist
+
+        own = torch.cat([self.loss.double(), self.stats.double(), self.nonpad.double()[None]])
+        rows = torch.zeros(info.world_size, own.numel(), dtype=torch.float64, device=own.device)
+        rows[info.rank] = own
+        dist.all_reduce_sum(rows, info)  # x + 0 is exact: a gather
+        return {"step": self.step, "weight": self.weight.tolist(), "ranks": rows.tolist()}
+
+    def restore(self, saved: dict[str, Any], rank: int, world_size: int) -> int:
+        """Reopen the window a checkpoint saved (``to_state``); returns the non-pad tokens it
+        holds over all ranks (they are in the checkpoint's total but not yet logged). Resumed
+        on another number of ranks, rank 0 takes the sums of all and the others nothing."""
+        import torch
+
+        rows = saved["ranks"]
+        if len(rows) == world_size:
+            row = rows[rank]
+        elif rank == 0:
+            row = [sum(col) for col in zip(*rows)]
+        else:
+            row = [0.0] * len(rows[0])
+        parts, stats = self.loss.numel(), self.stats.numel()
+        if len(row) != parts + stats + 1 or len(saved["weight"]) != parts:
+            raise VerificationError("the checkpoint's log window does not fit this run's metrics")
+        f64 = torch.float64
+        self.loss.copy_(torch.tensor(row[:parts], dtype=f64))
+        self.stats.copy_(torch.tensor(row[parts : parts + stats], dtype=f64))
+        self.nonpad.fill_(int(row[-1]))
+        self.weight.copy_(torch.tensor(saved["weight"], dtype=f64))
+        self.step = int(saved["step"])
+        return int(sum(r[-1] for r in rows))
 
 
 @dataclass

@@ -327,13 +327,14 @@ def open_mixture(
     seed: int,
     lengths: dict[str, int] | None = None,
     full: bool = False,
+    verify: str | None = None,
 ) -> Mixture:
     """Open and verify every source (see the module docstring); ``lengths`` are a resumed
     run's row lengths, which the mixture must give again."""
     opened = []
     for src in spec.sources:
         try:
-            shards = open_shard_set(src.shards, vocab=vocab, full=full)
+            shards = open_shard_set(src.shards, vocab=vocab, full=full, verify=verify)
         except C4ForgeError as err:
             raise type(err)(f"mixture source {src.name!r}: {err}") from None
         if vocab is None:  # the first source's vocabulary binds the others

@@ -128,7 +128,8 @@ class TrainOptions(CliConfig):
     )  # fmt: skip
     warmup: int | None = option(
         "--warmup", default=None, group=_O, type=non_negative,
-        help="warm-up steps (default 10000; linear schedule: 10 %% of --steps)",
+        help="warm-up steps (default: linear 10 %% of --steps; cosine 10 %% of --steps, at "
+        "most 10000; isr/isr_decay 10000, the plateau that holds the relative step at 0.01)",
     )  # fmt: skip
     grad_clip: float | None = option(
         "--grad-clip", default=None, group=_O, type=float,
@@ -173,8 +174,9 @@ class TrainOptions(CliConfig):
     )  # fmt: skip
     # -- run
     device: str = option(
-        "--device", default="auto", group=_R, choices=("auto", "cpu", "cuda", "xla")
-    )
+        "--device", default="auto", group=_R, choices=("auto", "cpu", "cuda", "xla"),
+        help="auto: a CUDA GPU, else a TPU (torch_xla), else the CPU",
+    )  # fmt: skip
     resume: str | None = option(
         "--resume", default=None, group=_R, nargs="?", const="auto", metavar="CKPT",
         help="continue from RUN/checkpoints/latest (or the checkpoint directory given)",
@@ -192,28 +194,45 @@ class TrainOptions(CliConfig):
         "--save-every", default=0, group=_R, type=non_negative,
         help="checkpoint period (and at the end)",
     )  # fmt: skip
-    keep_checkpoints: int = option("--keep-checkpoints", default=3, group=_R, type=positive)
-    log_every: int = option("--log-every", default=10, group=_R, type=positive)
+    keep_checkpoints: int = option(
+        "--keep-checkpoints", default=3, group=_R, type=positive,
+        help="checkpoints kept under RUN/checkpoints (older ones are deleted)",
+    )  # fmt: skip
+    log_every: int = option(
+        "--log-every", default=10, group=_R, type=positive,
+        help="steps per metrics.jsonl line and progress update (the loss averaged over them)",
+    )  # fmt: skip
     compile: bool | None = option(
         default=None,  # None: on for CUDA, off elsewhere
         group=_R,
         flags=(
-            flag("--no-compile", action="store_false"),
+            flag("--no-compile", action="store_false", help="no torch.compile (on CUDA too)"),
             flag("--compile", action="store_true", help="torch.compile off CUDA too"),
         ),
     )
     verify_shards: str = option(
-        "--verify-shards", default="quick", group=_R, choices=("quick", "full")
-    )
+        "--verify-shards", default="read", group=_R, choices=("read", "full", "quick"),
+        help="read (default): each shard's sha256 checked on the bytes of its first read, as "
+        "training reads it; full: every shard opened and hashed before training; quick: the "
+        "manifest, vocabulary, and every file's existence and size only",
+    )  # fmt: skip
     num_workers: int | None = option(
         "--num-workers", default=None, group=_R, type=non_negative,
         help="DataLoader workers (default 2 on GPU/TPU, 0 on CPU)",
+    )  # fmt: skip
+    threads: int | None = option(
+        "--threads", default=None, group=_R, type=positive,
+        help="torch CPU threads (default: the CPUs this process may use, from its affinity and "
+        "cgroup quota, shared by the ranks; OMP_NUM_THREADS if set)",
     )  # fmt: skip
     deterministic: bool = option(
         "--deterministic", default=False, group=_R, action="store_true",
         help="torch.use_deterministic_algorithms",
     )  # fmt: skip
-    progress: bool = option("--no-progress", default=True, group=_R, action="store_false")
+    progress: bool = option(
+        "--no-progress", default=True, group=_R, action="store_false",
+        help="no progress bar or periodic progress lines",
+    )  # fmt: skip
     stop_after_step: int | None = option(
         "--stop-after-step", default=None, group=_R, type=positive,
         help="stop after this step with a checkpoint, keeping the --steps schedule (resume later)",
@@ -222,11 +241,10 @@ class TrainOptions(CliConfig):
     def resolved_training(self, family: str = "t5") -> dict[str, Any]:
         """The trajectory options with defaults filled in (the family picks the optimizer)."""
         from c4forge.trainers.optim import DEFAULT_GRAD_CLIP, DEFAULT_LR, DEFAULT_SCHEDULE
+        from c4forge.trainers.schedules import default_warmup
 
         opt = self.optimizer or FAMILY_OPTIMIZER[family]
         schedule = self.schedule or DEFAULT_SCHEDULE.get(opt, "isr_decay")
-        # BERT: warm-up over the first 10 % of the steps (10k of 1M); elsewhere 10,000 steps
-        default_warmup = int(0.1 * self.steps) if schedule == "linear" else 10_000
         return {
             "batch_size": 128 if self.batch_size is None else self.batch_size,
             "grad_accum": self.grad_accum or 1,
@@ -235,7 +253,7 @@ class TrainOptions(CliConfig):
             "optimizer": opt,
             "schedule": schedule,
             "lr": DEFAULT_LR.get(opt, 1e-2) if self.lr is None else self.lr,
-            "warmup": default_warmup if self.warmup is None else self.warmup,
+            "warmup": default_warmup(schedule, self.steps) if self.warmup is None else self.warmup,
             "grad_clip": DEFAULT_GRAD_CLIP.get(opt, 0.0)
             if self.grad_clip is None
             else self.grad_clip,

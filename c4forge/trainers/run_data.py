@@ -8,14 +8,14 @@ checkpoint (``resume.py``), before the first weight is built: a mismatch costs n
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from c4forge.errors import ConfigError
+from c4forge.errors import C4ForgeError, ConfigError
 from c4forge.trainers import distributed as dist
 from c4forge.trainers import resume as rs
 from c4forge.trainers.data import DataPlan, ShardReader, TrainStream, eval_batches, open_shard_set
@@ -89,14 +89,17 @@ def open_run_data(opts: TrainOptions, info: dist.DistInfo, resume: rs.Resume) ->
             vocab=run_vocab,
             seed=traj.seed,
             lengths=resume.lengths or None,
-            full=opts.verify_shards == "full",
+            verify=opts.verify_shards,
         )
         rs.check_mixture(resume, mixture.describe())
         shards = mixture.sources[0].shards
     else:
-        full = opts.verify_shards == "full"
-        shards = open_shard_set(primary, vocab=run_vocab, full=full, **resume.lengths)
+        shards = open_shard_set(
+            primary, vocab=run_vocab, verify=opts.verify_shards, **resume.lengths
+        )
     rs.check_shards_index(resume, shards.index_sha256, primary)
+    if vocab_source and shards.vocab_dir and same_folder(vocab_source, shards.vocab_dir):
+        shards.verify_vocab_copy()  # the copy this run loads and copies into RUN/vocab
     vocabulary = dict(shards.vocab)
     own = vocab_files.copy_dir(opts.output)
     if own:  # a resumed run's copy must be the shards' vocabulary
@@ -140,6 +143,10 @@ def open_run_data(opts: TrainOptions, info: dist.DistInfo, resume: rs.Resume) ->
     )
 
 
+def same_folder(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
 def guess_vocab_dir(shards: str, sha256: str) -> str | None:
     """``SHARDS/../vocab`` when its vocab.json has the shards' fingerprint (export needs it)."""
     cand = os.path.join(os.path.dirname(os.path.abspath(shards)), "vocab")
@@ -158,9 +165,10 @@ def check_first_rows(data: RunData, check: RowCheck) -> None:
         shards = data.shards.split_shards(split) if split in data.shards.index["splits"] else []
         if shards:
             reader = ShardReader(
-                data.shards, [shards[0][0]], [shards[0][1]], cache=1, columns=data.fam.columns
-            )
-            check(reader.shard(0), shards[0][0])
+                data.shards, [shards[0][0]], [shards[0][1]], cache=1, columns=data.fam.columns,
+                check=check,
+            )  # fmt: skip
+            reader.shard(0)  # the family's checks, then the id ranges
 
 
 def make_loader(
@@ -195,8 +203,36 @@ def make_loader(
     if dev.kind == "xla":
         import torch_xla.distributed.parallel_loader as pl
 
-        return pl.MpDeviceLoader(loader, dev.device)
-    return loader
+        return OneLineErrors(pl.MpDeviceLoader(loader, dev.device))
+    return OneLineErrors(loader)
+
+
+class OneLineErrors:
+    """A loader whose workers' user errors arrive as they were raised.
+
+    A DataLoader worker's exception is re-raised in the trainer as the same type built from
+    "Caught X in DataLoader worker process 0. Original Traceback …": a damaged shard found by
+    a worker (sha256, an id out of range) would print a traceback. The original message is the
+    last line of that text."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            yield from self.loader
+        except C4ForgeError as err:
+            raise type(err)(original_message(err)) from None
+
+
+def original_message(err: BaseException) -> str:
+    """The message a worker raised ``err`` with (``str(err)`` when it was raised here)."""
+    text = str(err)
+    if not text.startswith("Caught ") or "Traceback" not in text:
+        return text
+    prefix = f"{type(err).__module__}.{type(err).__qualname__}: "
+    lines = [line for line in text.splitlines() if line.startswith(prefix)]
+    return lines[-1][len(prefix) :] if lines else text.splitlines()[-1]
 
 
 def validation_batches(

@@ -16,7 +16,47 @@ SCHEDULES = ("isr", "isr_decay", "cosine", "constant", "linear")
 COSINE_MIN_LR = 1e-5  # nanoT5's eta_min
 
 
-def isr(n: int, warmup: int = 10_000) -> float:
+ISR_WARMUP = 10_000  # T5's: the relative step holds at 1/√10⁴ = 0.01 (Adafactor's cap) until then
+MAX_WARMUP = 10_000  # nanoT5's warm-up, the most a default gives
+
+
+def default_warmup(schedule: str, total_steps: int) -> int:
+    """The warm-up a run gets when ``--warmup`` is not given, following ``--steps``.
+
+    * ``linear`` (BERT): 10 % of the steps (BERT: 10k of 1M).
+    * ``cosine`` (nanoT5): 10 % of the steps, at most nanoT5's 10,000: a short run reaches its
+      peak and decays instead of spending every step in warm-up.
+    * ``isr``/``isr_decay``: 10,000 whatever the length. There ``W`` is not a ramp but the
+      plateau ``1/√max(n, W)``: it fixes the largest relative step at T5's 0.01; a smaller
+      ``W`` would start higher (W = 100 gives 0.1), so it does not shrink with the run.
+    * ``constant`` has no warm-up (the value is recorded, never used).
+    """
+    if schedule == "linear":
+        return int(0.1 * total_steps)
+    if schedule == "cosine":
+        return min(MAX_WARMUP, int(0.1 * total_steps))
+    return ISR_WARMUP
+
+
+def warmup_note(schedule: str, total_steps: int, warmup: int, lr_at) -> str | None:
+    """A line for a run that never leaves its warm-up (``lr_at``: the schedule), else None."""
+    if schedule == "constant" or warmup < total_steps:
+        return None
+    first, last = lr_at(1), lr_at(total_steps)
+    if schedule in ("isr", "isr_decay"):
+        return (
+            f"the {warmup:,}-step ISR plateau is longer than the run ({total_steps:,} steps): "
+            f"the relative step stays at {first:.4g} (T5's constant phase)"
+            + (", then decays over the last 10 %" if schedule == "isr_decay" else "")
+        )
+    return (
+        f"warning: the warm-up ({warmup:,} steps) is longer than the run ({total_steps:,} "
+        f"steps): the learning rate only goes {first:.6g} → {last:.6g} and never reaches its "
+        "peak; pass a smaller --warmup"
+    )
+
+
+def isr(n: int, warmup: int = ISR_WARMUP) -> float:
     """T5's inverse square root: 1/√max(n, warmup) (constant 0.01 for the first 10⁴ steps)."""
     return 1.0 / math.sqrt(max(n, warmup))
 

@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# What a mixture run's overall held-out NLL is: every source's held-out rows pooled, each target
+# token weighing the same (model.md §3's metric over the union), so a source with more or longer
+# held-out targets weighs more; the rates do not enter. The summary adds the rate-weighted mean.
+POOLED_NLL = "pooled: token-weighted over the held-out target tokens of every source"
+
 
 @dataclass
 class RunSummary:
@@ -22,6 +27,7 @@ class RunSummary:
     metrics: str
     tensorboard: str | None
     mixture_lines: list[str] = field(default_factory=list)  # requested vs realised rates
+    held_out_note: str | None = None  # why it is n/a, or how a mixture's overall NLL is made
 
     @classmethod
     def of(cls, last: Any, **rest: Any) -> RunSummary:
@@ -53,6 +59,8 @@ class RunSummary:
         )
         if self.evaluation and self.eval_nll is None:
             held_out = str(self.eval_line)
+        if self.held_out_note:
+            held_out += f" ({self.held_out_note})"
         lines = [
             f"trained steps {self.start_step} → {self.steps} in {self.seconds:.1f} s",
             f"final train loss {fmt(self.final_loss, '.4f')}",
@@ -77,7 +85,12 @@ def mixture_lines(mixture: Any, plan: Any, step: int, ev: dict[str, float] | Non
     from c4forge.trainers.mixture_data import rate_lines, realised_counts
 
     lines = rate_lines(mixture, realised_counts(mixture, plan, step))
-    per = [f"{n} {ev[f'eval_nll_{n}']:.4f}" for n in mixture.names if f"eval_nll_{n}" in (ev or {})]
+    ev = ev or {}
+    per = [f"{n} {ev[f'eval_nll_{n}']:.4f}" for n in mixture.names if f"eval_nll_{n}" in ev]
     if per:
-        lines.append("held-out NLL per source: " + ", ".join(per))
+        line = "held-out NLL per source: " + ", ".join(per)
+        if len(per) == len(mixture.names):
+            mean = sum(r * ev[f"eval_nll_{n}"] for n, r in zip(mixture.names, mixture.rates))
+            line += f"; weighted by the mixing rates {mean:.4f}"
+        lines.append(line)
     return lines

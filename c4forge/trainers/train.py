@@ -2,7 +2,8 @@
 
 ``setup`` is a list of calls, each returning what it builds: device and process group, the
 checkpoint to resume and what it fixes (``resume.py``), the data (``run_data.py``), the model,
-determinism, optimizer and schedule, the restored position. ``run`` is the loop: step, log
+determinism, optimizer and schedule, the restored position; then it prints what the run will do
+(``startup.py``). ``run`` is the loop: step, log
 (``metrics.py``), eval, checkpoint (``checkpoint.py``), hooks. The shards' objective picks the
 model family; what differs between families comes from ``families.py``.
 
@@ -36,7 +37,9 @@ from c4forge.progress import progress
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers import distributed as dist
 from c4forge.trainers import models
+from c4forge.trainers.data import VERIFY_MODES
 from c4forge.trainers.device import DeviceInfo, is_out_of_memory, resolve_device
+from c4forge.trainers.health import Health, check_finite_options, gradient_norm
 from c4forge.trainers.metrics import (
     LastFigures,
     LogWindow,
@@ -56,7 +59,9 @@ from c4forge.trainers.run_data import (
     validation_batches,
 )
 from c4forge.trainers.schedules import schedule_fn
-from c4forge.trainers.summary import RunSummary, mixture_lines
+from c4forge.trainers.startup import no_heldout_reason, startup_lines
+from c4forge.trainers.summary import POOLED_NLL, RunSummary, mixture_lines
+from c4forge.trainers.threads import ThreadChoice, set_threads
 from c4forge.vocab.vocab_files import copy_run_vocab
 
 __all__ = ["FAMILY_OPTIMIZER", "RunSummary", "TrainOptions", "setup", "run", "train"]
@@ -125,6 +130,8 @@ class Setup:
     schedule: Callable[[int], float]  # learning rate at 1-based step n
     start_step: int
     nonpad_tokens: int  # non-pad tokens trained before start_step
+    log_window: dict[str, Any] | None = None  # the metrics window a checkpoint left open
+    threads: ThreadChoice | None = None  # torch's CPU threads (None: left as they were)
 
     @property
     def main(self) -> bool:
@@ -134,7 +141,7 @@ class Setup:
 def setup(opts: TrainOptions) -> Setup:
     """Device, checkpoint, data, model, optimizer, restored state: in that order, since each
     needs the ones before (the family and vocabulary come from the shards and the checkpoint)."""
-    info, dev = setup_runtime(opts)
+    info, dev, threads = setup_runtime(opts)
     resume = find_resume(opts, info.is_main)
     data = open_run_data(opts, info, resume)
     choice = model_choice(opts, data, resume, xla=dev.kind == "xla")
@@ -146,30 +153,36 @@ def setup(opts: TrainOptions) -> Setup:
     traj = data.traj
     optimizer = model_optimizer(traj.optimizer, model, traj.lr, opts.compile)
     schedule = schedule_fn(traj.schedule, opts.steps, warmup=traj.warmup, lr=traj.lr)
-    start_step, nonpad_tokens = 0, 0
+    start_step, nonpad_tokens, log_window = 0, 0, None
     if resume.path is not None:
         state = ckpt.load_checkpoint(resume.path, model, optimizer)  # + RNG
         start_step, nonpad_tokens = int(state["step"]), int(state.get("nonpad_tokens", 0))
+        log_window = state.get("log_window")
     net = wrap_model(opts.compile, info, dev, data, choice, model, check)
-    note = schedule_note(traj.optimizer, traj.schedule)
-    if note and info.is_main:
-        print(f"c4forge train: {note}", file=sys.stderr)
-    return Setup(
+    s = Setup(
         opts, info, dev, resume, data, data.fam, traj, net, optimizer, schedule,
-        start_step, nonpad_tokens,
+        start_step, nonpad_tokens, log_window, threads,
     )  # fmt: skip
+    if info.is_main:
+        note = schedule_note(traj.optimizer, traj.schedule)
+        lines = startup_lines(s) + ([f"c4forge train: {note}"] if note else [])
+        print("\n".join(lines), file=sys.stderr, flush=True)
+    return s
 
 
-def setup_runtime(opts: TrainOptions) -> tuple[dist.DistInfo, DeviceInfo]:
-    """The device (and the process group under torchrun); refuse options no run can use."""
+def setup_runtime(opts: TrainOptions) -> tuple[dist.DistInfo, DeviceInfo, ThreadChoice | None]:
+    """The device (and the process group under torchrun), torch's CPU threads (chosen on the
+    CPU, or as ``--threads`` says); refuse options no run can use."""
+    check_finite_options(opts.lr, opts.grad_clip, opts.z_loss)  # before the device is touched
     info = dist.env_info()
     dev = resolve_device(opts.device, info.local_rank)
+    threads = set_threads(opts.threads) if dev.kind == "cpu" or opts.threads else None
     dist.init(info, dev.kind)
     if opts.steps < 1:
         raise ConfigError(f"--steps must be >= 1, got {opts.steps}")
-    if opts.verify_shards not in ("quick", "full"):
-        raise ConfigError("--verify-shards must be quick or full")
-    return info, dev
+    if opts.verify_shards not in VERIFY_MODES:
+        raise ConfigError(f"--verify-shards must be one of {', '.join(VERIFY_MODES)}")
+    return info, dev, threads
 
 
 def set_determinism(deterministic: bool) -> None:
@@ -220,7 +233,10 @@ def run(s: Setup, hooks: Sequence[StepHook] = ()) -> RunSummary:
     )  # fmt: skip
     window = LogWindow.empty(len(s.fam.parts), len(s.fam.stats), s.dev.device, s.start_step)
     last = LastFigures(nonpad_total=s.nonpad_tokens)
+    if s.log_window is not None:  # resumed between two logs: the next log averages them all
+        last.nonpad_total -= window.restore(s.log_window, s.info.rank, s.info.world_size)
     checkpoint_path = s.resume.path
+    health = Health(s.dev.device)
     loader = make_loader(s.data, s.dev, s.start_step, o.steps, s.net.check, o.num_workers)
     it, step = iter(loader), s.start_step
     try:
@@ -229,7 +245,7 @@ def run(s: Setup, hooks: Sequence[StepHook] = ()) -> RunSummary:
             if any(x["step"] != step for x in items):  # only if the loader misorders
                 raise RuntimeError(f"data loader out of order at step {step}")
             try:
-                window.add(*train_step(s, step, items))
+                window.add(*train_step(s, step, items, health))
             except (RuntimeError, torch.OutOfMemoryError) as err:
                 if is_out_of_memory(err):
                     raise s.data.out_of_memory(s.dev.name) from None
@@ -237,12 +253,18 @@ def run(s: Setup, hooks: Sequence[StepHook] = ()) -> RunSummary:
             step += 1
             stopping = o.stop_after_step is not None and step >= o.stop_after_step
             is_last = step == o.steps
-            if step % max(1, o.log_every) == 0 or is_last:
+            logging = step % max(1, o.log_every) == 0 or is_last
+            evaluating = bool(o.eval_every and step % o.eval_every == 0) or is_last
+            saving = bool(o.save_every and step % o.save_every == 0) or is_last or stopping
+            # read where the host waits anyway (log, eval, save); XLA's log is a step closure
+            if saving or evaluating or (logging and s.dev.kind != "xla"):
+                health.check(s.info, checkpoint_path, s.traj.lr)
+            if logging:
                 log_window(step, window, last, log, bar)
             if bar is not None:
                 bar.update(1)
             paused = time.perf_counter()
-            if (o.eval_every and step % o.eval_every == 0) or is_last:
+            if evaluating:
                 result = evaluate(s)
                 if result is not None:
                     last.eval = result
@@ -250,10 +272,11 @@ def run(s: Setup, hooks: Sequence[StepHook] = ()) -> RunSummary:
                         log.write({"step": step, **result})
                     if bar is not None:
                         bar.write(f"step {step}: {s.fam.eval_text(result)}")
-            if (o.save_every and step % o.save_every == 0) or is_last or stopping:
+            if saving:
                 pending = dist.all_reduce_sum(window.nonpad.clone(), s.info)
                 nonpad_seen = last.nonpad_total + int(pending)  # a sync, once per save
-                checkpoint_path = save(s, step, nonpad_seen) or checkpoint_path
+                open_window = window.to_state(step, s.info)
+                checkpoint_path = save(s, step, nonpad_seen, open_window) or checkpoint_path
             window.paused += time.perf_counter() - paused
             for hook in hooks:
                 hook(step)
@@ -282,11 +305,12 @@ def seed_micro(s: Setup, step: int, micro: int) -> None:
 
 
 def train_step(
-    s: Setup, step: int, items: list[dict[str, Any]]
+    s: Setup, step: int, items: list[dict[str, Any]], health: Health | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One optimizer step (``step`` is 0-based; the schedule sees ``step + 1``).
 
-    Returns the loss-part sums, their global counts, the metric sums and the non-pad tokens.
+    Returns the loss-part sums, their global counts, the metric sums and the non-pad tokens;
+    ``health`` notes whether the loss and the gradient norm were finite (on the device).
     """
     dev, info, fam = s.dev, s.info, s.fam
     batches = [fam.to_device(it, dev.device, non_blocking=dev.kind == "cuda") for it in items]
@@ -307,7 +331,10 @@ def train_step(
             (sums * scale).sum().backward()
         sums_total = sums_total + sums.detach()
         stats_total = stats_total + stats
-    if s.traj.grad_clip > 0:
+    if health is not None:
+        norm = gradient_norm(list(s.net.model.parameters()), s.traj.grad_clip)
+        health.note(step, sums_total, norm)
+    elif s.traj.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(s.net.model.parameters(), s.traj.grad_clip)
     if dev.kind == "xla":
         import torch_xla.core.xla_model as xm
@@ -354,13 +381,13 @@ def run_config(s: Setup) -> dict[str, Any]:
     }
 
 
-def save(s: Setup, step: int, nonpad: int) -> str | None:
+def save(s: Setup, step: int, nonpad: int, log_window: dict[str, Any] | None) -> str | None:
     """Checkpoint ``step`` (rank 0 writes; every rank waits for it)."""
     path = None
     if s.main:
         state = ckpt.trainer_state(
             step, s.traj.batch_size, s.net.row_tokens, nonpad, s.traj.to_dict(), s.opts.steps,
-            s.schedule(max(step, 1)), run_config(s),
+            s.schedule(max(step, 1)), run_config(s), log_window,
         )  # fmt: skip
         path = ckpt.save_checkpoint(
             s.opts.output, step, s.net.model, s.optimizer, state, s.net.cfg.to_dict(),
@@ -377,9 +404,16 @@ def summarize(
     title = f"{s.net.preset} / {s.net.cfg.ffn} / {s.traj.optimizer}"
     metrics, curve = end_of_run(s.opts.output, title, draw=s.main)
     ev = last.eval
+    if ev is None:
+        note = no_heldout_reason(s, step)
+    elif s.data.mixture is not None and "eval_nll" in ev:
+        note = POOLED_NLL
+    else:
+        note = None
     return RunSummary.of(
         last, steps=step, start_step=s.start_step, seconds=time.perf_counter() - t_start,
         eval_line=s.fam.eval_text(ev) if ev else None, checkpoint=path, curve=curve,
         metrics=metrics, tensorboard=log.tensorboard_dir if log is not None else None,
         mixture_lines=mixture_lines(s.data.mixture, s.data.plan, step, ev),
+        held_out_note=note,
     )  # fmt: skip

@@ -8,6 +8,7 @@ trainer sees (same order + same num_threads = byte-identical model).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -367,6 +368,44 @@ _TOO_HIGH = re.compile(
 _TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
 
 
+@contextlib.contextmanager
+def native_log_to(path: str | None) -> Iterator[None]:
+    """Send what C++ code writes to file descriptor 2 (SentencePiece's trainer log) to ``path``
+    for the duration; None: to wherever ``sys.stderr`` writes (a log file when the caller
+    redirected it: `c4forge experiment`'s stage log), else leave fd 2 alone.
+
+    Why not SentencePiece's own ``logstream``: it redirects ``sys.stderr.fileno()``, which
+    under ``contextlib.redirect_stderr`` is the log file's descriptor, not 2, so the trainer's
+    ~80 lines reached the terminal in the middle of `c4forge experiment`'s stage list."""
+    target: int | None = None
+    opened = None
+    if path is not None:
+        opened = open(path, "wb")  # noqa: SIM115 - closed below
+        target = opened.fileno()
+    else:
+        try:
+            target = sys.stderr.fileno()
+        except (AttributeError, OSError, ValueError):  # pytest's capture: no descriptor
+            target = None
+        if target == 2:
+            target = None
+    try:
+        saved = os.dup(2) if target is not None else None
+    except OSError:
+        saved = None
+    try:
+        if saved is not None:
+            sys.stderr.flush()
+            os.dup2(target, 2)
+        yield
+    finally:
+        if saved is not None:
+            os.dup2(saved, 2)
+            os.close(saved)
+        if opened is not None:
+            opened.close()
+
+
 def train_model(lines: list[str], options: dict[str, Any], *, verbose: bool = False) -> bytes:
     """Run SentencePiece on `lines` (in this order); SentencePiece errors become ConfigErrors."""
     import io
@@ -374,18 +413,11 @@ def train_model(lines: list[str], options: dict[str, Any], *, verbose: bool = Fa
     import sentencepiece as spm
 
     sink = io.BytesIO()
-    # SentencePiece logs from C++ to fd 2; silence it by redirecting that fd (needs a real stderr,
-    # which pytest's capture does not have — then the log simply stays).
     try:
-        sys.stderr.fileno()
-        quiet_ok = True
-    except (AttributeError, OSError, ValueError):
-        quiet_ok = False
-    log = None if verbose or not quiet_ok else open(os.devnull, "w")
-    try:
-        spm.SentencePieceTrainer.Train(
-            sentence_iterator=iter(lines), model_writer=sink, logstream=log, **options
-        )
+        with native_log_to(None if verbose else os.devnull):
+            spm.SentencePieceTrainer.Train(
+                sentence_iterator=iter(lines), model_writer=sink, **options
+            )
     except RuntimeError as err:
         msg = str(err)
         if m := _TOO_HIGH.search(msg):
@@ -401,9 +433,6 @@ def train_model(lines: list[str], options: dict[str, Any], *, verbose: bool = Fa
                 f"--vocab-size {int(m.group(2)) + 1} or more, or lower --character-coverage"
             ) from None
         raise ConfigError(f"SentencePiece training failed: {msg}") from None
-    finally:
-        if log is not None:
-            log.close()
     return sink.getvalue()
 
 

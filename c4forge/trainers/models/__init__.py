@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from c4forge.errors import ConfigError, InputError, VerificationError
+from c4forge.errors import ConfigError, VerificationError
 
 FAMILIES: dict[str, str] = {
     "t5": "c4forge.trainers.models.t5",
@@ -134,7 +134,7 @@ def find_vocab_dir(step_dir: str, state: dict[str, Any]) -> str | None:
 
 def load_pretrained(path: str, device: Any = "cpu") -> Pretrained:
     """The model of a run folder (its latest checkpoint) or of a ``checkpoints/step-N`` folder."""
-    from c4forge.io.storage import read_json, sha256
+    from c4forge.io.storage import read_json
     from c4forge.trainers.checkpoint import read_model_tensors, resolve_checkpoint
 
     step_dir = resolve_checkpoint(path)
@@ -151,14 +151,9 @@ def load_pretrained(path: str, device: Any = "cpu") -> Pretrained:
 
     with torch.device("meta"):
         shapes = {k: tuple(v.shape) for k, v in build_model(family, config).state_dict().items()}
-    tensors = read_model_tensors(step_dir, shapes)
+    tensors, fingerprint = read_model_tensors(step_dir, shapes)  # the sha256 of what was read
     model = build_model(family, config)
     model.load_state_dict(tensors, strict=True)
-    fingerprint = (state.get("files") or {}).get("model.safetensors") or sha256(
-        os.path.join(step_dir, "model.safetensors")
-    )
-    if not isinstance(fingerprint, str):
-        raise InputError(f"{state_path}: malformed files record")
     return Pretrained(
         model=model.to(device).eval(),
         family=family,
