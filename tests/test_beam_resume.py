@@ -127,7 +127,11 @@ def test_killed_run_resumes_to_the_same_output(inputs, uninterrupted, tmp_path) 
         done[-1].unlink()
         skipped -= 1
     job = json.loads((out / "_work" / "job.json").read_text())
-    files = [pg.InputFile(f["path"], f["size"]) for chunk in job["inputs"] for f in chunk]
+    files = [
+        pg.InputFile(f["path"], f["size"], f.get("version", ""))  # as recorded, mtime included
+        for chunk in job["inputs"]
+        for f in chunk
+    ]
     assert len(files) == total and job["engine"] == "beam"
     chunks = pg.plan_chunks(files, 1)
     work = pg.WorkDir(str(out), pg.BEAM_DATA_SUFFIX)

@@ -33,6 +33,7 @@ from clean_fixtures import (
 
 from c4forge import cli
 from c4forge.clean.counting import conservation_errors
+from c4forge.clean.input_digests import SEEN_NAME
 from c4forge.clean.plan import recorded_plan
 from c4forge.io.storage import read_json
 
@@ -231,7 +232,8 @@ def test_shard_layout_assignment_order_and_bytes(run1, stats1):
         "c4-train.00002-of-00003.json.gz",
         "c4-validation.00000-of-00001.json.gz",
     ]
-    assert sorted(os.listdir(run1)) == sorted([*names, "stats.json"])  # no temp files left
+    # no temp files, lock or _work left; the inputs record beside stats.json
+    assert sorted(os.listdir(run1)) == sorted([*names, "stats.json", SEEN_NAME])
     for o in stats1["outputs"].values():
         n = len(o["files"])
         for index, f in enumerate(o["files"]):

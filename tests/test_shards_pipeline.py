@@ -10,6 +10,7 @@ fixtures to keep the file fast.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -124,10 +125,17 @@ def test_manifest_and_layout(concat_set, vocab, docs, vocab_dir):
     assert index["token_dtype"] == "uint16"
     assert index["objective"]["inputs_length"] == INPUTS_LENGTH
     assert index["objective"]["targets_length"] == 29 and index["objective"]["tokens_length"] == 141
+    # no stats.json (a C4 release's layout): the clean files are bound by their content
+    hashed = index["source"].pop("clean_files_sha256")
     assert index["source"] == {
         "clean_stats_sha256": None,
         "documents": {"train": 900, "validation": 100},
     }
+    for files in hashed.values():
+        for name, digest in files.items():
+            assert digest == hashlib.sha256(open(os.path.join(docs, name), "rb").read()).hexdigest()
+    assert sorted(hashed) == ["train", "validation"] and len(hashed["train"]) >= 1
+    index["source"]["clean_files_sha256"] = hashed
     assert index["dataset_fingerprint"] == S.dataset_fingerprint(index)
     assert set(index["versions"]) == {"numpy", "pyarrow", "sentencepiece"}
     train = index["splits"]["train"]

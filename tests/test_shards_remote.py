@@ -20,6 +20,7 @@ from memfs import MemFileSystem  # tests/memfs.py: the test-only in-memory bucke
 from c4forge.cli import main
 from c4forge.formats import shards as S
 from c4forge.io import storage
+from c4forge.io.ownership import MARKER_NAME
 
 SAMPLE = os.path.join(
     os.path.dirname(__file__), "..", "c4forge", "data", "sample", "c4-sample.00000-of-00001.json.gz"
@@ -122,12 +123,19 @@ def test_remote_rerun_rebuilds_only_a_damaged_shard(docs, vocab_dir, capsys):
     reference = bucket(out)
     MemFileSystem.writes.clear()
     assert build(docs, vocab_dir, out) == 0  # complete: no shard or manifest rewritten
-    assert [w for w in MemFileSystem.writes if "/_progress/" not in w] == []
+    # nothing but the check's records and the run marker (io.ownership) is written
+    assert [
+        w for w in MemFileSystem.writes if "/_progress/" not in w and MARKER_NAME not in w
+    ] == []
     assert sorted(bucket(out)) == sorted(reference)  # and the check's records are gone
     victim = f"{out}/train-00002-of-00003.arrow"
     MemFileSystem.files[victim] = MemFileSystem.files[victim][:100]  # truncated later
     assert build(docs, vocab_dir, out) == 0
-    final = {w.split(".tmp-")[0] for w in MemFileSystem.writes if "/_progress/" not in w}
+    final = {
+        w.split(".tmp-")[0]
+        for w in MemFileSystem.writes
+        if "/_progress/" not in w and MARKER_NAME not in w
+    }
     assert final == {victim, f"{out}/index.json"}
     assert bucket(out) == reference
     # Other settings in the same bucket folder need --overwrite, as locally.

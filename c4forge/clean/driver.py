@@ -21,17 +21,19 @@ import time
 from typing import Any
 
 from c4forge import readers
-from c4forge.clean import counting, passes
+from c4forge.clean import counting, input_digests, passes
 from c4forge.clean import output as co
 from c4forge.clean import resume_state as pg
 from c4forge.clean import stats as cs
 from c4forge.clean.config import CleanJob
 from c4forge.clean.plan import Plan, build_plan
 from c4forge.errors import C4ForgeError, VerificationError
-from c4forge.io import storage
+from c4forge.io import ownership, storage
 from c4forge.io.inputs import InputFile, inputs_block
 
 FUNNEL_NAME = "funnel.png"
+# Files clean writes at the top of its folder (besides shards): their temporaries are its own.
+DEBRIS_OF = (cs.STATS_NAME, FUNNEL_NAME, input_digests.SEEN_NAME)
 
 
 def choose_engine(job: CleanJob) -> tuple[CleanJob, str]:
@@ -75,6 +77,53 @@ def prepare_output(job: CleanJob) -> None:
     storage.makedirs(job.output)
     co.remove_files(job.output, [FUNNEL_NAME])
     storage.rmtree(storage.join(job.output, SAMPLES_DIR))  # an older run's samples
+
+
+def verify(job: CleanJob, files: list[InputFile]) -> Any:
+    """The check a finished run must pass to be served: its inputs' content unchanged."""
+
+    def same_content(done: dict) -> None:
+        update = input_digests.verify(job.output, done, files)
+        if update is not None:
+            input_digests.write_seen(job.output, files, update)
+
+    return same_content
+
+
+def serve_finished(
+    job: CleanJob, stats_path: str, config: dict, inputs: dict, files: list[InputFile]
+) -> bool:
+    """True when the folder already holds this run (said; nothing recomputed). Read-only,
+    without the folder's lock, unless there is something to tidy: a ``_work/`` of a run killed
+    after its stats.json, temporary files of killed writes, inputs touched since (their
+    recorded versions are updated)."""
+    from c4forge.clean import summary
+
+    existing = cs.read_existing(stats_path)
+    if existing is None or job.overwrite:
+        return False
+    if not cs.check_existing(existing, stats_path, config, inputs, False):
+        return False
+    update = input_digests.verify(job.output, existing, files)
+    work_root = storage.join(job.output, pg.WORK_DIR)
+    has_work = pg.is_clean_work(work_root)
+    if update is not None or has_work or co.own_debris(job.output, DEBRIS_OF):
+        with ownership.owned_output(job.output, "clean"):
+            if update is not None:
+                input_digests.write_seen(job.output, files, update)
+            remove_debris(job.output, work_root if has_work else None)
+    if not job.quiet:
+        print(summary.already_complete(existing, job.output))
+    return True
+
+
+def remove_debris(output: str, work_root: str | None) -> None:
+    """A finished folder holds no debris: the temporary files of writes a killed run left
+    (``co.remove_own_debris``) and, when given, the ``_work/`` of a run killed after its
+    stats.json was written (``work_root``, proven a clean run's by its job record)."""
+    co.remove_own_debris(output, DEBRIS_OF)
+    if work_root is not None:
+        pg.WorkDir(output).remove()
 
 
 def start_work(
@@ -141,15 +190,18 @@ def finish(
     shard_stats: list[dict],
     raw: dict,
     backend: str | None = None,
+    owned: set[str] | frozenset[str] = frozenset(),
 ) -> dict:
-    """stats.json from the run's counters and shards (conservation checked), written last;
-    stale shards of an earlier run removed."""
+    """stats.json from the run's counters and shards (conservation checked), written last
+    (after ``check_owner``: a run whose folder was taken over commits nothing); the shards of
+    an earlier run that this one did not rewrite (``owned``: proven an earlier clean run's by
+    ``co.owned_shards``) removed."""
     keys = co.output_keys({x["split"]: 1 for x in shard_stats}, job.spec.multilingual)
     counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in keys}
     outputs = cs.outputs_block(shard_stats, counts)
     counters = counting.full_counters(raw, plan.accounts)
     written = {x["file"] for x in shard_stats}
-    co.remove_files(job.output, [n for n in co.list_shard_files(job.output) if n not in written])
+    co.remove_files(job.output, sorted(n for n in owned if n not in written))
     stats = cs.make_stats(
         config,
         inputs,
@@ -165,6 +217,7 @@ def finish(
             "the counters do not add up (a page was lost without a reason): "
             + "; ".join(stats["conservation_errors"])
         )
+    ownership.check_owner(job.output)
     storage.write_bytes(storage.join(job.output, cs.STATS_NAME), cs.stats_text(stats).encode())
     return stats
 
@@ -181,16 +234,25 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         check_output(job)
         job, why = choose_engine(job)
     engine = engine or make_engine(job)
+    locked = False
     try:
         check_output(job)
         files = engine.list_inputs(list(job.inputs), job.input_format)
         inputs = inputs_block(files)
         config = job.record()
         stats_path = storage.join(job.output, cs.STATS_NAME)
-        if cs.finished_run(job, stats_path, config, inputs, summary):
+        if serve_finished(job, stats_path, config, inputs, files):
             return 0
         readers.check_inputs([f.path for f in files], job.input_format)
-        created = not storage.exists(job.output)
+        created = not storage.exists(job.output)  # before the lock makes it
+        ownership.acquire(job.output, "clean")  # before the first write (or removal) here
+        locked = True
+        existing = cs.read_existing(stats_path)
+        work_root = storage.join(job.output, pg.WORK_DIR)
+        has_work = pg.is_clean_work(work_root)
+        if cs.finished_run(job, stats_path, config, inputs, summary, verify(job, files)):
+            return 0  # finished by a run that held the folder until now
+        owned = co.owned_shards(job.output, existing, has_work)
         prepare_output(job)
         _log(
             job,
@@ -224,9 +286,15 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             from c4forge.clean.drop_samples import write_samples
 
             write_samples(job.output, engine.samples(), job.keep_samples)
-        stats = finish(job, plan, config, inputs, shard_stats, raw, backend)
+        digests = input_digests.from_chunks(work, chunks)
+        inputs = {**inputs, cs.INPUT_FILES_KEY: input_digests.files_block(files, digests)}
+        input_digests.write_seen(job.output, files, digests)
+        stats = finish(job, plan, config, inputs, shard_stats, raw, backend, owned)
         work.finish()
+        remove_debris(job.output, None)
     finally:
+        if locked:
+            ownership.release(job.output)
         if own:
             engine.close()
 

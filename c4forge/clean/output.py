@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import json
 import math
+import re
 import zlib
 from collections.abc import Iterable, Mapping
 from typing import IO, Any, NamedTuple
@@ -228,6 +229,58 @@ def _write_parquet(ordered: list[OutDoc], sink: IO[bytes]) -> None:
 def list_shard_files(directory: str) -> list[str]:
     """Base names of existing shard files (any split, count, format) in ``directory``."""
     return [n for n in storage.listdir(directory) if SHARD_RE.match(n)]
+
+
+def owned_shards(directory: str, stats: Mapping[str, Any] | None, has_work: bool) -> set[str]:
+    """The shard files in ``directory`` an earlier clean run provably wrote, which this run may
+    replace or delete; ``OutputExistsError`` naming the others (an AllenAI C4 download, the
+    bundled sample copied there): clean deletes nothing it did not write, as ``shards`` refuses
+    a folder of foreign ``.arrow`` files. Proof is the earlier run's ``stats.json`` (its
+    ``outputs`` list every file it wrote) or its ``_work/`` (a run killed while writing shards:
+    ``_work/`` goes only after stats.json)."""
+    from c4forge.errors import OutputExistsError
+
+    present = list_shard_files(directory)
+    if has_work:
+        return set(present)
+    listed = {
+        f.get("file")
+        for block in ((stats or {}).get("outputs") or {}).values()
+        if isinstance(block, Mapping)
+        for f in block.get("files") or []
+        if isinstance(f, Mapping)
+    }
+    foreign = sorted(n for n in present if n not in listed)
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise OutputExistsError(
+            f"{directory} holds {foreign[0]}{more}, which no earlier clean run here wrote "
+            "(no stats.json or _work/ lists it); clean deletes only its own files: move them "
+            "away or choose another --output"
+        )
+    return set(present)
+
+
+_TMP_RE = re.compile(r"^(?P<name>.+)\.tmp-\d+-[0-9a-f]{8}$")
+
+
+def own_debris(directory: str, names: Iterable[str] = ()) -> list[str]:
+    """The temporary siblings (``storage.tmp_name``) of files clean writes here — shards,
+    ``names`` — that a killed run left."""
+    own = set(names)
+    found = []
+    for entry in storage.listdir(directory):
+        m = _TMP_RE.match(entry)
+        if m and (SHARD_RE.match(m["name"]) or m["name"] in own):
+            found.append(entry)
+    return found
+
+
+def remove_own_debris(directory: str, names: Iterable[str] = ()) -> None:
+    """Delete ``own_debris``. Only called while this run holds the folder, so no writer of
+    them is alive."""
+    for entry in own_debris(directory, names):
+        storage.remove(storage.join(directory, entry))
 
 
 def remove_files(directory: str, names: Iterable[str]) -> None:

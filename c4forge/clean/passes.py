@@ -39,7 +39,7 @@ from c4forge.clean.counting import Count, CounterBag
 from c4forge.clean.documents import Doc, UrlEntry
 from c4forge.clean.plan import Plan, run_maps
 from c4forge.errors import VerificationError
-from c4forge.io import storage
+from c4forge.io import fingerprint, storage
 
 KEYS_SUFFIX = ".keys.gz"  # a chunk's URL entries (re-emitted by a resumed run)
 GZIP_LEVEL = 1  # scratch data read once: speed over size
@@ -126,9 +126,10 @@ def front(chunk: pg.Chunk, count: Count, *, plan: Plan, output: str) -> Iterator
         work.remove(keys)
         bag = CounterBag(keep)
         entries = []
+        digests: dict[str, str] = {}  # sha256 of each input, from this read
         with _lines_to(work.data_path(chunk)) as out:
             for f in chunk.files:
-                for page in plan.read(f.path, bag):
+                for page in fingerprint.read_hashed(plan.read, f.path, bag, digests):
                     for kept in run_maps(plan.page_stages, page, bag):
                         page_bag = CounterBag(keep)
                         docs = run_maps([plan.clean], kept, page_bag)
@@ -153,7 +154,7 @@ def front(chunk: pg.Chunk, count: Count, *, plan: Plan, output: str) -> Iterator
             for e in entries:
                 out.write(list(e))
         extra = {"samples": bag.samples} if keep else {}
-        work.mark_done(chunk, bag.counts, **extra)
+        work.mark_done(chunk, bag.counts, sha256=digests, **extra)
         record = {"counters": bag.counts, **extra}
         count(pg.RESUME_NAMESPACE, "processed")
     for stage, reasons in record["counters"].items():

@@ -55,7 +55,12 @@ class Chunk:
         return f"chunk-{self.index:05d}"
 
     def describe(self) -> list[dict[str, Any]]:
-        return [{"path": f.path, "size": f.size} for f in self.files]
+        """Its files as recorded in ``_work``: path, size and (where known) version, so a
+        rewritten input of the same size is not taken for the one whose work is recorded."""
+        return [
+            {"path": f.path, "size": f.size, **({"version": f.version} if f.version else {})}
+            for f in self.files
+        ]
 
 
 def chunk_files_setting(default: int = DEFAULT_CHUNK_FILES) -> int:
@@ -78,6 +83,31 @@ def plan_chunks(files: Sequence[InputFile], chunk_files: int) -> list[Chunk]:
         Chunk(i, tuple(ordered[start : start + chunk_files]))
         for i, start in enumerate(range(0, len(ordered), chunk_files))
     ]
+
+
+def is_clean_work(root: str) -> bool:
+    """True when ``root`` holds a clean run's ``_work`` (its job record names this format):
+    the proof that the shard files beside it are an earlier clean run's, and that the folder
+    may be removed."""
+    try:
+        record = storage.read_json_if_exists(storage.join(root, "job.json"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(record, dict) and record.get("format") == FORMAT
+
+
+def changed_input(old: Any, new: list[list[dict[str, Any]]]) -> str | None:
+    """The path of an input recorded in ``old`` (a job record's chunks) whose size or version
+    differs in ``new``; None when none does."""
+    seen = {
+        f.get("path"): f for chunk in old or [] for f in chunk or [] if isinstance(f, dict)
+    }
+    for chunk in new:
+        for f in chunk:
+            before = seen.get(f["path"])
+            if before is not None and before != f:
+                return str(f["path"])
+    return None
 
 
 class WorkDir:
@@ -137,6 +167,12 @@ class WorkDir:
         record = json.loads(json.dumps(record))  # tuples → lists, as read back
         existing = self._read_json(self.job_path)
         if resume and existing is not None:
+            changed = changed_input(existing.get("inputs"), record["inputs"])
+            if changed is not None:
+                raise ConfigError(
+                    f"--resume: input {changed} changed since the interrupted run in {self.root} "
+                    "(another size or modification time); run without --resume to start over"
+                )
             if existing != record:
                 raise ConfigError(
                     f"{self.root} belongs to a run with other options or inputs; "

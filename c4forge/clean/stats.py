@@ -8,7 +8,7 @@ Timings go to the end-of-job summary instead.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import c4forge
@@ -19,6 +19,9 @@ from c4forge.io.storage import check_format, dumps_pretty
 FORMAT = "c4forge.clean.stats"
 FORMAT_VERSION = 1
 STATS_NAME = "stats.json"
+# stats.json's inputs: per input file, its name and the sha256 of the bytes the run read
+# (``clean.input_digests``); not part of the cheap same-inputs check, verified after it.
+INPUT_FILES_KEY = "files"
 
 
 def constants() -> dict[str, Any]:
@@ -157,13 +160,23 @@ def read_existing(path: str) -> dict | None:
         ) from err
 
 
-def finished_run(job: Any, stats_path: str, config: dict, inputs: dict, summary: Any) -> bool:
+def finished_run(
+    job: Any,
+    stats_path: str,
+    config: dict,
+    inputs: dict,
+    summary: Any,
+    verify: Callable[[dict], None] | None = None,
+) -> bool:
     """True when ``--output`` already holds exactly this run (said, nothing to do). With
-    ``--overwrite`` an older run's ``stats.json`` goes first, so it stops counting as finished."""
+    ``--overwrite`` an older run's ``stats.json`` goes first, so it stops counting as finished.
+    ``verify(existing)``: raises when the inputs' content is not what that run read."""
     from c4forge.clean import output as co
 
     existing = read_existing(stats_path)
     if check_existing(existing, stats_path, config, inputs, job.overwrite):
+        if verify is not None:
+            verify(existing)
         if not job.quiet:
             print(summary.already_complete(existing, job.output))
         return True
@@ -184,9 +197,8 @@ def check_existing(
     if existing is None or overwrite:
         return False
     check_format(existing, path, FORMAT, (FORMAT_VERSION,))
-    same = existing.get("config") == normalized(config) and existing.get("inputs") == normalized(
-        inputs
-    )
+    listed = {k: v for k, v in (existing.get("inputs") or {}).items() if k != INPUT_FILES_KEY}
+    same = existing.get("config") == normalized(config) and listed == normalized(inputs)
     if same:
         return True
     what = "configuration" if existing.get("config") != normalized(config) else "inputs"

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from c4forge.errors import InputError
-from c4forge.io import storage
+from c4forge.io import ownership, storage
 
 FORMAT = "c4forge.contamination"
 FORMAT_VERSION = 1
@@ -163,6 +163,7 @@ def render_md(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+@ownership.owns_output("contamination", lambda report, out_dir: out_dir)
 def write_report(report: dict, out_dir: str) -> tuple[str, str]:
     storage.makedirs(out_dir)
     jpath, mpath = os.path.join(out_dir, JSON_NAME), os.path.join(out_dir, MD_NAME)

@@ -26,7 +26,6 @@ import contextlib
 import os
 import pickle
 import shutil
-import tempfile
 import time
 import weakref
 import zlib
@@ -36,7 +35,10 @@ from typing import Any
 
 from c4forge.clean.counting import CounterBag
 from c4forge.engines.base import Engine, Fn
+from c4forge.io import tempdirs
 from c4forge.io.pickle_batches import dump_batches, read_batches
+
+SPILL_PREFIX = "c4forge-local-"  # the spill folder: tempdirs.make names it with the pid
 
 BATCH = 2048  # items per pickle record
 SPILL_ITEMS = 16_384  # items a map task holds before writing them to its spill file
@@ -228,7 +230,7 @@ class LocalEngine(Engine):
         self.shuffle_bytes: dict[str, int] = defaultdict(int)  # pickled bytes scattered, per stage
         self.out_bytes: dict[str, int] = defaultdict(int)  # pickled bytes written, per stage
         self.timeline: list[tuple[str, float, float]] = []  # (label, wall start, end) per step
-        self.dir = tempfile.mkdtemp(prefix="c4forge-local-")
+        self.dir = tempdirs.make(SPILL_PREFIX)  # a killed run's spills go on the next start
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
         self._n = 0
         self._pool: Any = None

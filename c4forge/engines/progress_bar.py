@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import threading
 from types import TracebackType
+
+from c4forge.io import tempdirs
 
 
 class FileProgress:
@@ -33,7 +34,7 @@ class FileProgress:
             return self
         from c4forge.progress import progress
 
-        self.directory = tempfile.mkdtemp(prefix="c4forge-progress-")
+        self.directory = tempdirs.make("c4forge-progress-")
         # A bar on a terminal, periodic plain lines in a log.
         self._bar = progress(total=self.total, unit="file", desc="reading WET")
         self._thread = threading.Thread(target=self._poll, daemon=True)

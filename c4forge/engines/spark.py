@@ -229,14 +229,23 @@ def hadoop_list(sc: Any, specs: list[str], input_format: str = "auto") -> list[I
                     if not name.startswith((".", "_")) and any(
                         fnmatch.fnmatch(name, p) for p in patterns
                     ):
-                        found.append(InputFile(f.getPath().toString(), int(f.getLen())))
+                        found.append(_hadoop_file(f))
             else:
-                found.append(InputFile(st.getPath().toString(), int(st.getLen())))
+                found.append(_hadoop_file(st))
         if not found:
             raise InputError(f"input {spec!r} matches no file")
         for f in found:
             out.setdefault(f.path, f)
     return sorted(out.values())
+
+
+def _hadoop_file(status: Any) -> InputFile:
+    """A Hadoop FileStatus as an input, its modification time as the version."""
+    return InputFile(
+        status.getPath().toString(),
+        int(status.getLen()),
+        f"mtime_ms:{int(status.getModificationTime())}",
+    )
 
 
 def resolve_all(sc: Any, specs: list[str], input_format: str) -> list[InputFile]:

@@ -206,9 +206,9 @@ EVENT_LOG_KEYS = (
 
 def enable_event_log(conf: Any) -> str:
     """Turn Spark's event log on, into a new temporary folder (returned)."""
-    import tempfile
+    from c4forge.io import tempdirs
 
-    directory = tempfile.mkdtemp(prefix="c4forge-eventlog-")
+    directory = tempdirs.make("c4forge-eventlog-")
     values = ("true", "file://" + directory, "false", "false")
     for key, value in zip(EVENT_LOG_KEYS, values, strict=True):
         conf.set(key, value)

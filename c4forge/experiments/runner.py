@@ -31,6 +31,7 @@ from c4forge.experiments import execute
 from c4forge.experiments.heartbeat import StageHeartbeat
 from c4forge.experiments.schema import Experiment
 from c4forge.experiments.stages import Plan, Stage
+from c4forge.io import ownership
 from c4forge.io.storage import atomic_write_text, write_json
 from c4forge.progress import line_every_seconds
 
@@ -233,6 +234,7 @@ def run_worker(store: str, plan: Plan, run_indices: list[int], device: str) -> N
 
 
 # ------------------------------------------------------------------------------- the whole job
+@ownership.owns_output("experiment", lambda exp, root, *_, **__: root)
 def run_experiment(
     exp: Experiment, root: str, device: str, workers: int | None = None,
     n_gpus: int | None = None, threads: int | None = None, store: str | None = None,

@@ -16,6 +16,7 @@ from c4forge.finetune.restore import load_finetuned
 from c4forge.finetune.taskdata import load_task_data
 from c4forge.finetune.tasks import CustomFields, get_task
 from c4forge.finetune.zero_shot import is_training_run, load_pretrained_text_head
+from c4forge.io import ownership
 
 
 def evaluate_run(opts: EvaluateOptions) -> tuple[dict[str, Any], str]:
@@ -75,20 +76,20 @@ def evaluate_run(opts: EvaluateOptions) -> tuple[dict[str, Any], str]:
     seconds = time.perf_counter() - t0
     split_name = opts.split or "dev"
     out = opts.output or os.path.join(opts.ft, f"eval-{task}-{split_name}")
-    os.makedirs(out, exist_ok=True)
     cfg = dict(run_cfg, data_files=data.files)
-    res = write_results(
-        out, cfg, results, {k: v.truncated for k, v in enc.items()},
-        {"eval_seconds": seconds}, None,
-    )  # fmt: skip
-    if excluded is not None:
-        from c4forge.finetune.clean_subset import score_clean_subset
-        from c4forge.finetune.outputs import RESULTS
-        from c4forge.io.storage import write_json
+    with ownership.owned_output(out, "evaluate"):  # creates it; one evaluation at a time
+        res = write_results(
+            out, cfg, results, {k: v.truncated for k, v in enc.items()},
+            {"eval_seconds": seconds}, None,
+        )  # fmt: skip
+        if excluded is not None:
+            from c4forge.finetune.clean_subset import score_clean_subset
+            from c4forge.finetune.outputs import RESULTS
+            from c4forge.io.storage import write_json
 
-        records = [rec for r in results.values() for rec in r.predictions]
-        res["clean_subset"] = {"report": os.path.abspath(opts.exclude),
-                               **score_clean_subset(data.spec, records, excluded)}  # fmt: skip
-        write_json(os.path.join(out, RESULTS), res)
+            records = [rec for r in results.values() for rec in r.predictions]
+            res["clean_subset"] = {"report": os.path.abspath(opts.exclude),
+                                   **score_clean_subset(data.spec, records, excluded)}  # fmt: skip
+            write_json(os.path.join(out, RESULTS), res)
     return res, out
 

@@ -23,6 +23,7 @@ from c4forge.finetune.metrics import glue_score
 from c4forge.finetune.options import FinetuneOptions, GlueOptions
 from c4forge.finetune.outputs import RESULTS
 from c4forge.finetune.tasks import get_task
+from c4forge.io import ownership
 from c4forge.io.storage import atomic_write_text, read_json, write_json
 
 
@@ -134,6 +135,7 @@ def _clean_runs(
     return out
 
 
+@ownership.owns_output("glue", lambda o: o.output)
 def run_glue(o: GlueOptions) -> str:
     from c4forge.finetune.plots import plot_glue, plot_hire_scores
 

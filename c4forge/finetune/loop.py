@@ -43,6 +43,7 @@ from c4forge.finetune.outputs import (
     write_results,
 )
 from c4forge.finetune.taskdata import TaskData, load_task_data
+from c4forge.io import ownership
 from c4forge.io.storage import write_json
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers.data import decoder_input_tokens
@@ -87,6 +88,7 @@ def _refuse_finetuned(path: str) -> None:
             )
 
 
+@ownership.owns_output("finetune", lambda opts: opts.output)
 def finetune(opts: FinetuneOptions) -> dict[str, Any]:
     """Set up, train to ``steps`` (or ``--stop-after-step``), evaluate, write results.json."""
     s = setup(opts)

@@ -11,7 +11,7 @@ import fnmatch
 import glob
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from c4forge.errors import InputError, StorageError
 from c4forge.io import storage
@@ -25,8 +25,13 @@ GLOB_CHARS = set("*?[")
 
 @dataclass(frozen=True, order=True)
 class InputFile:
+    """One input file; ``version`` is what changes when it is rewritten (local: mtime in ns;
+    object stores: last-modified), recorded so a finished folder or ``--resume`` never serves
+    the work of an older file of the same name and size (not part of equality or order)."""
+
     path: str
     size: int
+    version: str = field(default="", compare=False)
 
     @property
     def name(self) -> str:
@@ -47,13 +52,18 @@ def dir_patterns(input_format: str) -> tuple[str, ...]:
     return WET_PATTERNS + WARC_PATTERNS
 
 
+def _local_file(path: str) -> InputFile:
+    st = os.stat(path)
+    return InputFile(os.path.abspath(path), st.st_size, f"mtime_ns:{st.st_mtime_ns}")
+
+
 def _match_remote(pattern: str) -> list[InputFile]:
     try:
-        found = storage.match(pattern)
+        found = storage.match_versions(pattern)
     except StorageError as err:
         raise InputError(str(err)) from err
     # A key ending in "/" is a folder marker (S3 consoles, Hadoop's s3a), never an input file.
-    return [InputFile(p, n) for p, n in found if not p.endswith("/")]
+    return [InputFile(p, n, v) for p, n, v in found if not p.endswith("/")]
 
 
 def _is_file(path: str, *, listed: bool = False) -> bool:
@@ -81,7 +91,7 @@ def _expand_local(spec: str, input_format: str) -> list[InputFile]:
         files = [m for m in matches if _is_file(m)]
         if not files:
             raise InputError(f"glob {spec!r} matches no file")
-        return [InputFile(os.path.abspath(f), os.path.getsize(f)) for f in files]
+        return [_local_file(f) for f in files]
     if os.path.isdir(path):
         patterns = dir_patterns(input_format)
         files = []
@@ -95,14 +105,14 @@ def _expand_local(spec: str, input_format: str) -> list[InputFile]:
             raise InputError(
                 f"directory {spec!r} holds no input file (looked for {', '.join(patterns)})"
             )
-        return [InputFile(os.path.abspath(f), os.path.getsize(f)) for f in files]
+        return [_local_file(f) for f in files]
     if _is_file(path):
         try:
             with open(path, "rb"):
                 pass
         except OSError as err:
             raise InputError(f"cannot open input {spec!r}: {err.strerror}") from err
-        return [InputFile(os.path.abspath(path), os.path.getsize(path))]
+        return [_local_file(path)]
     raise InputError(f"input {spec!r} does not exist")
 
 

@@ -125,13 +125,27 @@ def size(path: str) -> int:
 def match(pattern: str) -> list[tuple[str, int]]:
     """(path, size) of the files a remote glob matches ([] only when the listing succeeded and
     found nothing); errors are StorageErrors naming the pattern."""
+    return [(p, n) for p, n, _ in match_versions(pattern)]
+
+
+def match_versions(pattern: str) -> list[tuple[str, int, str]]:
+    """``match`` with each object's version: its last-modified time as the filesystem lists
+    it ("" where it lists none), which a re-upload changes."""
     try:
         results = _fs().match([pattern])
     except Exception as err:  # noqa: BLE001 - BeamIOError with per-pattern causes
         causes = getattr(err, "exception_details", None) or {}
         detail = _first_line(next(iter(causes.values()))) if causes else _first_line(err)
         raise StorageError(f"cannot list {pattern}: {detail}") from err
-    return [(m.path, m.size_in_bytes) for r in results for m in r.metadata_list]
+    return [
+        (m.path, m.size_in_bytes, _version(getattr(m, "last_updated_in_seconds", None)))
+        for r in results
+        for m in r.metadata_list
+    ]
+
+
+def _version(updated: Any) -> str:
+    return "" if updated is None or updated == 0 else f"mtime:{float(updated)!r}"
 
 
 def listdir(directory: str) -> list[str]:
@@ -213,7 +227,14 @@ def rmtree(directory: str) -> None:
 def open_read(path: str) -> IO[bytes]:
     """Raw bytes of a file (never decompressed: readers sniff gzip themselves). Local paths and
     ``file://`` through ``open``, Beam filesystems through Beam, other schemes through fsspec
-    when it knows them. ``OSError``/``ValueError`` (or Beam's IO errors) propagate."""
+    when it knows them. ``OSError``/``ValueError`` (or Beam's IO errors) propagate. Inside
+    ``fingerprint.digesting(path)`` the bytes read feed the file's sha256."""
+    from c4forge.io import fingerprint
+
+    return fingerprint.wrap(path, _open_read(path))
+
+
+def _open_read(path: str) -> IO[bytes]:
     if not is_remote(path):
         return open(normalize(path), "rb")  # noqa: SIM115 - the caller closes it
     if not _beam_knows(path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -300,10 +301,26 @@ def render_html(report: Mapping[str, Any], pngs: Mapping[str, bytes], title: str
 # --------------------------------------------------------------------------------- README.md
 
 
+_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")  # an ``&`` a renderer would read as an entity
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def md_text(text: str) -> str:
+    """Crawled text (hosts, TLDs) as literal text in a markdown table cell: ``<``, ``>`` and an
+    entity-like ``&`` HTML escaped (a host ``<img src=x onerror=…>`` renders as text, never as
+    an element, on a dataset hub that renders the card), markdown's emphasis, link, code and
+    table characters backslash-escaped (a ``|`` no longer splits the cell), line breaks as
+    spaces."""
+    text = _ENTITY.sub("&amp;", " ".join(text.splitlines()))  # "a & b" stays as it reads
+    text = text.replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
 def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += [
-        "| " + " | ".join(fmt(c) if not isinstance(c, str) else c for c in r) + " |" for r in rows
+        "| " + " | ".join(fmt(c) if not isinstance(c, str) else md_text(c) for c in r) + " |"
+        for r in rows
     ]
     return out
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 
-from c4forge.io import storage
+from c4forge.io import ownership, storage
 
 HTML_NAME = "index.html"
 JSON_NAME = "report.json"
 README_NAME = "README.md"
 
 
+@ownership.owns_output("report", lambda clean_dir, out_dir, **_: out_dir)
 def write_report(
     clean_dir: str,
     out_dir: str,

@@ -22,7 +22,7 @@ from c4forge import __version__
 from c4forge.errors import InputError
 from c4forge.formats import clean_docs
 from c4forge.formats import shards as fmt
-from c4forge.io import storage
+from c4forge.io import fingerprint, storage
 from c4forge.objectives.registry import ObjectiveConfig, make_config, short_targets_warning
 from c4forge.rules.split import SPLITS
 from c4forge.shards.job import ShardsJob
@@ -60,36 +60,54 @@ class ShardsBuild:
         return np.dtype(self.token_dtype)
 
 
-def count_documents(files: list[str]) -> int:
-    """Non-blank lines of clean files: the first pass formats.md §1 asks for without stats.json."""
+def count_documents(files: list[str], digests: dict[str, str] | None = None) -> int:
+    """Non-blank lines of clean files: the first pass formats.md §1 asks for without stats.json.
+    ``digests``: filled with each file's sha256, computed from this pass's read
+    (``io.fingerprint``; a Parquet file, of which only the footer is read, is hashed whole)."""
     total = 0
     for path in files:
-        if path.endswith(".parquet"):
-            import pyarrow.parquet as pq
-
-            with storage.open_read(path) as raw:
-                total += pq.ParquetFile(raw).metadata.num_rows
-            continue
-        try:
-            with storage.open_read(path) as raw:
-                f = clean_docs.gzip_lines(raw) if path.endswith(".gz") else raw
-                total += sum(1 for line in f if line.strip())
-        except (OSError, EOFError, zlib.error) as err:
-            raise InputError(f"{path}: unreadable or truncated file: {err}") from err
+        with fingerprint.digesting(path) as digest:
+            total += _count_file(path)
+        if digests is not None:
+            digests[path] = digest.hexdigest()
     return total
+
+
+def _count_file(path: str) -> int:
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        with storage.open_read(path) as raw:
+            return pq.ParquetFile(raw).metadata.num_rows
+    try:
+        with storage.open_read(path) as raw:
+            f = clean_docs.gzip_lines(raw) if path.endswith(".gz") else raw
+            return sum(1 for line in f if line.strip())
+    except (OSError, EOFError, zlib.error) as err:
+        raise InputError(f"{path}: unreadable or truncated file: {err}") from err
 
 
 def source_block(
     docs: str, clean_files: dict[str, list[str]], stats: dict | None
 ) -> dict[str, Any]:
     """`source` of index.json: the clean ``stats`` (its stats.json)'s sha256 and document
-    counts per split."""
+    counts per split. Clean files without a stats.json (a C4 release) are bound by content
+    instead: ``clean_files_sha256`` (per split, file name → sha256, from the counting pass),
+    so a replaced file changes the dataset fingerprint and is never resumed or served stale."""
     documents = {}
+    hashed: dict[str, dict[str, str]] = {}
     for split, files in clean_files.items():
         n = clean_docs.split_documents(stats, split) if stats is not None else None
-        documents[split] = n if n is not None else count_documents(files)
+        if n is None:
+            digests: dict[str, str] = {}
+            n = count_documents(files, digests)
+            hashed[split] = {storage.basename(p): h for p, h in sorted(digests.items())}
+        documents[split] = n
     digest = storage.sha256(clean_docs.clean_stats_path(docs)) if stats is not None else None
-    return {"clean_stats_sha256": digest, "documents": documents}
+    block: dict[str, Any] = {"clean_stats_sha256": digest, "documents": documents}
+    if stats is None:
+        block["clean_files_sha256"] = hashed
+    return block
 
 
 def resolve(job: ShardsJob) -> ShardsBuild:

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from c4forge.formats import shards as fmt
-from c4forge.io import storage
+from c4forge.io import ownership, storage
 from c4forge.shards.build import ShardsBuild, resolve
 from c4forge.shards.job import ShardsJob
 from c4forge.shards.output import finish, finished_shards, gather_stats, prepare_output
@@ -73,13 +73,18 @@ def _log(job: ShardsJob, msg: str) -> None:
 def run_job(job: ShardsJob, engine: Any = None) -> dict[str, Any]:
     """Build (or finish) the shard set of ``job`` on ``engine`` (default: the job's own,
     closed at the end); returns index.json's content."""
-    from c4forge.engines.choose import make_engine
-    from c4forge.shards import stage
-
     started = time.time()
     if job.passthrough:  # --s3_endpoint_url …: the driver's own remote calls need them too
         storage.use_pipeline_options(list(job.passthrough))
-    build = resolve(job)
+    build = resolve(job)  # reads only: a bad input fails before the folder is touched
+    with ownership.owned_output(job.output, "shards"):  # before the first write there
+        return _run_owned(job, build, engine, started)
+
+
+def _run_owned(job: ShardsJob, build: Any, engine: Any, started: float) -> dict[str, Any]:
+    from c4forge.engines.choose import make_engine
+    from c4forge.shards import stage
+
     state = prepare_output(build, job.overwrite)
     runner = ""
     if state != "done":

@@ -34,7 +34,7 @@ import numpy as np
 from c4forge import __version__
 from c4forge.errors import ConfigError, InputError, OutputExistsError
 from c4forge.formats import shards as fmt
-from c4forge.io import storage
+from c4forge.io import ownership, storage
 
 OBJECTIVE = "text_to_text"
 DEFAULT_GLUE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "glue")
@@ -332,7 +332,8 @@ def task_command(args: Any, extra: Sequence[str]) -> int:
     )
     start = time.perf_counter()
     longest: dict[str, dict[str, int]] = {}
-    index = build_task_shards(req, longest)
+    with ownership.owned_output(req.output, "shards task"):
+        index = build_task_shards(req, longest)
     cut = truncation_lines(index, longest)
     if not req.quiet:
         for line in summary_lines(index, req.output, time.perf_counter() - start, "local"):

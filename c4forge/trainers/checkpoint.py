@@ -46,6 +46,27 @@ def step_dir_name(step: int) -> str:
     return f"step-{step:08d}"
 
 
+_DEBRIS = re.compile(r"^(step-\d{8,}\.tmp-\d+|latest\.tmp-\d+-[0-9a-f]{8})$")
+
+
+def remove_debris(run_dir: str) -> list[str]:
+    """Delete what a killed ``save_checkpoint`` left in ``checkpoints/`` (a ``step-N.tmp-PID``
+    folder, a ``latest`` temporary); returns their names. Only the run that holds the run
+    folder calls it, so no live writer of them exists."""
+    root = checkpoints_dir(run_dir)
+    if not os.path.isdir(root):
+        return []
+    found = sorted(n for n in os.listdir(root) if _DEBRIS.match(n))
+    for name in found:
+        path = os.path.join(root, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+    return found
+
+
 def checkpoints_dir(run_dir: str) -> str:
     return os.path.join(run_dir, CHECKPOINTS)
 

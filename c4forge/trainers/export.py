@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from c4forge.errors import ConfigError, InputError, OutputExistsError, VerificationError
+from c4forge.io import ownership
 from c4forge.io.storage import read_json, sha256, write_bytes, write_json
 from c4forge.trainers.checkpoint import read_model_tensors, resolve_checkpoint, save_tensors
 from c4forge.trainers.config import ModelConfig
@@ -260,6 +261,7 @@ def tokenizer_files(vocab, model_max_length: int) -> dict[str, dict[str, Any]]:
 # Writing the folder
 
 
+@ownership.owns_output("export", lambda path, output, **_: ownership.beside(output))
 def export(
     path: str,
     output: str,

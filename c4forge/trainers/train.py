@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from c4forge.errors import ConfigError
+from c4forge.io import ownership
 from c4forge.progress import progress
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers import distributed as dist
@@ -68,6 +69,7 @@ __all__ = ["FAMILY_OPTIMIZER", "RunSummary", "TrainOptions", "setup", "run", "tr
 StepHook = Callable[[int], None]
 
 
+@ownership.owns_output("train", lambda opts, *_, **__: opts.output if dist.env_info().is_main else None)
 def train(opts: TrainOptions, hooks: Sequence[StepHook] = ()) -> RunSummary:
     """Set up, train to ``--steps``, leave the process group; each of ``hooks`` is called with
     the step number after every step's log, eval and checkpoint (the resume tests kill from one).
@@ -81,6 +83,8 @@ def train(opts: TrainOptions, hooks: Sequence[StepHook] = ()) -> RunSummary:
     group destroyed (``distributed.shutdown``)."""
     s: Setup | None = None
     finished = False
+    if dist.env_info().is_main:  # it holds the run folder: a killed save's leftovers go
+        ckpt.remove_debris(opts.output)
     try:
         s = setup(opts)
         summary = run(s, hooks)

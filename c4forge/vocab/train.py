@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from c4forge import __version__
 from c4forge.errors import ConfigError, InputError, OutputExistsError
 from c4forge.formats import clean_docs
+from c4forge.io import ownership
 from c4forge.io.storage import check_output_folder, sha256, write_bytes, write_json
 
 if TYPE_CHECKING:
@@ -465,6 +466,7 @@ def vocab_from_options(opts: VocabOptions) -> dict[str, Any]:
     )
 
 
+@ownership.owns_output("vocab", lambda sources, output, **_: output)
 def build_vocab(
     sources: list[Source],
     output: str,
