@@ -52,7 +52,7 @@ def one_line_error(proc: subprocess.CompletedProcess, command: str, *needles: st
     errors = [line for line in lines if line.startswith(f"c4forge {command}: error: ")]
     assert len(errors) == 1 and lines[-1] == errors[0], proc.stderr[-3000:]
     for needle in needles:
-        assert needle in errors[0], errors[0]
+        assert needle.lower() in errors[0].lower(), errors[0]
     return errors[0]
 
 
