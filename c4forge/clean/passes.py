@@ -1,12 +1,12 @@
 """The clean plan run keys-only: page text stays in the chunk that read it.
 
-Why: whole pages crossing every shuffle made memory grow with the corpus on Beam's local
-runner (12.7 GB for 400,000 pages) and made shuffle bytes ≈ 3.7× the text. Here a chunk (one
-input file, ``progress.Chunk``) is read once; its records go to ``OUTPUT/_work/``; only keys and
+Why: page text in every shuffle makes memory and shuffle bytes grow with the corpus
+(measurements: benchmarks/RESULTS.md §11). Here a chunk (one input file, ``progress.Chunk``)
+is read once; its records go to ``OUTPUT/_work/``; only keys and
 small ids cross a shuffle; the decisions come back grouped by chunk, and the next pass over
 the chunk applies them. Documents cross one shuffle: into the output shards, packed
 (``output.pack_doc``: the sort key plain, text and timestamp zlib-compressed). Same plan, same
-order, same rules, so the same output bytes as the plan run with documents in the shuffles.
+order, same rules, so the same output bytes as running the plan with documents in the shuffles.
 
 Passes, each through the engine primitives only (``engines.base``), so Beam, Spark and the
 local engine run this one function::
