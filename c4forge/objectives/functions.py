@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from c4forge.errors import ConfigError
-from c4forge.objectives import noise as nz
-from c4forge.objectives import transforms as tf
+from c4forge.objectives import noise as noise_masks
+from c4forge.objectives import transforms
 from c4forge.vocab.vocab import EOS_ID
 
 
@@ -30,8 +30,8 @@ def _drop_split(
     """Inputs = the kept tokens, targets = the noise tokens, each + EOS (prefix LM and
     `iid_15_d_d` differ only in their mask)."""
     return (
-        tf.append_eos(tf.drop_noise_tokens(tokens, noise), eos_id),
-        tf.append_eos(tf.drop_nonnoise_tokens(tokens, noise), eos_id),
+        transforms.append_eos(transforms.drop_noise_tokens(tokens, noise), eos_id),
+        transforms.append_eos(transforms.drop_nonnoise_tokens(tokens, noise), eos_id),
     )
 
 
@@ -40,9 +40,9 @@ def _sentinel_split(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Inputs: each noise span → one unique sentinel; targets: each kept span → one (T5's
     `noise_span_to_unique_sentinel` / `nonnoise_span_to_unique_sentinel` pair), each + EOS."""
-    inputs = tf.noise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
-    targets = tf.nonnoise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
-    return tf.append_eos(inputs, eos_id), tf.append_eos(targets, eos_id)
+    inputs = transforms.noise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
+    targets = transforms.nonnoise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
+    return transforms.append_eos(inputs, eos_id), transforms.append_eos(targets, eos_id)
 
 
 def span_noise_mask(
@@ -53,9 +53,9 @@ def span_noise_mask(
     mask: str = "random",
 ) -> np.ndarray:
     if mask == "random":
-        return nz.random_spans_noise_mask(length, rng, noise_density, mean_noise_span_length)
+        return noise_masks.random_spans_noise_mask(length, rng, noise_density, mean_noise_span_length)
     if mask == "regular":
-        return nz.regular_noise_mask(length, rng, noise_density)
+        return noise_masks.regular_noise_mask(length, rng, noise_density)
     raise ValueError(f"unknown mask {mask!r} (random, regular)")
 
 
@@ -111,9 +111,9 @@ def span_corruption_batch(
     from the i-th generator exactly as `span_corruption` would, so row i equals
     `span_corruption(pieces[i], rng_i)`; everything after the draws is one vectorized pass."""
     rows, length = pieces.shape
-    n, s, k = nz.span_shape(length, noise_density, mean_noise_span_length)
+    n, s, k = noise_masks.span_shape(length, noise_density, mean_noise_span_length)
     if s > extra_ids:
-        raise tf.TooManySpans(f"{s} spans need more than {extra_ids} sentinels")
+        raise transforms.TooManySpans(f"{s} spans need more than {extra_ids} sentinels")
     draws = n - 1 + k - 1
     u = np.empty((rows, draws))
     for i, rng in zip(range(rows), rngs):
@@ -138,8 +138,8 @@ def span_corruption_from_uniforms(
     """`span_corruption_batch` after the draws, in numpy (the reference of the numba kernel
     ``_span_kernel.span_corrupt_rows``, and the path where numba cannot load)."""
     rows, length = pieces.shape
-    n, s, k = nz.span_shape(length, noise_density, mean_noise_span_length)
-    keep, noise = nz.span_runs_from_uniforms(u, length, noise_density, mean_noise_span_length)
+    n, s, k = noise_masks.span_shape(length, noise_density, mean_noise_span_length)
+    keep, noise = noise_masks.span_runs_from_uniforms(u, length, noise_density, mean_noise_span_length)
     runs = np.empty((rows, 2 * s), dtype=np.int64)
     runs[:, 0::2] = keep
     runs[:, 1::2] = noise
@@ -364,7 +364,7 @@ def prefix_lm(
     A 1-token piece has k = 0: inputs `[EOS]`, targets `[t, EOS]` (reference behaviour, kept).
     """
     tokens = _as_tokens(tokens)
-    return _drop_split(tokens, nz.random_prefix_noise_mask(len(tokens), rng, noise_density), eos_id)
+    return _drop_split(tokens, noise_masks.random_prefix_noise_mask(len(tokens), rng, noise_density), eos_id)
 
 
 def bert_t5(
@@ -378,11 +378,11 @@ def bert_t5(
 ) -> tuple[np.ndarray, np.ndarray]:
     """T5's BERT-style variant (`iid_15_r10s90_f`): i.i.d. noise → 10 % random id, 90 % V−1."""
     tokens = _as_tokens(tokens)
-    noise = nz.iid_noise_mask(len(tokens), rng, noise_density)
-    inputs = tf.noise_token_to_random_token_or_sentinel(
+    noise = noise_masks.iid_noise_mask(len(tokens), rng, noise_density)
+    inputs = transforms.noise_token_to_random_token_or_sentinel(
         tokens, noise, vocab_size, rng, random_token_prob
     )
-    return tf.append_eos(inputs, eos_id), tf.append_eos(tokens, eos_id)
+    return transforms.append_eos(inputs, eos_id), transforms.append_eos(tokens, eos_id)
 
 
 def mass(
@@ -395,10 +395,10 @@ def mass(
 ) -> tuple[np.ndarray, np.ndarray]:
     """MASS-style (`iid_15_m_f`): each i.i.d. noise token → V−1; targets = the full piece."""
     tokens = _as_tokens(tokens)
-    noise = nz.iid_noise_mask(len(tokens), rng, noise_density)
+    noise = noise_masks.iid_noise_mask(len(tokens), rng, noise_density)
     return (
-        tf.append_eos(tf.noise_token_to_sentinel(tokens, noise, vocab_size), eos_id),
-        tf.append_eos(tokens, eos_id),
+        transforms.append_eos(transforms.noise_token_to_sentinel(tokens, noise, vocab_size), eos_id),
+        transforms.append_eos(tokens, eos_id),
     )
 
 
@@ -417,7 +417,7 @@ def iid_replace_spans(
     more sentinel than inputs (reference behaviour). Raises TooManySpans past `extra_ids`.
     """
     tokens = _as_tokens(tokens)
-    noise = nz.iid_noise_mask(len(tokens), rng, noise_density)
+    noise = noise_masks.iid_noise_mask(len(tokens), rng, noise_density)
     return _sentinel_split(tokens, noise, vocab_size, extra_ids, eos_id)
 
 
@@ -431,7 +431,7 @@ def iid_drop(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`iid_15_d_d`: noise tokens deleted from inputs; targets = the noise tokens only."""
     tokens = _as_tokens(tokens)
-    return _drop_split(tokens, nz.iid_noise_mask(len(tokens), rng, noise_density), eos_id)
+    return _drop_split(tokens, noise_masks.iid_noise_mask(len(tokens), rng, noise_density), eos_id)
 
 
 def deshuffle(
@@ -443,7 +443,7 @@ def deshuffle(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`all_permute`: inputs = a uniform random permutation of the piece, targets = the piece."""
     tokens = _as_tokens(tokens)
-    return tf.append_eos(rng.permutation(tokens), eos_id), tf.append_eos(tokens, eos_id)
+    return transforms.append_eos(rng.permutation(tokens), eos_id), transforms.append_eos(tokens, eos_id)
 
 
 # ----------------------------------------------------------------------------- parameters
