@@ -70,12 +70,14 @@ def span_corruption(
     extra_ids: int = 100,
     eos_id: int = EOS_ID,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """T5's default objective (§3): unique sentinel per noise span / per kept span."""
+    """T5's default objective (§3): unique sentinel per noise span / per kept span.
+
+    The readable definition: the noise mask, then each noise span → one sentinel in the inputs
+    and each kept span → one in the targets. The shard build runs the vectorised equivalent
+    (``span_corruption_batch`` for a group's full pieces, ``span_corruption_ragged_flat`` for
+    the rest), which consumes each piece's generator the same way; tests compare the two.
+    """
     tokens = _as_tokens(tokens)
-    if mask == "random" and len(tokens) >= 2 and noise_density > 0:
-        return _span_corruption_runs(
-            tokens, rng, vocab_size, noise_density, mean_noise_span_length, extra_ids, eos_id
-        )
     noise = span_noise_mask(len(tokens), rng, noise_density, mean_noise_span_length, mask)
     return _sentinel_split(tokens, noise, vocab_size, extra_ids, eos_id)
 
@@ -327,28 +329,6 @@ def _place_sentinels(
     out[at] = sentinels
     out[ends - 1] = eos_id
     return out
-
-
-def _span_corruption_runs(
-    tokens: np.ndarray,
-    rng: np.random.Generator,
-    vocab_size: int,
-    d: float,
-    m: float,
-    extra_ids: int,
-    eos_id: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Fast path of §3 (same draws and output as mask + `noise_span_to_unique_sentinel`)."""
-    inputs, targets = span_corruption_batch(
-        tokens[None, :],
-        [rng],
-        vocab_size=vocab_size,
-        noise_density=d,
-        mean_noise_span_length=m,
-        extra_ids=extra_ids,
-        eos_id=eos_id,
-    )
-    return inputs[0], targets[0]
 
 
 def prefix_lm(
