@@ -158,11 +158,9 @@ def span_corruption_from_uniforms(
     return inputs, targets
 
 
-# The numba kernel's first call in a process costs ≈ 0.5 CPU-s (numba's import, LLVM's set-up,
-# the cached code's load) and saves ≈ 10 µs of the numpy code's 20 per 568-token piece: it pays
-# back after ~50,000 pieces. A process starts on numpy and loads the kernel once it has
-# corrupted that many, so a small build pays nothing and a clean shard of C4 size (~270,000
-# pieces) gains.
+# The numba kernel's start-up (numba, LLVM, the cached code) pays back only after many pieces
+# (benchmarks/RESULTS.md §14.4): a process starts on numpy and loads the kernel once it has
+# corrupted this many, so a small build pays nothing and a C4-sized clean shard gains.
 KERNEL_AFTER_PIECES = 50_000
 _KERNEL: dict[str, Any] = {"pieces": 0}  # pieces corrupted by this process; "fn" once loaded
 
