@@ -119,7 +119,9 @@ def documents_of(engine, plan, job, files) -> list:
         return list(passes.documents(engine, plan, job, chunks))
     finally:
         work.finish()
-        engine.counters().pop(resume_state.RESUME_NAMESPACE, None)  # the driver's business, not a stage
+        engine.counters().pop(
+            resume_state.RESUME_NAMESPACE, None
+        )  # the driver's business, not a stage
 
 
 def reference_clean(paths: list[str], dedup: str = "spans") -> tuple[dict, list[dict]]:

@@ -221,4 +221,7 @@ def test_lines_empty_page():
 def test_line_occurrences_once_per_distinct_key():
     keys = list(exact_dedup.line_keys("Same line.\nsame LINE.\nOther."))
     assert keys == [md5("same line."), md5("other.")]
-    assert exact_dedup.line_owner([(md5(URL_A), (0, 0)), (md5(URL_B), (1, 0))]) == (md5(URL_B), (1, 0))
+    assert exact_dedup.line_owner([(md5(URL_A), (0, 0)), (md5(URL_B), (1, 0))]) == (
+        md5(URL_B),
+        (1, 0),
+    )

@@ -44,7 +44,9 @@ def test_packed_documents_round_trip_exactly(text: str, timestamp: str) -> None:
 
 
 def test_long_text_crosses_smaller() -> None:
-    doc = clean_output.make_out_doc("https://example.com/", "the same sentence again. " * 10_000, "t")
+    doc = clean_output.make_out_doc(
+        "https://example.com/", "the same sentence again. " * 10_000, "t"
+    )
     assert len(clean_output.pack_doc(doc)[2]) < len(doc.text) // 20
 
 
@@ -86,7 +88,12 @@ def test_shards_from_sorted_runs_are_byte_identical(tmp_path: Path, fmt: str) ->
         stats.append(clean_output.write_shard(str(out), key, index, n, [], fmt))
     expected = [
         clean_output.write_shard(
-            str(before), "train", i, 3, [d for d in docs if clean_output.shard_of(d.url_md5, 3) == i], fmt
+            str(before),
+            "train",
+            i,
+            3,
+            [d for d in docs if clean_output.shard_of(d.url_md5, 3) == i],
+            fmt,
         )
         for i in range(3)
     ]

@@ -53,7 +53,9 @@ def span_noise_mask(
     mask: str = "random",
 ) -> np.ndarray:
     if mask == "random":
-        return noise_masks.random_spans_noise_mask(length, rng, noise_density, mean_noise_span_length)
+        return noise_masks.random_spans_noise_mask(
+            length, rng, noise_density, mean_noise_span_length
+        )
     if mask == "regular":
         return noise_masks.regular_noise_mask(length, rng, noise_density)
     raise ValueError(f"unknown mask {mask!r} (random, regular)")
@@ -141,7 +143,9 @@ def span_corruption_from_uniforms(
     ``_span_kernel.span_corrupt_rows``, and the path where numba cannot load)."""
     rows, length = pieces.shape
     n, s, k = noise_masks.span_shape(length, noise_density, mean_noise_span_length)
-    keep, noise = noise_masks.span_runs_from_uniforms(u, length, noise_density, mean_noise_span_length)
+    keep, noise = noise_masks.span_runs_from_uniforms(
+        u, length, noise_density, mean_noise_span_length
+    )
     runs = np.empty((rows, 2 * s), dtype=np.int64)
     runs[:, 0::2] = keep
     runs[:, 1::2] = noise
@@ -342,7 +346,9 @@ def prefix_lm(
     A 1-token piece has k = 0: inputs `[EOS]`, targets `[t, EOS]` (reference behaviour, kept).
     """
     tokens = _as_tokens(tokens)
-    return _drop_split(tokens, noise_masks.random_prefix_noise_mask(len(tokens), rng, noise_density), eos_id)
+    return _drop_split(
+        tokens, noise_masks.random_prefix_noise_mask(len(tokens), rng, noise_density), eos_id
+    )
 
 
 def bert_t5(
@@ -375,7 +381,9 @@ def mass(
     tokens = _as_tokens(tokens)
     noise = noise_masks.iid_noise_mask(len(tokens), rng, noise_density)
     return (
-        transforms.append_eos(transforms.noise_token_to_sentinel(tokens, noise, vocab_size), eos_id),
+        transforms.append_eos(
+            transforms.noise_token_to_sentinel(tokens, noise, vocab_size), eos_id
+        ),
         transforms.append_eos(tokens, eos_id),
     )
 
@@ -421,7 +429,9 @@ def deshuffle(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`all_permute`: inputs = a uniform random permutation of the piece, targets = the piece."""
     tokens = _as_tokens(tokens)
-    return transforms.append_eos(rng.permutation(tokens), eos_id), transforms.append_eos(tokens, eos_id)
+    return transforms.append_eos(rng.permutation(tokens), eos_id), transforms.append_eos(
+        tokens, eos_id
+    )
 
 
 # ----------------------------------------------------------------------------- parameters
