@@ -1,8 +1,8 @@
 """Checks of the pass-through options of ``clean`` and ``shards`` (what argparse did not know).
 
-Why: c4forge hands unknown arguments to the engine, and both engines used to swallow a typo
-(Beam logs "Discarding unparseable args" and carries on), so ``--dedupe lines`` built a corpus
-with the default dedup and exit 0. Here every pass-through argument is parsed with the engine's
+Why: c4forge hands unknown arguments to the engine, and an engine left alone swallows a typo
+(Beam logs "Discarding unparseable args" and carries on): ``--dedupe lines`` would build a
+corpus with the default dedup and exit 0. Here every pass-through argument is parsed with the engine's
 own option set before any work starts, and anything it does not know is a one-line error:
 
 * Beam: the argparse parser Beam itself builds from every registered ``PipelineOptions``

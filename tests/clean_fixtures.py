@@ -110,17 +110,18 @@ def documents_of(engine, plan, job, files) -> list:
     """The plan's ``(output key, OutDoc)`` pairs without writing shards, on an engine that
     computes eagerly (the local one): the chunk files go to ``job.output/_work`` and are
     removed afterwards."""
-    from c4forge.clean import passes
-    from c4forge.clean import resume_state as pg
+    from c4forge.clean import passes, resume_state
 
-    chunks = pg.plan_chunks(files, pg.chunk_files_setting())
-    work = pg.WorkDir(job.output)
+    chunks = resume_state.plan_chunks(files, resume_state.chunk_files_setting())
+    work = resume_state.WorkDir(job.output)
     work.start({"engine": engine.name}, resume=False)
     try:
         return list(passes.documents(engine, plan, job, chunks))
     finally:
         work.finish()
-        engine.counters().pop(pg.RESUME_NAMESPACE, None)  # the driver's business, not a stage
+        engine.counters().pop(
+            resume_state.RESUME_NAMESPACE, None
+        )  # the driver's business, not a stage
 
 
 def reference_clean(paths: list[str], dedup: str = "spans") -> tuple[dict, list[dict]]:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from clean_fixtures import GENUINE_WET_DIR, REPO, c4_docs, doc_records, span_scenario, wet_bytes
 
-from c4forge.clean import resume_state as pg
+from c4forge.clean import resume_state
 from c4forge.clean.counting import CounterBag
 
 FILES = 6
@@ -128,13 +128,13 @@ def test_killed_run_resumes_to_the_same_output(inputs, uninterrupted, tmp_path) 
         skipped -= 1
     job = json.loads((out / "_work" / "job.json").read_text())
     files = [
-        pg.InputFile(f["path"], f["size"], f.get("version", ""))  # as recorded, mtime included
+        resume_state.InputFile(f["path"], f["size"], f.get("version", ""))  # as recorded, mtime included
         for chunk in job["inputs"]
         for f in chunk
     ]
     assert len(files) == total and job["engine"] == "beam"
-    chunks = pg.plan_chunks(files, 1)
-    work = pg.WorkDir(str(out), pg.BEAM_DATA_SUFFIX)
+    chunks = resume_state.plan_chunks(files, 1)
+    work = resume_state.WorkDir(str(out), resume_state.BEAM_DATA_SUFFIX)
     torn = next(c for c in chunks if work.done(c) is None)
     Path(work.data_path(torn)).write_bytes(gzip.compress(b'{"page": "cut'))
 
@@ -184,19 +184,19 @@ def test_chunk_front_resumes_and_counts_the_survivor_only(tmp_path) -> None:
     wet = tmp_path / "in.warc.wet.gz"
     wet.write_bytes(wet_bytes(doc_records([dict(doc, date="2019-07-20T00:00:00Z"), older])))
     out = str(tmp_path / "out")
-    (chunk,) = pg.plan_chunks([pg.InputFile(str(wet), wet.stat().st_size)], 1)
+    (chunk,) = resume_state.plan_chunks([resume_state.InputFile(str(wet), wet.stat().st_size)], 1)
     for dedup in ("spans", "lines"):
         plan = build_plan(CleanJob((str(wet),), out, dedup=dedup))
-        pg.WorkDir(out).start({"engine": "test", "dedup": dedup}, resume=False)
+        resume_state.WorkDir(out).start({"engine": "test", "dedup": dedup}, resume=False)
         first = CounterBag()
         entries = list(passes.front(chunk, first, plan=plan, output=out))
         assert len(entries) == 2 and all(k == e.normalized_url for k, e in entries)
-        assert first.counts.pop(pg.RESUME_NAMESPACE) == {"processed": 1}
+        assert first.counts.pop(resume_state.RESUME_NAMESPACE) == {"processed": 1}
         assert "clean" not in first.counts  # held per record, for the survivor only
         wet.rename(tmp_path / "moved")  # a done chunk is not read again
         again = CounterBag()
         assert list(passes.front(chunk, again, plan=plan, output=out)) == entries
-        assert again.counts.pop(pg.RESUME_NAMESPACE) == {"skipped": 1}
+        assert again.counts.pop(resume_state.RESUME_NAMESPACE) == {"skipped": 1}
         assert again.counts == first.counts
         (tmp_path / "moved").rename(wet)
         bag = CounterBag()

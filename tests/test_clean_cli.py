@@ -336,11 +336,14 @@ def test_resolve_inputs_sorts_dedups_and_reads_path_lists(tmp_path):
 
 
 def test_auto_shard_count_and_names():
-    from c4forge.clean import output as co
+    from c4forge.clean import output as clean_output
 
-    assert [co.auto_shards(n) for n in (0, 1, 356_000, 356_001)] == [1, 1, 1, 2]
-    assert co.shard_name("train", 3, 1024) == "c4-train.00003-of-01024.json.gz"
-    assert co.shard_name("validation", 0, 8, "parquet") == "c4-validation.00000-of-00008.parquet"
+    assert [clean_output.auto_shards(n) for n in (0, 1, 356_000, 356_001)] == [1, 1, 1, 2]
+    assert clean_output.shard_name("train", 3, 1024) == "c4-train.00003-of-01024.json.gz"
+    assert (
+        clean_output.shard_name("validation", 0, 8, "parquet")
+        == "c4-validation.00000-of-00008.parquet"
+    )
 
 
 def test_user_error_is_recovered_from_a_worker_traceback():

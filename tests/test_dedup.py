@@ -16,7 +16,7 @@ from clean_fixtures import corpus_stage, run_corpus_stage
 
 from c4forge.clean.counting import CounterBag
 from c4forge.clean.documents import Doc
-from c4forge.dedup import exact as dd
+from c4forge.dedup import exact as exact_dedup
 from c4forge.rules.sentences import split_sentences
 
 URL_A = "https://a.example.com/1"  # alphabetically first, largest md5 of the three
@@ -73,21 +73,21 @@ def run_spans(pages: dict[str, str]) -> tuple[dict[str, str | None], CounterBag]
 
 
 def test_span_windows_short_lines_and_end_marks():
-    assert list(dd.span_windows([])) == []
-    assert list(dd.span_windows(["One."])) == [(0, ("one.",))]
-    assert list(dd.span_windows(["A b.", "C d."])) == [(0, ("a b.", "c d."))]
+    assert list(exact_dedup.span_windows([])) == []
+    assert list(exact_dedup.span_windows(["One."])) == [(0, ("one.",))]
+    assert list(exact_dedup.span_windows(["A b.", "C d."])) == [(0, ("a b.", "c d."))]
     five = ["S1.", "S2.", "S3.", "S4.", "S5."]
-    assert [j for j, _ in dd.span_windows(five)] == [0, 1, 2]
+    assert [j for j, _ in exact_dedup.span_windows(five)] == [0, 1, 2]
     # Punkt turns "! ! !" into lone marks; windows made only of them are not text.
     marks = split_sentences("Another sentence. . . ? ? ! ! !")
-    windows = dict(dd.span_windows(marks))
+    windows = dict(exact_dedup.span_windows(marks))
     assert 0 in windows  # ("another sentence.", ".", ".") has text
     assert all(j == 0 for j in windows)
 
 
 def test_span_key_is_md5_of_lowercased_window_joined_by_newline():
-    ((_, window),) = dd.span_windows(["Hello There.", "Second One!"])
-    assert dd.span_key(window) == hashlib.md5(b"hello there.\nsecond one!").digest()
+    ((_, window),) = exact_dedup.span_windows(["Hello There.", "Second One!"])
+    assert exact_dedup.span_key(window) == hashlib.md5(b"hello there.\nsecond one!").digest()
 
 
 def test_span_shared_across_pages_survives_once_on_smallest_md5_url():
@@ -170,11 +170,11 @@ def test_span_removals_owner_tuple_order():
         (md5(URL_B), (0, 1), 4, 1, 3),
         (md5(URL_B), (0, 1), 2, 5, 3),
     ]
-    removals = list(dd.iter_span_removals(occ))
+    removals = list(exact_dedup.iter_span_removals(occ))
     assert sorted(removals) == sorted(
-        [((0, 0), dd.SpanRemoval(0, 0, 3)), ((0, 1), dd.SpanRemoval(4, 1, 3))]
+        [((0, 0), exact_dedup.SpanRemoval(0, 0, 3)), ((0, 1), exact_dedup.SpanRemoval(4, 1, 3))]
     )
-    assert list(dd.iter_span_removals(occ[:1])) == []
+    assert list(exact_dedup.iter_span_removals(occ[:1])) == []
 
 
 # --- lines ------------------------------------------------------------------------------------
@@ -214,11 +214,14 @@ def test_lines_punkt_on_joined_text_can_drop_an_untouched_page():
 
 def test_lines_empty_page():
     bag = CounterBag()
-    assert dd.apply_line_dedup("x\ny", [], bag, split_sentences) is None
+    assert exact_dedup.apply_line_dedup("x\ny", [], bag, split_sentences) is None
     assert bag.get("dedup", "empty") == 1 and bag.get("dedup", "global_duplicate") == 2
 
 
 def test_line_occurrences_once_per_distinct_key():
-    keys = list(dd.line_keys("Same line.\nsame LINE.\nOther."))
+    keys = list(exact_dedup.line_keys("Same line.\nsame LINE.\nOther."))
     assert keys == [md5("same line."), md5("other.")]
-    assert dd.line_owner([(md5(URL_A), (0, 0)), (md5(URL_B), (1, 0))]) == (md5(URL_B), (1, 0))
+    assert exact_dedup.line_owner([(md5(URL_A), (0, 0)), (md5(URL_B), (1, 0))]) == (
+        md5(URL_B),
+        (1, 0),
+    )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from clean_fixtures import DERIVED_WET
 
-from c4forge.clean import output as co
+from c4forge.clean import output as clean_output
 from c4forge.clean.config import CleanJob
 from c4forge.clean.driver import run_clean
 from c4forge.engines import local
@@ -26,7 +26,7 @@ def test_tiny_runs_and_buckets_give_the_same_bytes(tmp_path: Path, monkeypatch) 
     monkeypatch.setattr(local, "MIN_BUCKETS", 64)
     monkeypatch.setattr(local, "BUCKET_BYTES", 1 << 10)
     monkeypatch.setattr(local, "SPILL_ITEMS", 7)  # many segments per bucket in a spill file
-    monkeypatch.setattr(co, "RUN_BATCH", 2)  # many pickle records per sorted run
+    monkeypatch.setattr(clean_output, "RUN_BATCH", 2)  # many pickle records per sorted run
     spilled = _run(tmp_path / "spilled", 2, train_shards=3)
     assert spilled == default
     assert sum(n.startswith("c4-train") for n in default) == 3
@@ -43,7 +43,7 @@ def test_bucket_count_is_not_bounded_by_the_open_file_limit(tmp_path: Path) -> N
     script = f"""
 import resource
 resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-from c4forge.clean import output as co
+from c4forge.clean import output as clean_output
 from c4forge.clean.config import CleanJob
 from c4forge.clean.driver import run_clean
 from c4forge.engines import local

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from clean_fixtures import C4_SAMPLE
 
-from c4forge.clean import output as co
+from c4forge.clean import output as clean_output
 
 
-def _real_docs() -> list[co.OutDoc]:
+def _real_docs() -> list[clean_output.OutDoc]:
     with gzip.open(C4_SAMPLE, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]
-    return [co.make_out_doc(r["url"], r["text"], r["date"]) for r in rows]
+    return [clean_output.make_out_doc(r["url"], r["text"], r["date"]) for r in rows]
 
 
 @pytest.mark.parametrize(
@@ -34,27 +34,29 @@ def _real_docs() -> list[co.OutDoc]:
     ],
 )
 def test_packed_documents_round_trip_exactly(text: str, timestamp: str) -> None:
-    doc = co.make_out_doc("https://example.com/päge?q=1", text, timestamp)
-    packed = co.pack_doc(doc)
+    doc = clean_output.make_out_doc("https://example.com/päge?q=1", text, timestamp)
+    packed = clean_output.pack_doc(doc)
     assert packed[:2] == (doc.url_md5, doc.url)  # the sort key stays plain
     assert isinstance(packed[2], bytes) and zlib.decompress(packed[2])  # zlib payload
-    back = co.unpack_doc(packed)
-    assert back == doc and type(back) is co.OutDoc
-    assert co.doc_order(packed) == co.doc_order(doc)
+    back = clean_output.unpack_doc(packed)
+    assert back == doc and type(back) is clean_output.OutDoc
+    assert clean_output.doc_order(packed) == clean_output.doc_order(doc)
 
 
 def test_long_text_crosses_smaller() -> None:
-    doc = co.make_out_doc("https://example.com/", "the same sentence again. " * 10_000, "t")
-    assert len(co.pack_doc(doc)[2]) < len(doc.text) // 20
+    doc = clean_output.make_out_doc(
+        "https://example.com/", "the same sentence again. " * 10_000, "t"
+    )
+    assert len(clean_output.pack_doc(doc)[2]) < len(doc.text) // 20
 
 
 def test_real_documents_pack_smaller_and_sort_the_same() -> None:
     docs = _real_docs()
-    packed = [co.pack_doc(d) for d in docs]
-    assert [co.unpack_doc(p) for p in packed] == docs
+    packed = [clean_output.pack_doc(d) for d in docs]
+    assert [clean_output.unpack_doc(p) for p in packed] == docs
     assert sum(len(p[2]) for p in packed) < 0.7 * sum(len(d.text.encode()) for d in docs)
-    order = sorted(range(len(docs)), key=lambda i: co.doc_order(docs[i]))
-    assert sorted(range(len(docs)), key=lambda i: co.doc_order(packed[i])) == order
+    order = sorted(range(len(docs)), key=lambda i: clean_output.doc_order(docs[i]))
+    assert sorted(range(len(docs)), key=lambda i: clean_output.doc_order(packed[i])) == order
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
@@ -70,27 +72,32 @@ def test_shards_from_sorted_runs_are_byte_identical(tmp_path: Path, fmt: str) ->
         d.mkdir()
     runs = []
     for c, part in enumerate((docs[0::2], docs[1::2][::-1])):  # arrival order is not shard order
-        runs += co.chunk_runs((("train", d) for d in part), str(work), f"chunk-{c:05d}")
+        runs += clean_output.chunk_runs((("train", d) for d in part), str(work), f"chunk-{c:05d}")
     totals = [("train", sum(n for _key, (_path, n) in runs))]
     parts: dict[tuple[str, int, int], list] = {}
     for item in runs:
-        for key, run in co.split_run(item, None, totals, options=options):
+        for key, run in clean_output.split_run(item, None, totals, options=options):
             parts.setdefault(key, []).append(run)
     assert all(len(v) == 2 for v in parts.values())  # every shard merges both chunks' runs
     stats = [
         s
         for key, shard_runs in sorted(parts.items())
-        for s in co.write_run_shard(key, shard_runs, None, directory=str(out), fmt=fmt)
+        for s in clean_output.write_run_shard(key, shard_runs, None, directory=str(out), fmt=fmt)
     ]
-    for key, index, n in co.empty_shards(stats, options):
-        stats.append(co.write_shard(str(out), key, index, n, [], fmt))
+    for key, index, n in clean_output.empty_shards(stats, options):
+        stats.append(clean_output.write_shard(str(out), key, index, n, [], fmt))
     expected = [
-        co.write_shard(
-            str(before), "train", i, 3, [d for d in docs if co.shard_of(d.url_md5, 3) == i], fmt
+        clean_output.write_shard(
+            str(before),
+            "train",
+            i,
+            3,
+            [d for d in docs if clean_output.shard_of(d.url_md5, 3) == i],
+            fmt,
         )
         for i in range(3)
     ]
-    expected.append(co.write_shard(str(before), "validation", 0, 1, [], fmt))
+    expected.append(clean_output.write_shard(str(before), "validation", 0, 1, [], fmt))
     assert sorted(stats, key=lambda s: (s["split"], s["index"])) == expected
     for path in before.iterdir():
         assert (out / path.name).read_bytes() == path.read_bytes()

@@ -16,8 +16,8 @@ from apache_beam.io.filesystem import BeamIOError
 from memfs import MemFileSystem
 
 from c4forge import cli
-from c4forge.clean import output as co
-from c4forge.clean import stats as cs
+from c4forge.clean import output as clean_output
+from c4forge.clean import stats as clean_stats
 from c4forge.errors import StorageError
 from c4forge.io import storage
 
@@ -67,21 +67,21 @@ def test_failed_listing_is_an_error_not_an_empty_folder(bucket) -> None:
     with pytest.raises(StorageError, match="cannot list .*listing refused"):
         storage.listdir(f"{bucket}/out")
     with pytest.raises(StorageError, match="listing refused"):
-        co.list_shard_files(f"{bucket}/out")  # was [] → stale shards kept
+        clean_output.list_shard_files(f"{bucket}/out")  # was [] → stale shards kept
     with pytest.raises(StorageError):
         storage.rmtree(f"{bucket}/out")
 
 
 def test_failed_read_of_stats_is_an_error_not_an_unfinished_run(bucket, tmp_path) -> None:
     path = f"{bucket}/out/stats.json"
-    assert cs.read_existing(path) is None  # confirmed absent: no finished run
-    MemFileSystem.put(path, json.dumps({"format": cs.FORMAT}).encode())
+    assert clean_stats.read_existing(path) is None  # confirmed absent: no finished run
+    MemFileSystem.put(path, json.dumps({"format": clean_stats.FORMAT}).encode())
     with pytest.raises(StorageError, match="cannot read .*read refused"):
-        cs.read_existing(path)  # was None → the finished run was overwritten
+        clean_stats.read_existing(path)  # was None → the finished run was overwritten
     local = tmp_path / "stats.json"
     local.mkdir()  # exists, cannot be read as a file
     with pytest.raises(StorageError, match="cannot read"):
-        cs.read_existing(str(local))
+        clean_stats.read_existing(str(local))
 
 
 def test_cli_stops_before_work_when_the_finished_run_cannot_be_read(bucket, capsys) -> None:

@@ -1,12 +1,12 @@
 """The clean plan run keys-only: page text stays in the chunk that read it.
 
-Why: whole pages crossing every shuffle made memory grow with the corpus on Beam's local
-runner (12.7 GB for 400,000 pages) and made shuffle bytes ≈ 3.7× the text. Here a chunk (one
-input file, ``progress.Chunk``) is read once; its records go to ``OUTPUT/_work/``; only keys and
+Why: page text in every shuffle makes memory and shuffle bytes grow with the corpus
+(measurements: benchmarks/RESULTS.md §11). Here a chunk (one input file, ``progress.Chunk``)
+is read once; its records go to ``OUTPUT/_work/``; only keys and
 small ids cross a shuffle; the decisions come back grouped by chunk, and the next pass over
 the chunk applies them. Documents cross one shuffle: into the output shards, packed
 (``output.pack_doc``: the sort key plain, text and timestamp zlib-compressed). Same plan, same
-order, same rules, so the same output bytes as the plan run with documents in the shuffles.
+order, same rules, so the same output bytes as running the plan with documents in the shuffles.
 
 Passes, each through the engine primitives only (``engines.base``), so Beam, Spark and the
 local engine run this one function::
@@ -33,8 +33,8 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from c4forge.clean import output as co
-from c4forge.clean import resume_state as pg
+from c4forge.clean import output as clean_output
+from c4forge.clean import resume_state
 from c4forge.clean.counting import Count, CounterBag
 from c4forge.clean.documents import Doc, UrlEntry
 from c4forge.clean.plan import Plan, run_maps
@@ -49,7 +49,7 @@ def docs_suffix(k: int) -> str:
     return f".docs{k}.gz"
 
 
-def _path(work: pg.WorkDir, chunk: pg.Chunk, suffix: str) -> str:
+def _path(work: resume_state.WorkDir, chunk: resume_state.Chunk, suffix: str) -> str:
     return storage.join(work.root, chunk.name + suffix)
 
 
@@ -107,7 +107,7 @@ def _lines_of(path: str) -> Iterator[Any]:
 # --- front: read → page stages → clean, per chunk ----------------------------------------------
 
 
-def front(chunk: pg.Chunk, count: Count, *, plan: Plan, output: str) -> Iterator[tuple]:
+def front(chunk: resume_state.Chunk, count: Count, *, plan: Plan, output: str) -> Iterator[tuple]:
     """One chunk → its ``(URL-dedup key, UrlEntry)`` pairs. Not done yet: read → page stages
     → clean, records (cleaned text, clean counters of the page) and URL entries written, then
     the chunk's done-record with its counters. Done by an earlier run (``--resume``) or an
@@ -115,12 +115,12 @@ def front(chunk: pg.Chunk, count: Count, *, plan: Plan, output: str) -> Iterator
     from c4forge.clean.drop_samples import MAX_TEXT
 
     keep = getattr(count, "keep", 0)  # --keep-samples
-    work = pg.WorkDir(output, pg.BEAM_DATA_SUFFIX)
+    work = resume_state.WorkDir(output, resume_state.BEAM_DATA_SUFFIX)
     keys = _path(work, chunk, KEYS_SUFFIX)
     record = work.done(chunk)
     if record is not None and work.exists(work.data_path(chunk)) and work.exists(keys):
         entries = [UrlEntry(*e[:4], (e[4][0], e[4][1]), *e[5:]) for e in _lines_of(keys)]
-        count(pg.RESUME_NAMESPACE, "skipped")
+        count(resume_state.RESUME_NAMESPACE, "skipped")
     else:
         work.reset(chunk)
         work.remove(keys)
@@ -156,7 +156,7 @@ def front(chunk: pg.Chunk, count: Count, *, plan: Plan, output: str) -> Iterator
         extra = {"samples": bag.samples} if keep else {}
         work.mark_done(chunk, bag.counts, sha256=digests, **extra)
         record = {"counters": bag.counts, **extra}
-        count(pg.RESUME_NAMESPACE, "processed")
+        count(resume_state.RESUME_NAMESPACE, "processed")
     for stage, reasons in record["counters"].items():
         for reason, n in reasons.items():
             count(stage, reason, n)
@@ -192,7 +192,7 @@ def emit_located(item: tuple[tuple[int, int], Doc], count: Count, *, stage: Any)
     yield from stage.emit(loc, doc, count)
 
 
-def key_chunk(chunk: pg.Chunk, count: Count) -> Iterator[tuple[int, pg.Chunk]]:
+def key_chunk(chunk: resume_state.Chunk, count: Count) -> Iterator[tuple[int, resume_state.Chunk]]:
     yield chunk.index, chunk
 
 
@@ -200,7 +200,7 @@ def key_chunk(chunk: pg.Chunk, count: Count) -> Iterator[tuple[int, pg.Chunk]]:
 
 
 def _survivor_docs(
-    work: pg.WorkDir, chunk: pg.Chunk, survivors: Iterable[int], count: Count
+    work: resume_state.WorkDir, chunk: resume_state.Chunk, survivors: Iterable[int], count: Count
 ) -> Iterator[tuple[int, Doc]]:
     """Pass 0's input: the URL-dedup survivors of the chunk (their clean counters counted now,
     as the survivor's only), as documents where clean kept them."""
@@ -227,7 +227,7 @@ def _state_docs(path: str) -> Iterator[tuple[int, Doc]]:
 
 def chunk_pass(
     index: int,
-    chunks: Iterable[pg.Chunk],
+    chunks: Iterable[resume_state.Chunk],
     decisions: Iterable[Any],
     count: Count,
     *,
@@ -240,7 +240,7 @@ def chunk_pass(
     keys, or on the last pass the output pairs (``runs``: the chunk's documents written as
     one sorted run per output key instead, ``output.chunk_runs``; yields ``(key, run)``)."""
     (chunk,) = list(chunks)
-    work = pg.WorkDir(output, pg.BEAM_DATA_SUFFIX)
+    work = resume_state.WorkDir(output, resume_state.BEAM_DATA_SUFFIX)
     segments = plan.segments()
     maps, corpus = segments[k]
     if k == 0:
@@ -257,7 +257,7 @@ def chunk_pass(
         )
     if corpus is None:
         pairs = (pair for _, doc in docs for pair in run_maps(maps, doc, count))
-        yield from co.chunk_runs(pairs, work.root, chunk.name) if runs else pairs
+        yield from clean_output.chunk_runs(pairs, work.root, chunk.name) if runs else pairs
         return
     with _lines_to(_path(work, chunk, docs_suffix(k))) as out:
         for i, doc in docs:
@@ -289,7 +289,7 @@ def progress_plan(plan: Plan, files: int, chunks: int) -> Any:
 
 
 def run_plan(
-    engine: Any, plan: Plan, files: list[Any], job: Any, chunks: list[pg.Chunk]
+    engine: Any, plan: Plan, files: list[Any], job: Any, chunks: list[resume_state.Chunk]
 ) -> list[dict]:
     """The clean job on ``engine`` (its progress displays over ``files``); the per-shard stats."""
     engine.start(job.keep_samples, len(chunks))
@@ -297,14 +297,14 @@ def run_plan(
         return run(engine, plan, job, chunks)
 
 
-def run(engine: Any, plan: Plan, job: Any, chunks: list[pg.Chunk]) -> list[dict]:
+def run(engine: Any, plan: Plan, job: Any, chunks: list[resume_state.Chunk]) -> list[dict]:
     """The whole plan keys-only on ``engine``; returns the per-shard stats. The documents
     reach the shard writers as sorted runs on storage (``output.chunk_runs``)."""
-    return co.write_shards(engine, documents(engine, plan, job, chunks, runs=True), job)
+    return clean_output.write_shards(engine, documents(engine, plan, job, chunks, runs=True), job)
 
 
 def documents(
-    engine: Any, plan: Plan, job: Any, chunks: list[pg.Chunk], runs: bool = False
+    engine: Any, plan: Plan, job: Any, chunks: list[resume_state.Chunk], runs: bool = False
 ) -> Any:
     """The plan's ``(output key, OutDoc)`` collection (chunk files under ``job.output``);
     ``runs``: ``(output key, run)`` of each chunk's sorted runs instead."""

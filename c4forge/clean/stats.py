@@ -30,11 +30,11 @@ def constants() -> dict[str, Any]:
     constants the pipeline adds."""
     from c4forge.clean.output import DOCS_PER_SHARD
     from c4forge.clean.resources import constants as rule_constants
-    from c4forge.dedup import exact as dd
+    from c4forge.dedup import exact as exact_dedup
 
     return {
         **rule_constants(),
-        "dedup_min_sentences": dd.MIN_SENTENCES,
+        "dedup_min_sentences": exact_dedup.MIN_SENTENCES,
         "docs_per_shard_auto": DOCS_PER_SHARD,
     }
 
@@ -171,7 +171,7 @@ def finished_run(
     """True when ``--output`` already holds exactly this run (said, nothing to do). With
     ``--overwrite`` an older run's ``stats.json`` goes first, so it stops counting as finished.
     ``verify(existing)``: raises when the inputs' content is not what that run read."""
-    from c4forge.clean import output as co
+    from c4forge.clean import output as clean_output
 
     existing = read_existing(stats_path)
     if check_existing(existing, stats_path, config, inputs, job.overwrite):
@@ -181,7 +181,7 @@ def finished_run(
             print(summary.already_complete(existing, job.output))
         return True
     if existing is not None:
-        co.remove_files(job.output, [STATS_NAME])
+        clean_output.remove_files(job.output, [STATS_NAME])
     return False
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from c4forge.errors import C4ForgeError
 from c4forge.experiments.stages import Stage
-from c4forge.io.storage import read_json, sha256, write_json
+from c4forge.io.storage import sha256, write_json
 
 if TYPE_CHECKING:
     from c4forge.trainers.options import TrainOptions
@@ -126,10 +126,6 @@ def run_stage(
     }
     write_json(os.path.join(out, MARKER), marker)  # atomic, and last: the stage is done
     return marker
-
-
-def read_marker(store: str, stage: Stage) -> dict[str, Any]:
-    return read_json(os.path.join(stage_dir(store, stage), MARKER))
 
 
 def _maybe(kind: Callable[[Any], Any], value: Any) -> Any:

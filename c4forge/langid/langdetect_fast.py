@@ -102,7 +102,6 @@ class _State:
 _state: _State | None = None
 _state_error: str | None = None
 _lock = threading.Lock()
-_stock_factory = None
 
 
 def _get_state() -> _State:
@@ -149,21 +148,6 @@ def _sorted_probs(langlist: tuple[str, ...] | list[str], probs: list[float]) -> 
     result = [LangProb(lang, p) for lang, p in zip(langlist, probs) if p > PROB_THRESHOLD]
     result.sort(key=lambda lp: lp.prob, reverse=True)
     return result
-
-
-def _detect_stock(text: str) -> list[LangProb]:
-    """The stock detector, seeded per detector (no global seed, no lock needed): the
-    reference the tests compare the kernels with."""
-    global _stock_factory
-    if _stock_factory is None:
-        from langdetect import detector_factory
-
-        detector_factory.init_factory()
-        _stock_factory = detector_factory._factory
-    detector = _stock_factory.create()
-    detector.seed = SEED
-    detector.append(text)
-    return [LangProb(lang.lang, lang.prob) for lang in detector.get_probabilities()]
 
 
 def detect_langs_fast(text: str) -> list[LangProb]:

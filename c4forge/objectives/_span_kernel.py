@@ -1,11 +1,10 @@
 """numba kernel of span corruption for equal-length pieces, from their uniforms.
 
 Why: after the draws, ``functions.span_corruption_batch`` makes about ten numpy passes over
-each piece (two partitions, masks, a repeat, two interleaves), ≈ 13 µs per 568-token piece,
-as much CPU as a seventh of SentencePiece's encoding of the same text; one pass per piece here
-costs about a third of that. Same rule, same output: in each split (noise: the first n−1
-draws, kept: the other k−1), the s−1 smallest draws are the cut gaps, ties going to the lower
-index; a test compares the kernel with the numpy code. Importing this module requires numba.
+each piece; one pass per piece here costs about a third as much (benchmarks/RESULTS.md §14.4).
+Same rule, same output: in each split (noise: the first n−1 draws, kept: the other k−1),
+the s−1 smallest draws are the cut gaps, ties going to the lower index; a test compares the
+kernel with the numpy code. Importing this module requires numba.
 """
 
 from __future__ import annotations

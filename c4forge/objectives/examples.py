@@ -17,7 +17,7 @@ that both give identical examples, counters and rows.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,6 +25,7 @@ import numpy as np
 from c4forge.objectives.config import ObjectiveConfig
 from c4forge.objectives.functions import (
     RAGGED_MAX_PIECES,
+    _views,
     objective_kwargs,
     span_corruption,
     span_corruption_batch,
@@ -168,11 +169,6 @@ def _flat(arrays: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays).astype(np.int32, copy=False) if arrays else np.zeros(0, np.int32)
 
 
-def _views(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
-    bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
-    return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-
-
 def _streams(
     documents: Iterable[Sequence[int] | np.ndarray],
     config: ObjectiveConfig,
@@ -313,34 +309,137 @@ def span_corruption_blocks(
     """
     _check_start(config, seed, clean_shard_index)
     st = stats if stats is not None else new_stats()
-    oid = config.spec.objective_id
-    kw = {
-        "vocab_size": vocab_size,
-        "noise_density": config.noise_density,
-        "mean_noise_span_length": config.mean_noise_span_length,
-        "extra_ids": config.extra_ids,
-        "eos_id": EOS_ID,
-    }
+    corrupt = _SpanCorrupter(config, seed, clean_shard_index, vocab_size, st)
+    waiting = _WaitingPieces()
     step = config.tokens_length
-    pending: list[tuple[np.ndarray, int, int]] = []  # (piece, group, piece index)
-    # Output in piece order: ready blocks (full pieces) and ranges of pending pieces whose
-    # ragged results are not computed yet. Holding a few groups' blocks lets the group tails
-    # of many groups share one ragged call (one call per tail costs ~15x more).
-    queue: list[ExampleBlock | range] = []
-    held = 0
+    for stream, g in _streams(documents, config, seed, clean_shard_index, st, first_document):
+        full = len(stream) // step
+        first = 0
+        if full and config.concatenates:
+            st["pieces"] += full
+            block = corrupt.full_pieces(stream[: full * step].reshape(full, step), g)
+            if block is not None:
+                waiting.add_block(block)
+            first = full
+        p, end = first, -(-len(stream) // step)
+        while p < end:  # the other pieces wait, flushed whenever RAGGED_MAX_PIECES are pending
+            take = min(end - p, RAGGED_MAX_PIECES - len(waiting.pending))
+            st["pieces"] += take
+            waiting.add_pieces(
+                [(stream[q * step : (q + 1) * step], g, q) for q in range(p, p + take)]
+            )
+            p += take
+            if len(waiting.pending) >= RAGGED_MAX_PIECES:
+                yield from waiting.flush(corrupt.ragged)
+        if waiting.held >= HOLD_EXAMPLES:
+            yield from waiting.flush(corrupt.ragged)
+    yield from waiting.flush(corrupt.ragged)
 
-    def block(groups: list[int] | np.ndarray, pieces: list[int] | np.ndarray, *arrays):
+
+_Pending = tuple[np.ndarray, int, int]  # (piece tokens, group, piece index)
+
+
+class _WaitingPieces:
+    """The output of `span_corruption_blocks` in piece order while ragged pieces wait.
+
+    `queue` holds, in piece order, ready blocks (a group's full pieces) and ranges of indices
+    into `pending` (pieces whose ragged results are not computed yet). Holding a few groups'
+    blocks lets the group tails of many groups share one ragged call (one call per tail costs
+    ~15x more). `held` counts the examples of the ready blocks.
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[_Pending] = []
+        self.queue: list[ExampleBlock | range] = []
+        self.held = 0
+
+    def add_block(self, block: ExampleBlock) -> None:
+        self.queue.append(block)
+        self.held += len(block)
+
+    def add_pieces(self, pieces: list[_Pending]) -> None:
+        at = len(self.pending)
+        self.pending.extend(pieces)
+        last = self.queue[-1] if self.queue else None
+        if isinstance(last, range) and last.stop == at:
+            self.queue[-1] = range(last.start, at + len(pieces))
+        else:
+            self.queue.append(range(at, at + len(pieces)))
+
+    def flush(
+        self, ragged: Callable[[list[_Pending]], tuple[np.ndarray, ExampleBlock] | None]
+    ) -> Iterator[ExampleBlock]:
+        """Everything queued, in order: the pending pieces through one `ragged` call."""
+        result = ragged(self.pending) if self.pending else None
+        for entry in self.queue:
+            if not isinstance(entry, range):
+                yield entry
+            elif result is not None:
+                lo, hi = np.searchsorted(result[0], (entry.start, entry.stop))
+                if hi > lo:
+                    yield result[1].take(int(lo), int(hi))
+        self.queue.clear()
+        self.pending.clear()
+        self.held = 0
+
+
+class _SpanCorrupter:
+    """Span corruption of one clean shard's pieces into trimmed, counted `ExampleBlock`s, each
+    piece from its own generator (seed, objective, clean shard, group, piece)."""
+
+    def __init__(
+        self,
+        config: ObjectiveConfig,
+        seed: int,
+        clean_shard_index: int,
+        vocab_size: int,
+        st: dict[str, int],
+    ) -> None:
+        self.config, self.seed, self.shard, self.st = config, seed, clean_shard_index, st
+        self.oid = config.spec.objective_id
+        self.kw = {
+            "vocab_size": vocab_size,
+            "noise_density": config.noise_density,
+            "mean_noise_span_length": config.mean_noise_span_length,
+            "extra_ids": config.extra_ids,
+            "eos_id": EOS_ID,
+        }
+
+    def rng(self, group: int, piece: int) -> np.random.Generator:
+        return piece_rng(self.seed, self.oid, self.shard, group, piece)
+
+    def block(self, groups: list[int] | np.ndarray, pieces: list[int] | np.ndarray, *arrays):
         g = np.asarray(groups, dtype=np.int64)
         p = np.asarray(pieces, dtype=np.int64)
-        keys = example_keys(seed, clean_shard_index, g.tolist(), p.tolist())
-        return _trimmed(ExampleBlock(keys, g, p, *arrays), config, st)
+        keys = example_keys(self.seed, self.shard, g.tolist(), p.tolist())
+        return _trimmed(ExampleBlock(keys, g, p, *arrays), self.config, self.st)
 
-    def ragged() -> tuple[np.ndarray, ExampleBlock] | None:
+    def full_pieces(self, pieces: np.ndarray, g: int) -> ExampleBlock | None:
+        """All full pieces (P, L) of group `g` in one vectorized pass; same draws as one by
+        one. None when they need more sentinels than there are (all pieces share a shape)."""
+        full = len(pieces)
+        rngs = (self.rng(g, p) for p in range(full))
+        try:
+            ins, tgs = span_corruption_batch(pieces, rngs, **self.kw)
+        except TooManySpans:
+            self.st["too_many_spans"] += full
+            return None
+        return self.block(
+            np.full(full, g),
+            np.arange(full),
+            ins.ravel(),
+            np.full(full, ins.shape[1], dtype=np.int64),
+            tgs.ravel(),
+            np.full(full, tgs.shape[1], dtype=np.int64),
+        )
+
+    def ragged(self, pending: list[_Pending]) -> tuple[np.ndarray, ExampleBlock] | None:
         """Results of the pending pieces that fit, and their pending indices (ascending)."""
+        st = self.st
         multi = [i for i, item in enumerate(pending) if len(item[0]) >= 2]
         items = pending if len(multi) == len(pending) else [pending[i] for i in multi]
-        rngs = (piece_rng(seed, oid, clean_shard_index, g, p) for _, g, p in items)
-        flat = span_corruption_ragged_flat([item[0] for item in items], rngs, **kw)
+        rngs = (self.rng(g, p) for _, g, p in items)
+        flat = span_corruption_ragged_flat([item[0] for item in items], rngs, **self.kw)
         st["too_many_spans"] += len(multi) - (0 if flat is None else len(flat[0]))
         if len(multi) == len(pending):  # the usual case: no 1-token piece
             if flat is None:
@@ -348,7 +447,7 @@ def span_corruption_blocks(
             ok, ins, in_lens, tgs, tg_lens = flat
             gs = [pending[i][1] for i in ok.tolist()]
             ps = [pending[i][2] for i in ok.tolist()]
-            return ok, block(gs, ps, ins, in_lens, tgs, tg_lens)
+            return ok, self.block(gs, ps, ins, in_lens, tgs, tg_lens)
         # A 1-token piece (span_corruption's L = 1 rule) among them: assemble in order.
         done: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         if flat is not None:
@@ -360,11 +459,10 @@ def span_corruption_blocks(
             if i in done:
                 out.append((i, g, p, *done[i]))
             elif len(piece) < 2:
-                rng = piece_rng(seed, oid, clean_shard_index, g, p)
-                out.append((i, g, p, *span_corruption(piece, rng, **kw)))
+                out.append((i, g, p, *span_corruption(piece, self.rng(g, p), **self.kw)))
         if not out:
             return None
-        return np.array([o[0] for o in out], dtype=np.int64), block(
+        return np.array([o[0] for o in out], dtype=np.int64), self.block(
             [o[1] for o in out],
             [o[2] for o in out],
             _flat([o[3] for o in out]),
@@ -372,64 +470,6 @@ def span_corruption_blocks(
             _flat([o[4] for o in out]),
             np.array([len(o[4]) for o in out], dtype=np.int64),
         )
-
-    def flush() -> Iterator[ExampleBlock]:
-        nonlocal held
-        result = ragged() if pending else None
-        for entry in queue:
-            if not isinstance(entry, range):
-                yield entry
-            elif result is not None:
-                lo, hi = np.searchsorted(result[0], (entry.start, entry.stop))
-                if hi > lo:
-                    yield result[1].take(int(lo), int(hi))
-        queue.clear()
-        pending.clear()
-        held = 0
-
-    for stream, g in _streams(documents, config, seed, clean_shard_index, st, first_document):
-        full = len(stream) // step
-        first = 0
-        if full and config.concatenates:
-            # All full pieces of the group in one vectorized pass; same draws as one by one.
-            st["pieces"] += full
-            rngs = (piece_rng(seed, oid, clean_shard_index, g, p) for p in range(full))
-            try:
-                ins, tgs = span_corruption_batch(
-                    stream[: full * step].reshape(full, step), rngs, **kw
-                )
-            except TooManySpans:
-                st["too_many_spans"] += full
-            else:
-                queue.append(
-                    block(
-                        np.full(full, g),
-                        np.arange(full),
-                        ins.ravel(),
-                        np.full(full, ins.shape[1], dtype=np.int64),
-                        tgs.ravel(),
-                        np.full(full, tgs.shape[1], dtype=np.int64),
-                    )
-                )
-                held += full
-            first = full
-        p, end = first, -(-len(stream) // step)
-        while p < end:  # the other pieces wait, flushed whenever RAGGED_MAX_PIECES are pending
-            take = min(end - p, RAGGED_MAX_PIECES - len(pending))
-            st["pieces"] += take
-            at = len(pending)
-            pending.extend([(stream[q * step : (q + 1) * step], g, q) for q in range(p, p + take)])
-            p += take
-            last = queue[-1] if queue else None
-            if isinstance(last, range) and last.stop == at:
-                queue[-1] = range(last.start, at + take)
-            else:
-                queue.append(range(at, at + take))
-            if len(pending) >= RAGGED_MAX_PIECES:
-                yield from flush()
-        if held >= HOLD_EXAMPLES:
-            yield from flush()
-    yield from flush()
 
 
 def _trimmed(block: ExampleBlock, config: ObjectiveConfig, st: dict[str, int]) -> ExampleBlock:

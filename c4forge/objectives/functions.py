@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from c4forge.errors import ConfigError
-from c4forge.objectives import noise as nz
-from c4forge.objectives import transforms as tf
+from c4forge.objectives import noise as noise_masks
+from c4forge.objectives import transforms
 from c4forge.vocab.vocab import EOS_ID
 
 
@@ -30,8 +30,8 @@ def _drop_split(
     """Inputs = the kept tokens, targets = the noise tokens, each + EOS (prefix LM and
     `iid_15_d_d` differ only in their mask)."""
     return (
-        tf.append_eos(tf.drop_noise_tokens(tokens, noise), eos_id),
-        tf.append_eos(tf.drop_nonnoise_tokens(tokens, noise), eos_id),
+        transforms.append_eos(transforms.drop_noise_tokens(tokens, noise), eos_id),
+        transforms.append_eos(transforms.drop_nonnoise_tokens(tokens, noise), eos_id),
     )
 
 
@@ -40,9 +40,9 @@ def _sentinel_split(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Inputs: each noise span → one unique sentinel; targets: each kept span → one (T5's
     `noise_span_to_unique_sentinel` / `nonnoise_span_to_unique_sentinel` pair), each + EOS."""
-    inputs = tf.noise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
-    targets = tf.nonnoise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
-    return tf.append_eos(inputs, eos_id), tf.append_eos(targets, eos_id)
+    inputs = transforms.noise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
+    targets = transforms.nonnoise_span_to_unique_sentinel(tokens, noise, vocab_size, extra_ids)
+    return transforms.append_eos(inputs, eos_id), transforms.append_eos(targets, eos_id)
 
 
 def span_noise_mask(
@@ -53,9 +53,11 @@ def span_noise_mask(
     mask: str = "random",
 ) -> np.ndarray:
     if mask == "random":
-        return nz.random_spans_noise_mask(length, rng, noise_density, mean_noise_span_length)
+        return noise_masks.random_spans_noise_mask(
+            length, rng, noise_density, mean_noise_span_length
+        )
     if mask == "regular":
-        return nz.regular_noise_mask(length, rng, noise_density)
+        return noise_masks.regular_noise_mask(length, rng, noise_density)
     raise ValueError(f"unknown mask {mask!r} (random, regular)")
 
 
@@ -70,12 +72,14 @@ def span_corruption(
     extra_ids: int = 100,
     eos_id: int = EOS_ID,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """T5's default objective (§3): unique sentinel per noise span / per kept span."""
+    """T5's default objective (§3): unique sentinel per noise span / per kept span.
+
+    The readable definition: the noise mask, then each noise span → one sentinel in the inputs
+    and each kept span → one in the targets. The shard build runs the vectorised equivalent
+    (``span_corruption_batch`` for a group's full pieces, ``span_corruption_ragged_flat`` for
+    the rest), which consumes each piece's generator the same way; tests compare the two.
+    """
     tokens = _as_tokens(tokens)
-    if mask == "random" and len(tokens) >= 2 and noise_density > 0:
-        return _span_corruption_runs(
-            tokens, rng, vocab_size, noise_density, mean_noise_span_length, extra_ids, eos_id
-        )
     noise = span_noise_mask(len(tokens), rng, noise_density, mean_noise_span_length, mask)
     return _sentinel_split(tokens, noise, vocab_size, extra_ids, eos_id)
 
@@ -111,9 +115,9 @@ def span_corruption_batch(
     from the i-th generator exactly as `span_corruption` would, so row i equals
     `span_corruption(pieces[i], rng_i)`; everything after the draws is one vectorized pass."""
     rows, length = pieces.shape
-    n, s, k = nz.span_shape(length, noise_density, mean_noise_span_length)
+    n, s, k = noise_masks.span_shape(length, noise_density, mean_noise_span_length)
     if s > extra_ids:
-        raise tf.TooManySpans(f"{s} spans need more than {extra_ids} sentinels")
+        raise transforms.TooManySpans(f"{s} spans need more than {extra_ids} sentinels")
     draws = n - 1 + k - 1
     u = np.empty((rows, draws))
     for i, rng in zip(range(rows), rngs):
@@ -138,8 +142,10 @@ def span_corruption_from_uniforms(
     """`span_corruption_batch` after the draws, in numpy (the reference of the numba kernel
     ``_span_kernel.span_corrupt_rows``, and the path where numba cannot load)."""
     rows, length = pieces.shape
-    n, s, k = nz.span_shape(length, noise_density, mean_noise_span_length)
-    keep, noise = nz.span_runs_from_uniforms(u, length, noise_density, mean_noise_span_length)
+    n, s, k = noise_masks.span_shape(length, noise_density, mean_noise_span_length)
+    keep, noise = noise_masks.span_runs_from_uniforms(
+        u, length, noise_density, mean_noise_span_length
+    )
     runs = np.empty((rows, 2 * s), dtype=np.int64)
     runs[:, 0::2] = keep
     runs[:, 1::2] = noise
@@ -156,11 +162,9 @@ def span_corruption_from_uniforms(
     return inputs, targets
 
 
-# The numba kernel's first call in a process costs ≈ 0.5 CPU-s (numba's import, LLVM's set-up,
-# the cached code's load) and saves ≈ 10 µs of the numpy code's 20 per 568-token piece: it pays
-# back after ~50,000 pieces. A process starts on numpy and loads the kernel once it has
-# corrupted that many, so a small build pays nothing and a clean shard of C4 size (~270,000
-# pieces) gains.
+# The numba kernel's start-up (numba, LLVM, the cached code) pays back only after many pieces
+# (benchmarks/RESULTS.md §14.4): a process starts on numpy and loads the kernel once it has
+# corrupted this many, so a small build pays nothing and a C4-sized clean shard gains.
 KERNEL_AFTER_PIECES = 50_000
 _KERNEL: dict[str, Any] = {"pieces": 0}  # pieces corrupted by this process; "fn" once loaded
 
@@ -329,28 +333,6 @@ def _place_sentinels(
     return out
 
 
-def _span_corruption_runs(
-    tokens: np.ndarray,
-    rng: np.random.Generator,
-    vocab_size: int,
-    d: float,
-    m: float,
-    extra_ids: int,
-    eos_id: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Fast path of §3 (same draws and output as mask + `noise_span_to_unique_sentinel`)."""
-    inputs, targets = span_corruption_batch(
-        tokens[None, :],
-        [rng],
-        vocab_size=vocab_size,
-        noise_density=d,
-        mean_noise_span_length=m,
-        extra_ids=extra_ids,
-        eos_id=eos_id,
-    )
-    return inputs[0], targets[0]
-
-
 def prefix_lm(
     tokens: np.ndarray | list[int],
     rng: np.random.Generator,
@@ -364,7 +346,9 @@ def prefix_lm(
     A 1-token piece has k = 0: inputs `[EOS]`, targets `[t, EOS]` (reference behaviour, kept).
     """
     tokens = _as_tokens(tokens)
-    return _drop_split(tokens, nz.random_prefix_noise_mask(len(tokens), rng, noise_density), eos_id)
+    return _drop_split(
+        tokens, noise_masks.random_prefix_noise_mask(len(tokens), rng, noise_density), eos_id
+    )
 
 
 def bert_t5(
@@ -378,11 +362,11 @@ def bert_t5(
 ) -> tuple[np.ndarray, np.ndarray]:
     """T5's BERT-style variant (`iid_15_r10s90_f`): i.i.d. noise → 10 % random id, 90 % V−1."""
     tokens = _as_tokens(tokens)
-    noise = nz.iid_noise_mask(len(tokens), rng, noise_density)
-    inputs = tf.noise_token_to_random_token_or_sentinel(
+    noise = noise_masks.iid_noise_mask(len(tokens), rng, noise_density)
+    inputs = transforms.noise_token_to_random_token_or_sentinel(
         tokens, noise, vocab_size, rng, random_token_prob
     )
-    return tf.append_eos(inputs, eos_id), tf.append_eos(tokens, eos_id)
+    return transforms.append_eos(inputs, eos_id), transforms.append_eos(tokens, eos_id)
 
 
 def mass(
@@ -395,10 +379,12 @@ def mass(
 ) -> tuple[np.ndarray, np.ndarray]:
     """MASS-style (`iid_15_m_f`): each i.i.d. noise token → V−1; targets = the full piece."""
     tokens = _as_tokens(tokens)
-    noise = nz.iid_noise_mask(len(tokens), rng, noise_density)
+    noise = noise_masks.iid_noise_mask(len(tokens), rng, noise_density)
     return (
-        tf.append_eos(tf.noise_token_to_sentinel(tokens, noise, vocab_size), eos_id),
-        tf.append_eos(tokens, eos_id),
+        transforms.append_eos(
+            transforms.noise_token_to_sentinel(tokens, noise, vocab_size), eos_id
+        ),
+        transforms.append_eos(tokens, eos_id),
     )
 
 
@@ -417,7 +403,7 @@ def iid_replace_spans(
     more sentinel than inputs (reference behaviour). Raises TooManySpans past `extra_ids`.
     """
     tokens = _as_tokens(tokens)
-    noise = nz.iid_noise_mask(len(tokens), rng, noise_density)
+    noise = noise_masks.iid_noise_mask(len(tokens), rng, noise_density)
     return _sentinel_split(tokens, noise, vocab_size, extra_ids, eos_id)
 
 
@@ -431,7 +417,7 @@ def iid_drop(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`iid_15_d_d`: noise tokens deleted from inputs; targets = the noise tokens only."""
     tokens = _as_tokens(tokens)
-    return _drop_split(tokens, nz.iid_noise_mask(len(tokens), rng, noise_density), eos_id)
+    return _drop_split(tokens, noise_masks.iid_noise_mask(len(tokens), rng, noise_density), eos_id)
 
 
 def deshuffle(
@@ -443,7 +429,9 @@ def deshuffle(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`all_permute`: inputs = a uniform random permutation of the piece, targets = the piece."""
     tokens = _as_tokens(tokens)
-    return tf.append_eos(rng.permutation(tokens), eos_id), tf.append_eos(tokens, eos_id)
+    return transforms.append_eos(rng.permutation(tokens), eos_id), transforms.append_eos(
+        tokens, eos_id
+    )
 
 
 # ----------------------------------------------------------------------------- parameters

@@ -28,7 +28,7 @@ from typing import Any
 from c4forge.formats import shards as fmt
 from c4forge.io import storage
 from c4forge.shards import parts, runs
-from c4forge.shards import rows as sr
+from c4forge.shards import rows as shard_rows
 from c4forge.shards.build import ShardsBuild
 from c4forge.shards.parts import Part, whole
 
@@ -75,7 +75,7 @@ def build_runs(
     """One clean shard (or part) → its runs; yields ``((split, shard, count), run)`` per output
     shard still to write (``counts`` None: ``(part, run)`` of its one unsplit run). With
     ``resume`` a unit whose record and runs exist is not read again."""
-    record_path = sr.clean_stats_path(build.job.output, part)
+    record_path = shard_rows.clean_stats_path(build.job.output, part)
     record = storage.read_json(record_path) if resume and storage.exists(record_path) else None
     if record is None or not _runs_intact(record):
         record = _write_runs(build, part, counts)
@@ -102,27 +102,27 @@ def _write_runs(build: ShardsBuild, part: Part, counts: dict[str, int] | None) -
     """Build the rows of one clean shard (or part) into its runs; record and return what was
     written."""
     vocab = _vocabulary(build)
-    stats = sr.empty_stats(build.objective)
+    stats = shard_rows.empty_stats(build.objective)
     read = [0]
     split = part.split
     with runs.RunSet(build.schema) as out:
-        for block in sr.clean_shard_rows(build, vocab, part, stats, read):
-            sr.count_block(stats, block, build.schema)
+        for block in shard_rows.clean_shard_rows(build, vocab, part, stats, read):
+            shard_rows.count_block(stats, block, build.schema)
             if counts is None:
-                pieces: Iterable[tuple[Any, sr.Block]] = [(None, block)]
+                pieces: Iterable[tuple[Any, shard_rows.Block]] = [(None, block)]
             else:
-                pieces = sr.split_by_shard(block, counts[split])
+                pieces = shard_rows.split_by_shard(block, counts[split])
             for shard, sub in pieces:
                 key = "all" if shard is None else f"{shard:05d}-of-{counts[split]:05d}"
                 target = None if shard is None else (shard, counts[split])
                 w = out.get(key, run_path(build.job.output, part, target))
                 w.add_segment(*runs.sort_block(sub.keys, sub.order, sub.columns))
     written = {k: [w.path, w.segments, w.rows] for k, w in out.writers.items()}
-    sr.check_rows(split, part.path, "tokenize", read[0], stats["documents"])
+    shard_rows.check_rows(split, part.path, "tokenize", read[0], stats["documents"])
     if part.stop is not None:  # a part that ends before the file does
-        sr.check_rows(split, part.path, "read", part.stop - part.start, read[0])
-    sr.check_rows(split, part.path, "runs", stats["rows"], out.rows)
-    return sr.save_clean_stats(build, part, stats, documents_read=read[0], runs=written)
+        shard_rows.check_rows(split, part.path, "read", part.stop - part.start, read[0])
+    shard_rows.check_rows(split, part.path, "runs", stats["rows"], out.rows)
+    return shard_rows.save_clean_stats(build, part, stats, documents_read=read[0], runs=written)
 
 
 def split_run(
@@ -140,10 +140,10 @@ def split_run(
     n = counts[split]
     with runs.RunSet(build.schema) as out:
         for keys, order, columns in runs.segments_of(path, segments, build.schema):
-            for shard, sub in sr.split_by_shard(sr.Block(keys, order, columns), n):
+            for shard, sub in shard_rows.split_by_shard(shard_rows.Block(keys, order, columns), n):
                 w = out.get(shard, run_path(build.job.output, part, (shard, n)))
                 w.add_segment(sub.keys, sub.order, sub.columns)
-    sr.check_rows(split, path, "split runs", rows, out.rows)
+    shard_rows.check_rows(split, path, "split runs", rows, out.rows)
     for shard, w in sorted(out.writers.items()):
         if fmt.shard_file_name(split, shard, n) not in skip:
             yield (split, shard, n), (w.path, w.segments, w.rows)
@@ -159,7 +159,7 @@ def write_shard(
 ) -> Iterator[str]:
     """One output shard from the merge of its runs (its progress record saved after it)."""
     split, index, n = key
-    rec = sr.write_merged_shard(build, split, index, n, sorted(tuple(v) for v in values))
+    rec = shard_rows.write_merged_shard(build, split, index, n, sorted(tuple(v) for v in values))
     yield rec["file"]
 
 
@@ -231,5 +231,5 @@ def row_counts(build: ShardsBuild, units: list[Part]) -> dict[str, int]:
 
 def _record(build: ShardsBuild, unit: Part) -> dict[str, Any]:
     """What a unit's rows step recorded (its counters and runs)."""
-    return storage.read_json(sr.clean_stats_path(build.job.output, unit))
+    return storage.read_json(shard_rows.clean_stats_path(build.job.output, unit))
 

@@ -90,11 +90,6 @@ class MixtureMap:
     def num_sources(self) -> int:
         return len(self.counts)
 
-    @property
-    def block_rates(self) -> list[float]:
-        """The rates every whole block realises exactly."""
-        return [c / BLOCK for c in self.counts]
-
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Global row indices → (source index, row index within that source), int64 arrays."""
         rows = np.asarray(rows, np.int64)

@@ -17,7 +17,7 @@ import torch
 
 from c4forge.errors import C4ForgeError, ConfigError
 from c4forge.trainers import distributed as dist
-from c4forge.trainers import resume as rs
+from c4forge.trainers import resume as resumed_run
 from c4forge.trainers.data import DataPlan, ShardReader, TrainStream, eval_batches, open_shard_set
 from c4forge.trainers.device import DeviceInfo
 from c4forge.trainers.families import training_for
@@ -72,14 +72,14 @@ class RunData:
         )
 
 
-def open_run_data(opts: TrainOptions, info: dist.DistInfo, resume: rs.Resume) -> RunData:
+def open_run_data(opts: TrainOptions, info: dist.DistInfo, resume: resumed_run.Resume) -> RunData:
     """Open and verify the shards against the vocabulary and the checkpoint; resolve the
     trajectory options (a resumed run keeps the checkpoint's) and this rank's data plan."""
     spec = opts.mixture()  # a malformed mixture request fails first
     primary = opts.shards if spec is None else spec.sources[0].shards
-    family = rs.family_of_shards(opts, resume, primary)
-    vocab_source, run_vocab = rs.run_vocabulary(opts, resume, primary)
-    traj = rs.trajectory(opts, family, resume)
+    family = resumed_run.family_of_shards(opts, resume, primary)
+    vocab_source, run_vocab = resumed_run.run_vocabulary(opts, resume, primary)
+    traj = resumed_run.trajectory(opts, family, resume)
     mixture = None
     if spec is not None:
         from c4forge.trainers.mixture_data import open_mixture
@@ -91,13 +91,13 @@ def open_run_data(opts: TrainOptions, info: dist.DistInfo, resume: rs.Resume) ->
             lengths=resume.lengths or None,
             verify=opts.verify_shards,
         )
-        rs.check_mixture(resume, mixture.describe())
+        resumed_run.check_mixture(resume, mixture.describe())
         shards = mixture.sources[0].shards
     else:
         shards = open_shard_set(
             primary, vocab=run_vocab, verify=opts.verify_shards, **resume.lengths
         )
-    rs.check_shards_index(resume, shards.index_sha256, primary)
+    resumed_run.check_shards_index(resume, shards.index_sha256, primary)
     if vocab_source and shards.vocab_dir and same_folder(vocab_source, shards.vocab_dir):
         shards.verify_vocab_copy()  # the copy this run loads and copies into RUN/vocab
     vocabulary = dict(shards.vocab)

@@ -12,15 +12,12 @@ affinity or quota limits the process a run keeps the thread count, and so the by
 
 ``--threads`` overrides it, and so does ``OMP_NUM_THREADS`` when set (torch already read it).
 
-The load is not part of the choice. Busy CPUs used to hurt: with libgomp's default wait policy
-intra-op threads that wait on a core someone else holds spin, and the whole step waits for the
-slowest; on the shared 2-core machine at load 10–19, a 20-step ``tiny`` run trained 4,658–7,594
-tokens/s with one thread and 638–1,058 with two, using 7× the CPU time. ``c4forge``'s entry
-point therefore sets ``OMP_WAIT_POLICY=PASSIVE`` (``cli.passive_openmp_waits``): two threads
-then trained 9,889 tokens/s at load 10 (one: 9,481). A default that followed the load instead
-would make a run's bytes depend on what else the machine was doing, since the thread count
-changes how reductions are split (1 and 2 threads give different checkpoint bytes after 3
-steps). Only a user who forces spinning waits (``OMP_WAIT_POLICY=ACTIVE``) is warned.
+The load is not part of the choice: the thread count changes how reductions are split (1 and
+2 threads give different checkpoint bytes), so a default that followed the load would make a
+run's bytes depend on what else the machine was doing. Busy CPUs hurt only with spinning
+OpenMP waits, so ``c4forge``'s entry point sets ``OMP_WAIT_POLICY=PASSIVE``
+(``cli.passive_openmp_waits``) and warns only a user who forces ``ACTIVE`` (measurements:
+benchmarks/RESULTS.md, "Torch threads on a loaded machine").
 """
 
 from __future__ import annotations

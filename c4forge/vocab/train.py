@@ -182,7 +182,7 @@ def sample_lines(
 
     Two budgets, split between sources by weight: ``sample_chars`` keeps a line iff its hash
     falls under ``2^128 × share / total_chars`` (objectives.md §1.4); ``sample_sentences`` (a
-    line budget, the issue's ``--sample-sentences``) keeps the lines with the smallest hashes,
+    line budget, ``--sample-sentences``) keeps the lines with the smallest hashes,
     at most ``share`` of them, through a bounded heap. Both depend on hashes only, so the
     sample is order-independent; with both, the line budget applies to the character sample.
     ``sample_chars=None`` means no character budget.
