@@ -23,3 +23,8 @@ class VerificationError(C4ForgeError):
 
 class StorageError(C4ForgeError):
     """Listing, reading or writing a (usually remote) path failed; never read as "absent"."""
+
+
+class TaskFailedError(C4ForgeError):
+    """A task's every attempt failed (its worker killed each time: out of memory?); the work
+    finished so far is kept for ``--resume``."""

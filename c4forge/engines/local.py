@@ -14,7 +14,8 @@ the process tree is the same at 250,000 and 1,000,000 pages. The plan runs keys-
 (``clean.passes``), so what is shuffled is keys and small ids, and the documents once, packed.
 
 Workers: ``--workers`` processes (default: every core); each task returns its counters and CPU
-seconds, merged here. ``seconds`` (CPU time per stage, keyed by the first part of the step
+seconds, merged here. A task whose worker dies (the OOM killer) is run again, up to four
+attempts (``local_pool``). ``seconds`` (CPU time per stage, keyed by the first part of the step
 label: ``wet``, ``pass0``, ``dedup`` …) is the stage profile ``benchmarks/clean.py`` prints.
 Spill files live in a temporary folder (``TMPDIR``), removed by ``close`` (or when the engine is
 garbage-collected).
@@ -239,18 +240,24 @@ class LocalEngine(Engine):
         return os.path.join(self.dir, f"{self._n:06d}-{safe}")
 
     def _run(self, label: str, tasks: list[tuple[Callable[..., Any], tuple]]) -> None:
-        """Run tasks (in the pool when there are several workers), merge counters and CPU."""
-        started = time.time()
-        if self.workers > 1 and len(tasks) > 1:
-            if self._pool is None:
-                import multiprocessing
+        """Run tasks (in the worker processes when there are several workers: a task whose
+        worker dies is run again, ``local_pool``), merge counters and CPU."""
+        from c4forge import faults
 
-                ctx = multiprocessing.get_context("fork")
-                self._pool = ctx.Pool(self.workers)
-            results = [self._pool.apply_async(f, (*args, self.bag.keep)) for f, args in tasks]
-            outs = [r.get() for r in results]
+        started = time.time()
+        twice = faults.duplicate(label)  # a test hook: each task run twice, one result kept
+        if twice:
+            tasks = [t for task in tasks for t in (task, task)]
+        if self.workers > 1:
+            if self._pool is None:
+                from c4forge.engines.local_pool import TaskPool
+
+                self._pool = TaskPool(self.workers)
+            outs = self._pool.run(label, tasks, (self.bag.keep,))
         else:
             outs = [f(*args, self.bag.keep) for f, args in tasks]
+        if twice:
+            outs = outs[1::2]
         for counts, cpu, samples in outs:
             self.bag.merge(counts)
             self.bag.merge_samples(samples)
@@ -383,6 +390,5 @@ class LocalEngine(Engine):
                 )
         if self._pool is not None:
             self._pool.close()
-            self._pool.join()
             self._pool = None
         self._cleanup()
