@@ -133,24 +133,23 @@ def _attempted(call: Callable[[Any], Iterable[Any]], count: Any, label: str) -> 
     counters reach the pipeline."""
     from c4forge.clean.counting import CounterBag
 
-    if faults.duplicate(label):
-        list(call(CounterBag(getattr(count, "keep", 0))))
-    for attempt in range(1, 5):
-        bag = CounterBag(getattr(count, "keep", 0))
-        try:
-            items = list(call(bag))
-        except faults.InjectedFault:
-            if attempt == 4:
-                raise
-            continue
-        for stage, reasons in bag.counts.items():
-            for reason, n in reasons.items():
-                count(stage, reason, n)
-        for key, records in bag.samples.items():
-            for rec in records:
-                count.add_record(key, rec)
-        return items
-    raise AssertionError("unreachable")
+    keep = getattr(count, "keep", 0)
+    for _run in range(2 if faults.duplicate(label) else 1):
+        for attempt in range(1, 5):
+            bag = CounterBag(keep)
+            try:
+                items = list(call(bag))
+                break
+            except faults.InjectedFault:
+                if attempt == 4:
+                    raise
+    for stage, reasons in bag.counts.items():  # the last attempt's counters and samples only
+        for reason, n in reasons.items():
+            count(stage, reason, n)
+    for key, records in bag.samples.items():
+        for rec in records:
+            count.add_record(key, rec)
+    return items
 
 
 class _SideMapFn(_MapFn):

@@ -1,0 +1,214 @@
+"""A worker's death, a failed write and a duplicate attempt, on every engine: the real engines
+really retry (faults injected at the writers' commit point, ``c4forge.faults``), and the output
+is byte-identical to a run without faults. The fault-matrix benchmark is
+``benchmarks/fault_matrix.py``; these are its fast cases, on real inputs (a WET derived from
+real WARC HTML, genuine Common Crawl WETs, a real crawl WARC), one chunk per file so that
+there are several tasks to retry."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from clean_fixtures import DERIVED_WET, GENUINE_WET_DIR, REPO
+
+from c4forge import faults
+from c4forge.engines.local_pool import TaskPool
+from c4forge.errors import TaskFailedError
+
+INPUTS = [DERIVED_WET, GENUINE_WET_DIR, os.path.join(REPO, "tests/data/warc/sample-0000.warc.gz")]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, C4FORGE_CHUNK_FILES="1", **extra)
+    env["PYTHONPATH"] = os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])
+    for key in (faults.FAULT_ENV, faults.MARKERS_ENV):
+        if key not in extra:
+            env.pop(key, None)
+    return env
+
+
+def clean(out: Path | str, *args: str, timeout: int = 300, **env: str) -> subprocess.CompletedProcess:
+    """``c4forge clean`` of the inputs in a process of its own (a fault may kill a worker; a
+    hang fails the test instead of stopping the suite)."""
+    cmd = [sys.executable, "-m", "c4forge", "clean", *INPUTS, "-o", str(out), "--quiet", *args]
+    return subprocess.run(
+        cmd, env=_env(**env), cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def outputs(out: Path) -> dict[str, bytes]:
+    """The finished folder's files (the temporary files a killed writer leaves are debris,
+    not output: ``debris``)."""
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file() and ".tmp-" not in p.name}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict[str, bytes]:
+    out = tmp_path_factory.mktemp("ref") / "out"
+    done = clean(out, "--engine", "local", "--workers", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = outputs(out)
+    assert "stats.json" in files and any(n.startswith("c4-train") for n in files)
+    return files
+
+
+# --- the local engine's worker processes ----------------------------------------------------
+
+
+def _die_once(marker: str, value: int) -> int:
+    """A task whose first attempt is killed as the OOM killer does."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return value * 10
+    os.kill(os.getpid(), signal.SIGKILL)
+    return -1
+
+
+def _die(value: int) -> int:
+    os.kill(os.getpid(), signal.SIGKILL)
+    return value
+
+
+def test_task_pool_reruns_the_task_of_a_killed_worker(tmp_path: Path) -> None:
+    pool = TaskPool(2, attempts=4)
+    try:
+        tasks = [(_die_once, (str(tmp_path / f"m{i % 2}"), i)) for i in range(6)]
+        assert pool.run("step", tasks) == [0, 10, 20, 30, 40, 50]
+        assert pool.retried == 2  # one death per marker
+        assert pool.run("again", [(_die_once, (str(tmp_path / "m0"), 7))]) == [70]
+    finally:
+        pool.close()
+
+
+def test_task_pool_gives_up_after_its_attempts(tmp_path: Path) -> None:
+    pool = TaskPool(2, attempts=3)
+    try:
+        with pytest.raises(TaskFailedError, match=r"step 'out/write': task 2 of 2 killed by SIGKILL.*3 attempt"):
+            pool.run("out/write", [(_die_once, (str(tmp_path / "m"), 1)), (_die, (2,))])
+    finally:
+        pool.close()
+
+
+def test_fault_specs_are_checked() -> None:
+    assert faults.parse("c4-*:kill, *.run:raise:each") == [
+        faults.Fault("c4-*", "kill", "once"),
+        faults.Fault("*.run", "raise", "each"),
+    ]
+    for bad in ("c4-*", "c4-*:explode", "c4-*:kill:twice"):
+        with pytest.raises(ValueError, match="PATTERN:ACTION"):
+            faults.parse(bad)
+
+
+def test_local_worker_killed_mid_write_reruns_its_task(reference, tmp_path: Path) -> None:
+    """SIGKILL of the worker writing a chunk's pages and of the one writing the train shard,
+    each with its bytes written but not committed: both tasks run again, same bytes."""
+    markers = tmp_path / "markers"
+    done = clean(
+        tmp_path / "out", "--engine", "local", "--workers", "2",
+        C4FORGE_FAULT="chunk-*.pages.gz:kill,c4-train*:kill", C4FORGE_FAULT_MARKERS=str(markers),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert faults.fired(str(markers)) == 2
+    assert done.stderr.count("killed by SIGKILL (out of memory?); attempt 2 of 4") == 2
+    assert outputs(tmp_path / "out") == reference
+
+
+def test_local_retries_spent_is_one_line_then_resume_finishes(reference, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    failed = clean(
+        out, "--engine", "local", "--workers", "2",
+        C4FORGE_FAULT="c4-train*:kill:always", C4FORGE_TASK_ATTEMPTS="2",
+    )  # fmt: skip
+    assert failed.returncode == 2
+    lines = failed.stderr.strip().splitlines()
+    assert "Traceback" not in failed.stderr
+    assert lines[-1].startswith("c4forge clean: error: step 'output/")
+    assert "killed by SIGKILL" in lines[-1] and "2 attempt(s)" in lines[-1]
+    assert "--resume" in lines[-1]
+    assert not (out / "stats.json").exists()
+    resumed = clean(out, "--engine", "local", "--workers", "2", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert outputs(out) == reference
+
+
+def test_local_exception_mid_write_and_duplicate_attempts(reference, tmp_path: Path) -> None:
+    """Every sorted run's write fails once (retried), and every task runs twice at once (a
+    speculative duplicate): the writers commit the same bytes whichever attempt wins."""
+    markers = tmp_path / "markers"
+    done = clean(
+        tmp_path / "out", "--engine", "local", "--workers", "2",
+        C4FORGE_FAULT="*.run:raise:each,*:duplicate", C4FORGE_FAULT_MARKERS=str(markers),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    fired = os.listdir(markers)
+    assert sum(n.startswith("duplicate-") for n in fired) >= 10  # every step's tasks doubled
+    assert sum(not n.startswith("duplicate-") for n in fired) >= 2  # one failure per run file
+    assert "InjectedFault" in done.stderr
+    assert outputs(tmp_path / "out") == reference
+
+
+# --- Beam: the FnApiRunner, bundles failed once mid-write and run twice ---------------------
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_beam_bundles_failed_mid_write_and_run_twice(reference, tmp_path: Path, workers: str) -> None:
+    """Every side-effecting write of the workers (chunk files, sorted runs, shards) fails once
+    mid-write, and every element is processed twice: the same bytes as the fault-free run
+    (Beam's output equals the local engine's, ``benchmarks/identity.py``)."""
+    markers = tmp_path / "markers"
+    done = clean(
+        tmp_path / "out", "--engine", "beam", "--workers", workers,
+        C4FORGE_FAULT="chunk-*:raise:each,c4-train*:raise:each,*:duplicate",
+        C4FORGE_FAULT_MARKERS=str(markers),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    fired = os.listdir(markers)
+    assert sum(not n.startswith("duplicate-") for n in fired) >= 17  # 4 chunks × 4 files, a shard
+    assert any(n.startswith("duplicate-") for n in fired)
+    assert outputs(tmp_path / "out") == reference
+
+
+# --- Spark: Python workers killed, retried by Spark -----------------------------------------
+
+
+@pytest.mark.slow
+def test_spark_python_workers_killed_mid_task_are_retried(reference, tmp_path: Path) -> None:
+    """``local[2]`` (made ``local[2,4]``: a task gets four attempts, as on a cluster): the
+    Python worker writing a chunk's pages and the one writing the train shard are killed."""
+    pytest.importorskip("pyspark")
+    markers = tmp_path / "markers"
+    done = clean(
+        tmp_path / "out", "--engine", "spark", "--master", "local[2]",
+        C4FORGE_FAULT="chunk-*.pages.gz:kill,c4-train*:kill", C4FORGE_FAULT_MARKERS=str(markers),
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert faults.fired(str(markers)) == 2
+    assert outputs(tmp_path / "out") == reference
+
+
+# --- S3 output: a retried task leaves no partial object -------------------------------------
+
+
+def test_s3_output_of_a_killed_writer_has_no_partial_object(reference, tmp_path: Path) -> None:
+    pytest.importorskip("boto3")
+    pytest.importorskip("moto.server")
+    from moto_s3 import BUCKET, running_server
+
+    with running_server() as s3:
+        s3.make_bucket()
+        out = f"s3://{BUCKET}/faults"
+        markers = tmp_path / "markers"
+        done = clean(
+            out, "--engine", "local", "--workers", "2",
+            C4FORGE_FAULT="c4-train*:kill,*.run:raise", C4FORGE_FAULT_MARKERS=str(markers),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert faults.fired(str(markers)) == 2
+        assert s3.objects(out) == reference  # no temporary or partial object beside them
