@@ -32,7 +32,9 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def clean(out: Path | str, *args: str, timeout: int = 300, **env: str) -> subprocess.CompletedProcess:
+def clean(
+    out: Path | str, *args: str, timeout: int = 300, **env: str
+) -> subprocess.CompletedProcess:
     """``c4forge clean`` of the inputs in a process of its own (a fault may kill a worker; a
     hang fails the test instead of stopping the suite)."""
     cmd = [sys.executable, "-m", "c4forge", "clean", *INPUTS, "-o", str(out), "--quiet", *args]
@@ -44,7 +46,11 @@ def clean(out: Path | str, *args: str, timeout: int = 300, **env: str) -> subpro
 def outputs(out: Path) -> dict[str, bytes]:
     """The finished folder's files (the temporary files a killed writer leaves are debris,
     not output: ``debris``)."""
-    return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file() and ".tmp-" not in p.name}
+    return {
+        p.name: p.read_bytes()
+        for p in sorted(out.iterdir())
+        if p.is_file() and ".tmp-" not in p.name
+    }
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +95,9 @@ def test_task_pool_reruns_the_task_of_a_killed_worker(tmp_path: Path) -> None:
 def test_task_pool_gives_up_after_its_attempts(tmp_path: Path) -> None:
     pool = TaskPool(2, attempts=3)
     try:
-        with pytest.raises(TaskFailedError, match=r"step 'out/write': task 2 of 2 killed by SIGKILL.*3 attempt"):
+        with pytest.raises(
+            TaskFailedError, match=r"step 'out/write': task 2 of 2 killed by SIGKILL.*3 attempt"
+        ):
             pool.run("out/write", [(_die_once, (str(tmp_path / "m"), 1)), (_die, (2,))])
     finally:
         pool.close()
@@ -157,7 +165,9 @@ def test_local_exception_mid_write_and_duplicate_attempts(reference, tmp_path: P
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_beam_bundles_failed_mid_write_and_run_twice(reference, tmp_path: Path, workers: str) -> None:
+def test_beam_bundles_failed_mid_write_and_run_twice(
+    reference, tmp_path: Path, workers: str
+) -> None:
     """Every side-effecting write of the workers (chunk files, sorted runs, shards) fails once
     mid-write, and every element is processed twice: the same bytes as the fault-free run
     (Beam's output equals the local engine's, ``benchmarks/identity.py``)."""
