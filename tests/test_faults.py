@@ -188,18 +188,24 @@ def test_beam_bundles_failed_mid_write_and_run_twice(
 
 
 @pytest.mark.slow
-def test_spark_python_workers_killed_mid_task_are_retried(reference, tmp_path: Path) -> None:
+def test_spark_workers_killed_writes_failed_and_duplicate_attempts(
+    reference, tmp_path: Path
+) -> None:
     """``local[2]`` (made ``local[2,4]``: a task gets four attempts, as on a cluster): the
-    Python worker writing a chunk's pages and the one writing the train shard are killed."""
+    Python worker writing a chunk's pages and the one writing the train shard are killed, a
+    sorted run's write fails, and every partition runs twice (a speculative attempt that
+    lost: Spark itself never speculates on one machine)."""
     pytest.importorskip("pyspark")
     markers = tmp_path / "markers"
     done = clean(
         tmp_path / "out", "--engine", "spark", "--master", "local[2]",
-        C4FORGE_FAULT="chunk-*.pages.gz:kill,c4-train*:kill", C4FORGE_FAULT_MARKERS=str(markers),
-        timeout=600,
+        C4FORGE_FAULT="chunk-*.pages.gz:kill,c4-train*:kill,*.run:raise,*:duplicate",
+        C4FORGE_FAULT_MARKERS=str(markers), timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert faults.fired(str(markers)) == 2
+    fired = os.listdir(markers)
+    assert sum(not n.startswith("duplicate-") for n in fired) == 3
+    assert sum(n.startswith("duplicate-") for n in fired) >= 10
     assert outputs(tmp_path / "out") == reference
 
 

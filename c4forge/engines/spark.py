@@ -26,6 +26,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from c4forge import faults
 from c4forge.clean.counting import CounterBag
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
 from c4forge.engines.spark_launch import check_master, launch_of, make_context
@@ -90,11 +91,23 @@ def counted(
     fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]],
     samples: Any = None,
     keep: int = 0,
+    label: str = "",
 ):
     """Wrap a partition function: it counts into a local bag, added to ``acc`` once at the end
-    (and its kept samples to ``samples``, with ``--keep-samples``)."""
+    (and its kept samples to ``samples``, with ``--keep-samples``).
+
+    Under the ``duplicate`` fault hook (``c4forge.faults``, tests only) the partition is run
+    once more first, its output and counters dropped: a speculative attempt whose writes
+    happened but lost the race. Why emulated: Spark never speculates on a local master (no
+    speculation thread) nor places a copy on the host of the original attempt, so one machine
+    cannot make it do so."""
 
     def run(items: Iterator[Any]) -> Iterator[Any]:
+        if faults.duplicate(label):
+            kept = list(items)
+            for _ in fn(iter(kept), CounterBag(keep)):
+                pass
+            items = iter(kept)
         bag = CounterBag(keep)
         yield from fn(items, bag)
         if bag.counts:
@@ -320,8 +333,8 @@ class SparkEngine(Engine):
         finally:
             self.sc.setLocalProperty(SCOPE_KEY, old)
 
-    def _counted(self, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]]):
-        return counted(self.acc, fn, self.sacc, self.keep_samples)
+    def _counted(self, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]], label: str = ""):
+        return counted(self.acc, fn, self.sacc, self.keep_samples, label)
 
     def start(self, keep_samples: int = 0, partitions: int = 2) -> None:
         super().start(keep_samples, partitions)  # before the steps are wired (``_counted``)
@@ -336,21 +349,21 @@ class SparkEngine(Engine):
 
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
         rdd = self.sc.parallelize(items, max(1, len(items)))
-        return rdd.mapPartitions(self._counted(_map_all(fn)))
+        return rdd.mapPartitions(self._counted(_map_all(fn), label))
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
-        return coll.mapPartitions(self._counted(_map_all(fn)))
+        return coll.mapPartitions(self._counted(_map_all(fn), label))
 
     def broadcast(self, label: str, value: Any) -> Any:
         return self.sc.broadcast(value)
 
     def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
-        return coll.mapPartitions(self._counted(_map_all_with(fn, side)))
+        return coll.mapPartitions(self._counted(_map_all_with(fn, side), label))
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
         with self._scope(label):
             grouped = coll.groupByKey(self.parts)
-        return grouped.mapPartitions(self._counted(_group_all(fn)))
+        return grouped.mapPartitions(self._counted(_group_all(fn), label))
 
     def combine(self, coll: Any, label: str, fn: Fn) -> Any:
         with self._scope(label):
@@ -359,7 +372,7 @@ class SparkEngine(Engine):
     def cogroup(self, label: str, left: Any, right: Any, fn: Fn) -> Any:
         with self._scope(label):
             joined = left.cogroup(right, self.parts)
-        return joined.mapPartitions(self._counted(_cogroup_all(fn)))
+        return joined.mapPartitions(self._counted(_cogroup_all(fn), label))
 
     def distinct(self, coll: Any, label: str) -> Any:
         with self._scope(label):
