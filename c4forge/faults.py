@@ -128,6 +128,9 @@ def at_write(path: str, committed: bool) -> None:
             time.sleep(float(os.environ.get(STALL_ENV, "20")))
 
 
+_marked: set[str] = set()  # the steps this process left a ``duplicate`` marker for
+
+
 def duplicate(label: str) -> bool:
     """Whether the engine should run this step's task (or bundle, element) twice; each yes
     leaves a marker under ``C4FORGE_FAULT_MARKERS`` when it is set (``fired`` counts them)."""
@@ -135,7 +138,8 @@ def duplicate(label: str) -> bool:
         return False
     hit = any(f.action == "duplicate" and fnmatch.fnmatchcase(label, f.pattern) for f in _faults())
     folder = os.environ.get(MARKERS_ENV)
-    if hit and folder:
+    if hit and folder and label not in _marked:  # one marker per step and process
+        _marked.add(label)
         os.makedirs(folder, exist_ok=True)
         marker = os.path.join(folder, f"duplicate-{os.getpid()}-{secrets.token_hex(6)}")
         with open(marker, "w") as f:

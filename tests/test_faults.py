@@ -184,6 +184,23 @@ def test_beam_bundles_failed_mid_write_and_run_twice(
     assert outputs(tmp_path / "out") == reference
 
 
+def test_beam_worker_killed_is_one_line_then_resume_finishes(reference, tmp_path: Path) -> None:
+    """The multi-process FnApiRunner never retries a bundle: a killed SDK worker ends the run
+    with one line (exit 2), and ``--resume`` finishes with the fault-free bytes."""
+    out = tmp_path / "out"
+    failed = clean(
+        out, "--engine", "beam", "--workers", "2",
+        C4FORGE_FAULT="c4-train*:kill", C4FORGE_FAULT_MARKERS=str(tmp_path / "markers"),
+    )  # fmt: skip
+    assert failed.returncode == 2, failed.stderr[-3000:]
+    last = failed.stderr.strip().splitlines()[-1]
+    assert last.startswith("c4forge clean: error: a Beam worker process died"), last
+    assert not (out / "stats.json").exists()
+    resumed = clean(out, "--engine", "beam", "--workers", "2", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert outputs(out) == reference
+
+
 # --- Spark: Python workers killed, retried by Spark -----------------------------------------
 
 

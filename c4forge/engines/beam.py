@@ -28,7 +28,7 @@ from apache_beam.metrics import Metrics
 from c4forge import faults
 from c4forge.clean import drop_samples as ds
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
-from c4forge.errors import ConfigError, VerificationError
+from c4forge.errors import ConfigError, TaskFailedError, VerificationError
 from c4forge.io import storage
 from c4forge.proctree import available_memory
 
@@ -169,6 +169,19 @@ class _CoGroupFn(_MapFn):
     def process(self, element: tuple[Any, dict]) -> Iterator[Any]:
         key, joined = element
         yield from self._run(lambda count: self.fn(key, joined["left"], joined["right"], count))
+
+
+def _worker_lost(err: BaseException) -> bool:
+    """Whether ``err`` is the multi-process FnApiRunner losing an SDK worker (its data channel
+    closed mid-bundle, the process gone), not a failure of c4forge's own code."""
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if "Channel closed prematurely" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
@@ -573,6 +586,12 @@ class BeamEngine(Engine):
             user_error = user_error_from(err)
             if user_error is not None:
                 raise user_error from None
+            if self.choice.local and _worker_lost(err):
+                raise TaskFailedError(
+                    f"a Beam worker process died ({self.choice.description}: killed, out of "
+                    "memory?); this runner does not retry a bundle (Dataflow does); the "
+                    "finished work is kept: rerun with --resume"
+                ) from None
             raise
         state = str(getattr(result, "state", "DONE"))
         if "DONE" not in state:
