@@ -193,12 +193,12 @@ def main(argv: list[str] | None = None) -> int:
         for engine in args.engines.split(","):
             ref = run_case(corpus, tmp, engine, "none", args.workers, None, args.timeout)
             rows.append(ref)
-            print(json.dumps(ref), flush=True)
+            print(json.dumps(ref, ensure_ascii=False), flush=True)
             ref_out = tmp / f"{engine}-none" if ref["exit"] == "0" else None
             for fault in args.faults.split(","):
                 row = run_case(corpus, tmp, engine, fault, args.workers, ref_out, args.timeout)
                 rows.append(row)
-                print(json.dumps(row), flush=True)
+                print(json.dumps(row, ensure_ascii=False), flush=True)
     finally:
         if args.keep:
             print(f"outputs kept in {tmp}")

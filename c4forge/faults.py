@@ -15,7 +15,8 @@ writers call ``at_write`` at their side-effect point, and a variable set in the 
   written but not yet committed), ``kill-after`` (the same just after the commit, before the
   task has reported), ``raise`` (an ``OSError`` at the same point as ``kill``), ``stall``
   (sleep ``C4FORGE_FAULT_STALL_S`` seconds, default 20, before the commit: a straggler for
-  speculative execution), ``duplicate`` (the engine runs each matching task, bundle or
+  speculative execution; every later write of the file leaves an ``again-…`` marker, the
+  proof that another attempt ran), ``duplicate`` (the engine runs each matching task, bundle or
   element twice and keeps one attempt's output, as a speculative duplicate or a bundle
   re-run does; read by the local and Beam engines; ``TIMES`` is ignored: every match).
 * ``TIMES``: ``once`` (default: the first matching write of the whole run, across every
@@ -101,6 +102,14 @@ def _claim(fault: Fault, name: str) -> bool:
     return True
 
 
+def _mark(name: str, text: str) -> None:
+    folder = os.environ.get(MARKERS_ENV)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, name), "w") as f:
+            f.write(text + "\n")
+
+
 def fired(folder: str) -> int:
     """How many faults fired (markers claimed) under ``folder``: a test asserts a fault it set
     really happened."""
@@ -117,7 +126,11 @@ def at_write(path: str, committed: bool) -> None:
     for fault in _faults():
         if fault.action not in WRITE_ACTIONS or (fault.action == "kill-after") != committed:
             continue
-        if not fnmatch.fnmatchcase(name, fault.pattern) or not _claim(fault, path):
+        if not fnmatch.fnmatchcase(name, fault.pattern):
+            continue
+        if not _claim(fault, path):
+            if fault.action == "stall":  # another attempt of the straggler's task: record it
+                _mark(f"again-{os.getpid()}-{secrets.token_hex(6)}", path)
             continue
         if fault.action in ("kill", "kill-after"):
             os.kill(os.getpid(), signal.SIGKILL)
@@ -137,11 +150,7 @@ def duplicate(label: str) -> bool:
     if FAULT_ENV not in os.environ:
         return False
     hit = any(f.action == "duplicate" and fnmatch.fnmatchcase(label, f.pattern) for f in _faults())
-    folder = os.environ.get(MARKERS_ENV)
-    if hit and folder and label not in _marked:  # one marker per step and process
+    if hit and label not in _marked:  # one marker per step and process
         _marked.add(label)
-        os.makedirs(folder, exist_ok=True)
-        marker = os.path.join(folder, f"duplicate-{os.getpid()}-{secrets.token_hex(6)}")
-        with open(marker, "w") as f:
-            f.write(label + "\n")
+        _mark(f"duplicate-{os.getpid()}-{secrets.token_hex(6)}", label)
     return hit

@@ -226,6 +226,46 @@ def test_spark_workers_killed_writes_failed_and_duplicate_attempts(
     assert outputs(tmp_path / "out") == reference
 
 
+@pytest.mark.slow
+def test_spark_speculative_copy_of_a_straggler_leaves_the_same_bytes(reference, tmp_path: Path):
+    """Real speculation (``spark.speculation=true``) on a standalone cluster whose two workers
+    are two hosts to Spark (127.0.0.1 and 127.0.0.2: Spark never speculates on a local master,
+    nor on the host of the running attempt): the task writing chunk 1's pages stalls before
+    its commit, Spark launches a copy elsewhere, both commit the same bytes."""
+    pytest.importorskip("pyspark")
+    from spark_cluster import standalone_cluster
+
+    markers = tmp_path / "markers"
+    executor_env = {
+        "PYTHONPATH": REPO,
+        faults.FAULT_ENV: "chunk-00001.pages.gz:stall",
+        faults.MARKERS_ENV: str(markers),
+        faults.STALL_ENV: "25",
+    }
+    conf = {
+        "spark.speculation": "true",
+        "spark.speculation.interval": "200ms",
+        "spark.speculation.multiplier": "1.5",
+        "spark.speculation.quantile": "0.5",
+        "spark.speculation.minTaskRuntime": "1s",
+        "spark.pyspark.python": sys.executable,
+        "spark.executor.memory": "768m",
+        "spark.cores.max": "2",
+        **{f"spark.executorEnv.{k}": v for k, v in executor_env.items()},
+    }
+    args = [a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]
+    hosts = ("127.0.0.1", "127.0.0.2")
+    with standalone_cluster(tmp_path / "cluster", workers=2, hosts=hosts) as cluster:
+        done = clean(
+            tmp_path / "out", "--engine", "spark", "--master", cluster.master_url, *args,
+            timeout=600,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    fired = sorted(os.listdir(markers))
+    assert len(fired) >= 2 and any(n.startswith("again-") for n in fired), fired
+    assert outputs(tmp_path / "out") == reference
+
+
 # --- S3 output: a retried task leaves no partial object -------------------------------------
 
 
