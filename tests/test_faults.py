@@ -15,11 +15,15 @@ from pathlib import Path
 
 import pytest
 from clean_fixtures import DERIVED_WET, GENUINE_WET_DIR, REPO
+from shards_fixtures import corpus_fixtures, files_of_dir, shards_argv
 
 from c4forge import faults
 from c4forge.engines.local_pool import TaskPool
 from c4forge.errors import TaskFailedError
 
+work, docs, vocab_dir, vocab = corpus_fixtures(
+    "faults-shards", per_train_file=150, total=400, vocab_size=600, sample_chars=200_000
+)
 INPUTS = [DERIVED_WET, GENUINE_WET_DIR, os.path.join(REPO, "tests/data/warc/sample-0000.warc.gz")]
 
 
@@ -159,6 +163,38 @@ def test_local_exception_mid_write_and_duplicate_attempts(reference, tmp_path: P
     assert sum(not n.startswith("duplicate-") for n in fired) >= 2  # one failure per run file
     assert "InjectedFault" in done.stderr
     assert outputs(tmp_path / "out") == reference
+
+
+def test_shards_on_the_local_engine_survive_kills_failures_and_duplicates(work, docs, vocab_dir):
+    """``shards``: the workers writing a train shard and a validation shard are killed, every
+    sorted run's write fails once, every task runs twice: the bytes of a fault-free build."""
+
+    def build(out: Path, **env: str) -> subprocess.CompletedProcess:
+        argv = shards_argv(
+            docs, vocab_dir, str(out), "--batch-rows", "100", "--quiet", "--engine", "local",
+            "--workers", "2", inputs_length=128, num_shards="train=3,validation=2",
+        )  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "c4forge", *argv], env=_env(**env), cwd=REPO,
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    ref = build(work / "ref")
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    markers = work / "markers"
+    done = build(
+        work / "faulty",
+        C4FORGE_FAULT="train-?????-of-?????.arrow:kill,validation-?????-of-?????.arrow:kill,"
+        "*-of-*.?????.arrow:raise:each,*:duplicate",
+        C4FORGE_FAULT_MARKERS=str(markers),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    fired = os.listdir(markers)
+    assert sum(not n.startswith("duplicate-") for n in fired) >= 2 + 5  # 2 kills, ≥ 5 runs
+    assert any(n.startswith("duplicate-") for n in fired)
+    want = files_of_dir(str(work / "ref"))
+    got = {k: v for k, v in files_of_dir(str(work / "faulty")).items() if ".tmp-" not in k}
+    assert got == want
 
 
 # --- Beam: the FnApiRunner, bundles failed once mid-write and run twice ---------------------
