@@ -91,6 +91,7 @@ class CountingDoFn(beam.DoFn):
 
     def setup(self) -> None:
         self.count = BeamCount(self.keep)
+        self.faulty = faults.FAULT_ENV in os.environ  # the test hook (c4forge.faults) is set
 
     def _out(self, items: Iterable[Any]) -> Iterable[Any]:
         """``items``, with the samples queued meanwhile on the samples output."""
@@ -116,7 +117,7 @@ class _MapFn(CountingDoFn):
 
     def _run(self, call: Callable[[Any], Iterable[Any]]) -> Iterable[Any]:
         """``call(count)``'s items; under the fault hook, as a runner that retries attempts."""
-        if faults.FAULT_ENV not in os.environ:
+        if not self.faulty:
             return self._out(call(self.count))
         return self._out(_attempted(call, self.count, self.label))
 
