@@ -96,6 +96,18 @@ def test_task_pool_reruns_the_task_of_a_killed_worker(tmp_path: Path) -> None:
         pool.close()
 
 
+def test_task_pool_replaces_a_worker_killed_while_idle(tmp_path: Path) -> None:
+    pool = TaskPool(2, attempts=1)  # a death while idle costs no attempt
+    try:
+        assert pool.run("first", [(abs, (-3,))] * 2) == [3, 3]
+        for w in pool.workers:
+            os.kill(w.process.pid, signal.SIGKILL)
+            w.process.join()
+        assert pool.run("second", [(abs, (-4,)), (abs, (-5,))]) == [4, 5]
+    finally:
+        pool.close()
+
+
 def test_task_pool_gives_up_after_its_attempts(tmp_path: Path) -> None:
     pool = TaskPool(2, attempts=3)
     try:
@@ -103,6 +115,23 @@ def test_task_pool_gives_up_after_its_attempts(tmp_path: Path) -> None:
             TaskFailedError, match=r"step 'out/write': task 2 of 2 killed by SIGKILL.*3 attempt"
         ):
             pool.run("out/write", [(_die_once, (str(tmp_path / "m"), 1)), (_die, (2,))])
+    finally:
+        pool.close()
+
+
+def _fail(value: int) -> int:
+    raise OSError(28, "No space left on device", f"/out/part-{value}")
+
+
+def test_task_pool_lasting_write_failure_is_one_line(tmp_path: Path) -> None:
+    pool = TaskPool(2, attempts=2)
+    try:
+        with pytest.raises(
+            TaskFailedError, match=r"task 1 of 1 failed: OSError: .*No space.*2 attempt"
+        ):
+            pool.run("output/write", [(_fail, (1,))])
+        with pytest.raises(ZeroDivisionError):  # a bug keeps its traceback
+            pool.run("output/write", [(divmod, (1, 0))])
     finally:
         pool.close()
 

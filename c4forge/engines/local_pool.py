@@ -8,7 +8,9 @@ and the driver knows which: a worker that dies is replaced and its task queued a
 ``spark.task.maxFailures``), as Spark and Dataflow retry a task or bundle. A task that raises
 is retried the same way, except for a c4forge error (bad input, a refused option: the same
 again on every attempt), which ends the run at once. When the attempts are spent the run
-stops with one line naming the step; what was finished stays in ``_work/`` for ``--resume``.
+stops with one line naming the step and the cause (a death, an ``OSError``: a full disk, a
+failed upload); what was finished stays in ``_work/`` for ``--resume``. Any other exception
+is a bug: its traceback, as before.
 
 A re-run is safe because every task writes its output under a name of its own, atomically
 (``storage.atomic_writer`` or the engine's own partition files, rewritten whole), with the same
@@ -17,6 +19,7 @@ bytes on every attempt.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -51,9 +54,12 @@ def _serve(conn: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
     while True:
         try:
-            index, fn, args = conn.recv()
+            message = conn.recv()
         except (EOFError, OSError):
             return
+        if message is None:  # the driver's stop (a closed pipe is not seen: later workers
+            return  # forked from the driver hold copies of its end)
+        index, fn, args = message
         try:
             reply: tuple = ("ok", index, fn(*args))
         except BaseException as err:  # noqa: BLE001 - every failure goes back to the driver
@@ -73,6 +79,9 @@ class _Worker:
         self.task: int | None = None
 
     def stop(self) -> None:
+        if self.process.is_alive():
+            with contextlib.suppress(OSError):
+                self.conn.send(None)
         self.conn.close()
         self.process.join(5)
         if self.process.is_alive():
@@ -106,20 +115,17 @@ class TaskPool:
         from multiprocessing.connection import wait
 
         results: list[Any] = [None] * len(tasks)
-        done = [False] * len(tasks)
+        remaining = len(tasks)
         failures = [0] * len(tasks)
         queue = deque(range(len(tasks)))
         while len(self.workers) < min(self.size, len(tasks)):
             self.workers.append(_Worker(self.ctx))
         busy: dict[int, _Worker] = {}
         try:
-            while not all(done):
-                for w in self.workers:
-                    if w.task is None and queue:
-                        w.task = queue.popleft()
-                        fn, args = tasks[w.task]
-                        w.conn.send((w.task, fn, (*args, *extra)))
-                        busy[w.task] = w
+            while remaining:
+                for i in range(len(self.workers)):
+                    if self.workers[i].task is None and queue:
+                        self._dispatch(i, queue, tasks, extra, busy)
                 ready = set(wait([x for w in busy.values() for x in (w.conn, w.process.sentinel)]))
                 for index, w in list(busy.items()):
                     reply = None
@@ -133,7 +139,8 @@ class TaskPool:
                     del busy[index]
                     w.task = None
                     if reply is not None and reply[0] == "ok":
-                        results[index], done[index] = reply[2], True
+                        results[index] = reply[2]
+                        remaining -= 1
                         continue
                     if reply is not None:
                         err, text = reply[2], reply[3]
@@ -145,8 +152,8 @@ class TaskPool:
                         err, text = None, ""
                     failures[index] += 1
                     if failures[index] >= self.attempts:
-                        if err is not None:  # a bug or a lasting fault: its own traceback
-                            print(text, file=sys.stderr, end="")
+                        if err is not None and not isinstance(err, OSError):
+                            print(text, file=sys.stderr, end="")  # a bug: its own traceback
                             raise err
                         raise TaskFailedError(
                             f"step {label!r}: task {index + 1} of {len(tasks)} {why}, "
@@ -167,6 +174,24 @@ class TaskPool:
             self.close(kill=True)
             raise
         return results
+
+    def _dispatch(self, i: int, queue: deque, tasks: list[Task], extra: tuple, busy: dict) -> None:
+        """Send the next task to idle worker ``i``; a worker found dead while idle (its pipe
+        broken) is replaced first, without counting an attempt."""
+        index = queue[0]
+        fn, args = tasks[index]
+        for _ in range(3):
+            w = self.workers[i]
+            try:
+                w.conn.send((index, fn, (*args, *extra)))
+            except (BrokenPipeError, ConnectionResetError):
+                self._replace(w)
+                continue
+            queue.popleft()
+            w.task = index
+            busy[index] = w
+            return
+        raise TaskFailedError("the local engine's worker processes die as soon as they start")
 
     def _replace(self, worker: _Worker) -> int | None:
         """Join a dead worker, start another in its place; the dead one's exit code."""
