@@ -136,6 +136,19 @@ def test_task_pool_lasting_write_failure_is_one_line(tmp_path: Path) -> None:
         pool.close()
 
 
+def test_local_spark_masters_retry_a_task(monkeypatch) -> None:
+    from c4forge.engines.spark_launch import check_master, with_task_attempts
+
+    assert check_master("local[2,3]") == "local[2,3]"  # local[N,F] as Spark spells it
+    assert with_task_attempts("local[2]") == "local[2,4]"
+    assert with_task_attempts("local[*]") == "local[*,4]"
+    assert with_task_attempts("local") == "local[1,4]"
+    assert with_task_attempts("local[2,1]") == "local[2,1]"  # F given: kept
+    assert with_task_attempts("spark://h:7077") == "spark://h:7077"
+    monkeypatch.setenv("C4FORGE_TASK_ATTEMPTS", "6")
+    assert with_task_attempts("local[2]") == "local[2,6]"
+
+
 def test_fault_specs_are_checked() -> None:
     assert faults.parse("c4-*:kill, *.run:raise:each") == [
         faults.Fault("c4-*", "kill", "once"),
