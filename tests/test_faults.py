@@ -119,6 +119,37 @@ def test_task_pool_gives_up_after_its_attempts(tmp_path: Path) -> None:
         pool.close()
 
 
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for a reaper does not count)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not any(line.startswith("State:\tZ") for line in f)
+    except FileNotFoundError:
+        return False
+
+
+def test_task_pool_workers_leave_when_the_driver_is_killed() -> None:
+    import time
+
+    script = (
+        "import os, signal, sys\n"
+        "from c4forge.engines.local_pool import TaskPool\n"
+        "pool = TaskPool(2)\n"
+        "pool.run('x', [(abs, (-1,)), (abs, (-2,))])\n"
+        "print(' '.join(str(w.process.pid) for w in pool.workers), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=_env(), capture_output=True, text=True, timeout=60
+    )
+    pids = [int(p) for p in done.stdout.split()]
+    assert done.returncode == -signal.SIGKILL and len(pids) == 2
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids)
+
+
 def _fail(value: int) -> int:
     raise OSError(28, "No space left on device", f"/out/part-{value}")
 

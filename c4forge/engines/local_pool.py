@@ -52,8 +52,12 @@ def _serve(conn: Any) -> None:
     """A worker: run tasks from ``conn`` until it is closed, answering each with its result
     or its exception (the traceback's text when the exception does not pickle)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    parent = os.getppid()
     while True:
         try:
+            while not conn.poll(1.0):
+                if os.getppid() != parent:  # the driver was killed (kill -9): do not linger
+                    return
             message = conn.recv()
         except (EOFError, OSError):
             return
@@ -134,6 +138,8 @@ class TaskPool:
                             reply = w.conn.recv()
                         except (EOFError, OSError):
                             reply = None
+                        except Exception as e:  # bytes that do not unpickle
+                            reply = ("err", index, RuntimeError(f"unreadable reply: {e!r}"), "")
                     elif w.process.sentinel not in ready:
                         continue
                     del busy[index]
