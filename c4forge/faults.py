@@ -18,7 +18,7 @@ writers call ``at_write`` at their side-effect point, and a variable set in the 
   speculative execution; every later write of the file leaves an ``again-…`` marker, the
   proof that another attempt ran), ``duplicate`` (the engine runs each matching task, bundle or
   element twice and keeps one attempt's output, as a speculative duplicate or a bundle
-  re-run does; read by the local and Beam engines; ``TIMES`` is ignored: every match).
+  re-run does; read by every engine; ``TIMES`` is ignored: every match).
 * ``TIMES``: ``once`` (default: the first matching write of the whole run, across every
   process), ``each`` (once per distinct file: every side-effecting step fails once),
   ``always`` (every matching write: a task whose retries are all spent).

@@ -192,15 +192,18 @@ def test_fault_specs_are_checked() -> None:
 
 def test_local_worker_killed_mid_write_reruns_its_task(reference, tmp_path: Path) -> None:
     """SIGKILL of the worker writing a chunk's pages and of the one writing the train shard,
-    each with its bytes written but not committed: both tasks run again, same bytes."""
+    each with its bytes written but not committed; the train shard's second attempt is killed
+    just after its commit: the tasks run again, same bytes."""
     markers = tmp_path / "markers"
     done = clean(
         tmp_path / "out", "--engine", "local", "--workers", "2",
-        C4FORGE_FAULT="chunk-*.pages.gz:kill,c4-train*:kill", C4FORGE_FAULT_MARKERS=str(markers),
+        C4FORGE_FAULT="chunk-*.pages.gz:kill,c4-train*:kill,c4-train*:kill-after",
+        C4FORGE_FAULT_MARKERS=str(markers),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert faults.fired(str(markers)) == 2
+    assert faults.fired(str(markers)) == 3
     assert done.stderr.count("killed by SIGKILL (out of memory?); attempt 2 of 4") == 2
+    assert done.stderr.count("killed by SIGKILL (out of memory?); attempt 3 of 4") == 1
     assert outputs(tmp_path / "out") == reference
 
 
