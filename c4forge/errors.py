@@ -128,3 +128,8 @@ def _raised_by_makedirs(err: OSError) -> bool:
     return code.co_name == "makedirs" and code.co_filename.replace("\\", "/").endswith(
         ("/os.py", "<frozen os>")
     )
+
+
+class TaskFailedError(C4ForgeError):
+    """A task's every attempt failed (its worker killed each time: out of memory?); the work
+    finished so far is kept for ``--resume``."""

@@ -74,9 +74,13 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 
 @contextlib.contextmanager
-def standalone_cluster(folder: Path, workers: int = 2) -> Iterator[SparkCluster]:
+def standalone_cluster(
+    folder: Path, workers: int = 2, hosts: tuple[str, ...] = ()
+) -> Iterator[SparkCluster]:
     """Master + ``workers`` workers (1 core, 1 GiB each), all on 127.0.0.1; stopped on exit,
-    whatever happened inside."""
+    whatever happened inside. ``hosts``: worker i binds to ``hosts[i]`` instead (another
+    loopback address, 127.0.0.2: a host of its own to Spark, which never places a speculative
+    copy of a task on the host of the running attempt)."""
     folder.mkdir(parents=True, exist_ok=True)
     spark_class = os.path.join(spark_home(), "bin", "spark-class")
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(folder))
@@ -92,10 +96,12 @@ def standalone_cluster(folder: Path, workers: int = 2) -> Iterator[SparkCluster]
         cluster.procs.append(_start(master, folder / "master.log", env))
         for i in range(workers):
             work = folder / f"worker-{i}"
-            worker = [spark_class, f"{deploy}.worker.Worker", "--host", "127.0.0.1"]
+            host = hosts[i] if i < len(hosts) else "127.0.0.1"
+            worker = [spark_class, f"{deploy}.worker.Worker", "--host", host]
             worker += ["--cores", "1", "--memory", "1g", "--webui-port", str(free_port())]
             worker += ["--work-dir", str(work), cluster.master_url]
-            cluster.procs.append(_start(worker, folder / f"worker-{i}.log", env))
+            worker_env = dict(env, SPARK_LOCAL_IP=host)
+            cluster.procs.append(_start(worker, folder / f"worker-{i}.log", worker_env))
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             with contextlib.suppress(OSError, ValueError):

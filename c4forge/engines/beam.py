@@ -17,16 +17,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from c4forge import faults
 from c4forge.clean import drop_samples as ds
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
-from c4forge.errors import ConfigError, VerificationError
+from c4forge.errors import ConfigError, TaskFailedError, VerificationError
 from c4forge.io import storage
 from c4forge.proctree import available_memory
 
@@ -89,6 +91,7 @@ class CountingDoFn(beam.DoFn):
 
     def setup(self) -> None:
         self.count = BeamCount(self.keep)
+        self.faulty = faults.FAULT_ENV in os.environ  # the test hook (c4forge.faults) is set
 
     def _out(self, items: Iterable[Any]) -> Iterable[Any]:
         """``items``, with the samples queued meanwhile on the samples output."""
@@ -107,30 +110,79 @@ class CountingDoFn(beam.DoFn):
 
 
 class _MapFn(CountingDoFn):
+    label = ""  # the step's label (the engine sets it): what a ``duplicate`` fault matches
+
     def __init__(self, fn: Fn) -> None:
         self.fn = fn
 
+    def _run(self, call: Callable[[Any], Iterable[Any]]) -> Iterable[Any]:
+        """``call(count)``'s items; under the fault hook, as a runner that retries attempts."""
+        if not self.faulty:
+            return self._out(call(self.count))
+        return self._out(_attempted(call, self.count, self.label))
+
     def process(self, item: Any) -> Iterator[Any]:
-        yield from self._out(self.fn(item, self.count))
+        yield from self._run(lambda count: self.fn(item, count))
+
+
+def _attempted(call: Callable[[Any], Iterable[Any]], count: Any, label: str) -> list[Any]:
+    """A test hook (``c4forge.faults``) standing in for Dataflow's bundle retries on the
+    FnApiRunner, which never retries: an attempt that meets an injected fault is dropped (its
+    output and counters with it) and run again, up to four attempts; a ``duplicate`` fault
+    runs every element once more first, that attempt dropped, as a bundle run twice. The
+    writers' side effects all happen, as on Dataflow; only the kept attempt's output and
+    counters reach the pipeline."""
+    from c4forge.clean.counting import CounterBag
+
+    keep = getattr(count, "keep", 0)
+    for _run in range(2 if faults.duplicate(label) else 1):
+        for attempt in range(1, 5):
+            bag = CounterBag(keep)
+            try:
+                items = list(call(bag))
+                break
+            except faults.InjectedFault:
+                if attempt == 4:
+                    raise
+    for stage, reasons in bag.counts.items():  # the last attempt's counters and samples only
+        for reason, n in reasons.items():
+            count(stage, reason, n)
+    for key, records in bag.samples.items():
+        for rec in records:
+            count.add_record(key, rec)
+    return items
 
 
 class _SideMapFn(_MapFn):
     """``fn(item, count, value)`` with ``value`` a singleton side input (``broadcast``)."""
 
     def process(self, item: Any, value: Any) -> Iterator[Any]:
-        yield from self._out(self.fn(item, self.count, value))
+        yield from self._run(lambda count: self.fn(item, count, value))
 
 
 class _GroupFn(_MapFn):
     def process(self, element: tuple[Any, Iterable[Any]]) -> Iterator[Any]:
         key, values = element  # re-iterable grouped values; never copied into a list here
-        yield from self._out(self.fn(key, values, self.count))
+        yield from self._run(lambda count: self.fn(key, values, count))
 
 
 class _CoGroupFn(_MapFn):
     def process(self, element: tuple[Any, dict]) -> Iterator[Any]:
         key, joined = element
-        yield from self._out(self.fn(key, joined["left"], joined["right"], self.count))
+        yield from self._run(lambda count: self.fn(key, joined["left"], joined["right"], count))
+
+
+def _worker_lost(err: BaseException) -> bool:
+    """Whether ``err`` is the multi-process FnApiRunner losing an SDK worker (its data channel
+    closed mid-bundle, the process gone), not a failure of c4forge's own code."""
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if "Channel closed prematurely" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
@@ -172,7 +224,7 @@ class _SourceFn(_MapFn):
         self.progress_dir = progress_dir
 
     def process(self, item: Any) -> Iterator[Any]:
-        yield from self._out(self.fn(item, self.count))
+        yield from self._run(lambda count: self.fn(item, count))
         for f in getattr(item, "files", ()):  # a chunk of the job's inputs
             mark_file_read(self.progress_dir, f.path)
 
@@ -380,8 +432,10 @@ class BeamEngine(Engine):
         """``coll``, its largest element measured in profile mode (``ElementSizeFn``)."""
         return sized(coll, label, grouped) if self.profile else coll
 
-    def _par_do(self, dofn: CountingDoFn, *side: Any) -> beam.PTransform:
+    def _par_do(self, dofn: CountingDoFn, *side: Any, label: str = "") -> beam.PTransform:
         """``ParDo(dofn)``; with ``--keep-samples`` its samples output is collected too."""
+        if isinstance(dofn, _MapFn):
+            dofn.label = label  # what a ``duplicate`` fault (c4forge.faults) matches
         if not self.keep_samples:
             return beam.ParDo(dofn, *side)
         dofn.keep = self.keep_samples
@@ -422,13 +476,15 @@ class BeamEngine(Engine):
             self._measured(created, lbl, keyed=False)
             | f"{lbl}/spread" >> beam.Reshuffle()
             # the progress bar counts the job's input files only (not, e.g., a URL list)
-            | lbl >> self._par_do(_SourceFn(fn, self.progress_dir if label == "wet" else None))
+            | lbl >> self._par_do(
+                _SourceFn(fn, self.progress_dir if label == "wet" else None), label=lbl
+            )
         )
         return self._sized(out, lbl)
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
-        return self._sized(coll | lbl >> self._par_do(_MapFn(fn)), lbl)
+        return self._sized(coll | lbl >> self._par_do(_MapFn(fn), label=lbl), lbl)
 
     def broadcast(self, label: str, value: Any) -> Any:
         """A one-element PCollection, read by ``flat_map_with`` as a singleton side input."""
@@ -440,13 +496,13 @@ class BeamEngine(Engine):
         else:
             value = beam.pvalue.AsSingleton(side)
         lbl = self._label(label)
-        return self._sized(coll | lbl >> self._par_do(_SideMapFn(fn), value), lbl)
+        return self._sized(coll | lbl >> self._par_do(_SideMapFn(fn), value, label=lbl), lbl)
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
         grouped = self._measured(coll, lbl) | f"{lbl}/group" >> beam.GroupByKey()
         grouped = self._sized(grouped, f"{lbl}/group", grouped=True)
-        return self._sized(grouped | lbl >> self._par_do(_GroupFn(fn)), lbl)
+        return self._sized(grouped | lbl >> self._par_do(_GroupFn(fn), label=lbl), lbl)
 
     def combine(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
@@ -459,7 +515,7 @@ class BeamEngine(Engine):
             "right": self._measured(right, f"{lbl}/right"),
         }
         joined = self._sized(sides | f"{lbl}/join" >> beam.CoGroupByKey(), f"{lbl}/join", True)
-        return self._sized(joined | lbl >> self._par_do(_CoGroupFn(fn)), lbl)
+        return self._sized(joined | lbl >> self._par_do(_CoGroupFn(fn), label=lbl), lbl)
 
     def distinct(self, coll: Any, label: str) -> Any:
         lbl = self._label(label)
@@ -533,6 +589,12 @@ class BeamEngine(Engine):
             user_error = user_error_from(err)
             if user_error is not None:
                 raise user_error from None
+            if self.choice.local and _worker_lost(err):
+                raise TaskFailedError(
+                    f"a Beam worker process died ({self.choice.description}: killed, out of "
+                    "memory?); this runner does not retry a bundle (Dataflow does); the "
+                    "finished work is kept: rerun with --resume"
+                ) from None
             raise
         state = str(getattr(result, "state", "DONE"))
         if "DONE" not in state:

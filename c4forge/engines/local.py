@@ -14,7 +14,8 @@ the process tree is the same at 250,000 and 1,000,000 pages. The plan runs keys-
 (``clean.passes``), so what is shuffled is keys and small ids, and the documents once, packed.
 
 Workers: ``--workers`` processes (default: every core); each task returns its counters and CPU
-seconds, merged here. ``seconds`` (CPU time per stage, keyed by the first part of the step
+seconds, merged here. A task whose worker dies (the OOM killer) is run again, up to four
+attempts (``local_pool``). ``seconds`` (CPU time per stage, keyed by the first part of the step
 label: ``wet``, ``pass0``, ``dedup`` …) is the stage profile ``benchmarks/clean.py`` prints.
 Spill files live in a temporary folder (``TMPDIR``), removed by ``close`` (or when the engine is
 garbage-collected).
@@ -242,32 +243,45 @@ class LocalEngine(Engine):
         return os.path.join(self.dir, f"{self._n:06d}-{safe}")
 
     def _run(self, label: str, tasks: list[tuple[Callable[..., Any], tuple]]) -> None:
-        """Run tasks (in the pool when there are several workers), merge counters and CPU as
-        each task's result is taken (in task order), and report them to the progress display
-        (``bars``, while a job's ``progress`` runs)."""
-        started = time.time()
-        if self.bars is not None:
-            self.bars.begin(label, len(tasks))
-        if self.workers > 1 and len(tasks) > 1:
-            if self._pool is None:
-                import multiprocessing
+        """Run tasks (in the worker processes when there are several workers: a task whose
+        worker dies is run again, ``local_pool``), merge counters and CPU in task order, and
+        report each finished task to the progress display (``bars``, while a job's
+        ``progress`` runs)."""
+        from c4forge import faults
 
-                ctx = multiprocessing.get_context("fork")
-                # forked while the progress ticker holds no lock (it prints under this one), so
-                # no worker starts with stderr's lock taken
-                with self.bars.lock if self.bars is not None else contextlib.nullcontext():
-                    self._pool = ctx.Pool(self.workers)
-            results = [self._pool.apply_async(f, (*args, self.bag.keep)) for f, args in tasks]
-            outs: Iterable[tuple] = (r.get() for r in results)
+        started = time.time()
+        twice = faults.duplicate(label)  # a test hook: each task run twice, one result kept
+        if twice:
+            tasks = [t for task in tasks for t in (task, task)]
+        bars = self.bars
+        if bars is not None:
+            bars.begin(label, len(tasks))
+        if self.workers > 1:
+            if self._pool is None:
+                from c4forge.engines.local_pool import TaskPool
+
+                # workers fork while the progress ticker holds no lock (it prints under this
+                # one), so no worker starts with stderr's lock taken
+                self._pool = TaskPool(self.workers, fork_lock=self._fork_lock)
+            outs: list = self._pool.run(
+                label, tasks, (self.bag.keep,), on_done=bars.advance if bars else None
+            )
         else:
-            outs = (f(*args, self.bag.keep) for f, args in tasks)
+            outs = []
+            for f, args in tasks:
+                outs.append(f(*args, self.bag.keep))
+                if bars is not None:
+                    bars.advance()
+        if twice:
+            outs = outs[1::2]
         for counts, cpu, samples in outs:
             self.bag.merge(counts)
             self.bag.merge_samples(samples)
             self.seconds[label.split("/", 1)[0]] += cpu
-            if self.bars is not None:
-                self.bars.advance()
         self.timeline.append((label, started, time.time()))
+
+    def _fork_lock(self) -> Any:
+        return self.bars.lock if self.bars is not None else contextlib.nullcontext()
 
     def _out(self, label: str, files: list[str]) -> Coll:
         self.out_bytes[label.split("/", 1)[0]] += sum(os.path.getsize(p) for p in files)
@@ -395,6 +409,5 @@ class LocalEngine(Engine):
                 )
         if self._pool is not None:
             self._pool.close()
-            self._pool.join()
             self._pool = None
         self._cleanup()

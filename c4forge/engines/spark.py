@@ -27,6 +27,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from c4forge import faults
 from c4forge.clean.counting import CounterBag
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
 from c4forge.engines.spark_launch import check_master, launch_of, make_context
@@ -123,11 +124,23 @@ def counted(
     fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]],
     samples: Any = None,
     keep: int = 0,
+    label: str = "",
 ):
     """Wrap a partition function: it counts into a local bag, added to ``acc`` once at the end
-    (and its kept samples to ``samples``, with ``--keep-samples``)."""
+    (and its kept samples to ``samples``, with ``--keep-samples``).
+
+    Under the ``duplicate`` fault hook (``c4forge.faults``, tests only) the partition is run
+    once more first, its output and counters dropped: a speculative attempt whose writes
+    happened but lost the race. Why emulated: Spark never speculates on a local master (no
+    speculation thread) nor places a copy on the host of the original attempt, so one machine
+    cannot make it do so."""
 
     def run(items: Iterator[Any]) -> Iterator[Any]:
+        if faults.duplicate(label):
+            kept = list(items)
+            for _ in fn(iter(kept), CounterBag(keep)):
+                pass
+            items = iter(kept)
         bag = CounterBag(keep)
         yield from fn(items, bag)
         if bag.counts:
@@ -416,8 +429,8 @@ class SparkEngine(Engine):
         finally:
             self.sc.setLocalProperty(SCOPE_KEY, old)
 
-    def _counted(self, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]]):
-        return counted(self.acc, fn, self.sacc, self.keep_samples)
+    def _counted(self, fn: Callable[[Iterator[Any], CounterBag], Iterator[Any]], label: str = ""):
+        return counted(self.acc, fn, self.sacc, self.keep_samples, label)
 
     def start(self, keep_samples: int = 0, partitions: int = 2) -> None:
         super().start(keep_samples, partitions)  # before the steps are wired (``_counted``)
@@ -433,24 +446,24 @@ class SparkEngine(Engine):
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
         self._last = label
         rdd = self.sc.parallelize(items, max(1, len(items)))
-        return _step(rdd.mapPartitions(self._counted(_map_all(fn))), label)
+        return _step(rdd.mapPartitions(self._counted(_map_all(fn), label)), label)
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
         self._last = label
-        return _step(coll.mapPartitions(self._counted(_map_all(fn))), label)
+        return _step(coll.mapPartitions(self._counted(_map_all(fn), label)), label)
 
     def broadcast(self, label: str, value: Any) -> Any:
         return self.sc.broadcast(value)
 
     def flat_map_with(self, coll: Any, label: str, fn: Fn, side: Any) -> Any:
         self._last = label
-        return _step(coll.mapPartitions(self._counted(_map_all_with(fn, side))), label)
+        return _step(coll.mapPartitions(self._counted(_map_all_with(fn, side), label)), label)
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
         self._last = label
         with self._scope(label), self._named(_steps(coll)):
             grouped = coll.groupByKey(self.parts)
-        return _step(grouped.mapPartitions(self._counted(_group_all(fn))), label)
+        return _step(grouped.mapPartitions(self._counted(_group_all(fn), label)), label)
 
     def combine(self, coll: Any, label: str, fn: Fn) -> Any:
         self._last = label
@@ -461,7 +474,7 @@ class SparkEngine(Engine):
         self._last = label
         with self._scope(label), self._named(_steps(left, right)):
             joined = left.cogroup(right, self.parts)
-        return _step(joined.mapPartitions(self._counted(_cogroup_all(fn))), label)
+        return _step(joined.mapPartitions(self._counted(_cogroup_all(fn), label)), label)
 
     def distinct(self, coll: Any, label: str) -> Any:
         self._last = label

@@ -131,6 +131,20 @@ def check_master(master: str | None, timeout: float = MASTER_TIMEOUT_S) -> str:
     )
 
 
+def with_task_attempts(url: str) -> str:
+    """A local master that retries a failed task as a cluster does: ``local[N]`` →
+    ``local[N,F]`` with F the local engine's attempts (``C4FORGE_TASK_ATTEMPTS``, default 4,
+    Spark's ``spark.task.maxFailures``). Why: a local master otherwise gives a task one
+    attempt, so one Python worker killed by the OOM killer failed the whole job. A master
+    that names F already (``local[2,1]``), or any other master, is kept as given."""
+    from c4forge.engines.local_pool import task_attempts
+
+    m = re.match(r"^local(?:\[(\*|\d+)\])?$", url)
+    if not m:
+        return url
+    return f"local[{m.group(1) or 1},{task_attempts()}]"
+
+
 def make_context(master: str | None, workers: int | None, extra: list[str], app: str = "c4forge"):
     """A SparkContext for the (checked) master; executors can import c4forge.
 
@@ -151,6 +165,8 @@ def make_context(master: str | None, workers: int | None, extra: list[str], app:
     url = check_master(master or submitted)
     if url == "local[*]" and workers and not submitted:
         url = f"local[{workers}]"
+    if not submitted:
+        url = with_task_attempts(url)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if root not in parts:  # local executors inherit the environment, not sys.path

@@ -28,6 +28,7 @@ import secrets
 from collections.abc import Iterator
 from typing import IO, Any
 
+from c4forge import faults
 from c4forge.errors import ConfigError, JSONFileError, StorageError, VerificationError
 
 _CHUNK = 1 << 20
@@ -356,6 +357,7 @@ def atomic_open(path: str, mode: str = "wb") -> Iterator[IO[Any]]:
     try:
         yield f
         f.flush()
+        faults.at_write(path, committed=False)  # a test hook (c4forge.faults); else nothing
         os.fsync(f.fileno())
         f.close()
         os.replace(tmp, path)
@@ -364,6 +366,7 @@ def atomic_open(path: str, mode: str = "wb") -> Iterator[IO[Any]]:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
         raise
+    faults.at_write(path, committed=True)
 
 
 class _RemoteFile(io.RawIOBase):
@@ -431,6 +434,7 @@ def atomic_writer(path: str) -> Iterator[IO[bytes]]:
     f = _RemoteFile(tmp_name(path))
     try:
         yield f  # type: ignore[misc] - a writable binary file
+        faults.at_write(path, committed=False)  # a test hook (c4forge.faults); else nothing
         written = f.commit()
         if fs.exists(path):  # rename does not replace on every filesystem
             fs.delete([path])
@@ -441,6 +445,7 @@ def atomic_writer(path: str) -> Iterator[IO[bytes]]:
     except BaseException:
         f.discard()
         raise
+    faults.at_write(path, committed=True)
 
 
 def current_umask() -> int:
