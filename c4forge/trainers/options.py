@@ -157,7 +157,7 @@ class TrainOptions(CliConfig):
         help="strategy rates: one weight per source (SHARDS first), normalised",
     )  # fmt: skip
     mix_strategy: str | None = option(
-        "--mix-strategy", default=None, group=_X, choices=STRATEGIES,
+        "--mix-strategy", default=None, group=_X, choices=tuple(STRATEGIES),
         help="T5 §3.5.2: rates, proportional (min(rows, K)), temperature, equal",
     )  # fmt: skip
     mix_limit: int | None = option(
