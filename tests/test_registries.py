@@ -56,3 +56,83 @@ def test_unregistered_strategy_is_one_line_error():
 def test_strategy_names_are_unique():
     with pytest.raises(ValueError, match="already registered"):
         register_strategy(Strategy("equal", lambda spec, s, n: 1.0))
+
+
+# ----------------------------------------------------------------------------- heads
+
+
+def make_mean_head(family: str, d: int, num_labels: int):
+    """A toy classifier head: a linear layer on the mean of the final states (no pooler)."""
+    import torch
+    from torch import nn
+
+    class MeanHead(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.out = nn.Linear(d, num_labels)
+
+        def forward(self, backbone, states, final, mask):
+            m = mask[..., None].to(final.dtype)
+            return {"logits": self.out((final * m).sum(1) / m.sum(1).clamp_min(1.0))}
+
+    torch.manual_seed(0)
+    return MeanHead()
+
+
+@pytest.fixture
+def mean_head():
+    from c4forge.finetune.head_registry import HEADS, Head, register_head
+
+    head = register_head(
+        Head(
+            "mean",
+            {"optimizer": "adamw", "lr": 5e-4, "schedule": "constant", "warmup": 0.0,
+             "weight_decay": 0.0, "grad_clip": 1.0, "betas": (0.9, 0.999), "eps": 1e-8},
+            builder=f"{__name__}:make_mean_head",
+            lr_rule="toy head: fixed 5e-4",
+        )
+    )  # fmt: skip
+    yield head
+    del HEADS[head.name]
+
+
+@pytest.fixture(scope="module")
+def t5_run(tmp_path_factory):
+    from finetune_fixtures import tiny_t5_run
+
+    return tiny_t5_run(tmp_path_factory.mktemp("registries_t5"))
+
+
+def test_registered_head_is_fine_tuned_end_to_end(mean_head, t5_run, tmp_path):
+    """The fine-tuning loop builds, trains and evaluates a head it has never heard of."""
+    from finetune_fixtures import GLUE, predictions_by_split
+
+    from c4forge.finetune.heads import EncoderClassifier
+    from c4forge.finetune.loop import finetune, setup
+    from c4forge.finetune.options import FinetuneOptions
+
+    opts = FinetuneOptions(
+        checkpoint=t5_run, task="rte", data=GLUE, output=str(tmp_path / "ft"), head="mean",
+        steps=3, batch_size=8, max_length=48, device="cpu", progress=False,
+    )  # fmt: skip
+    s = setup(opts)
+    assert isinstance(s.model, EncoderClassifier)
+    assert type(s.model.head).__name__ == "MeanHead"
+    assert not hasattr(s.model.backbone, "decoder")  # a classifier head drops T5's decoder
+    assert s.recipe["lr"] == 5e-4 and s.recipe["lr_rule"] == "toy head: fixed 5e-4"
+    assert s.train_enc.targets is None  # not a generating head: no target strings
+    res = finetune(opts)
+    assert res["head"] == "mean"
+    labels, preds = predictions_by_split(str(tmp_path / "ft"))["validation"]
+    assert len(preds) == len(labels) > 0 and set(preds) <= {0, 1}
+
+
+def test_head_registry_defaults_and_errors(mean_head):
+    from c4forge.finetune.head_registry import Head, default_head, heads_for, register_head
+
+    assert default_head("t5") == "text" and default_head("bert") == "cls"
+    assert heads_for("bert") == ["cls", "hire", "mean"]  # a new head runs on any family
+    with pytest.raises(ValueError, match="already registered"):
+        register_head(Head("cls", {}, builder="x:y"))
+    with pytest.raises(ValueError, match="a builder for a classifier head"):
+        register_head(Head("nobuilder", {}))
