@@ -123,7 +123,7 @@ def test_registered_head_is_fine_tuned_end_to_end(mean_head, t5_run, tmp_path):
     assert s.train_enc.targets is None  # not a generating head: no target strings
     res = finetune(opts)
     assert res["head"] == "mean"
-    labels, preds = predictions_by_split(str(tmp_path / "ft"))["validation"]
+    (labels, preds), *_ = predictions_by_split(str(tmp_path / "ft")).values()
     assert len(preds) == len(labels) > 0 and set(preds) <= {0, 1}
 
 
@@ -136,3 +136,69 @@ def test_head_registry_defaults_and_errors(mean_head):
         register_head(Head("cls", {}, builder="x:y"))
     with pytest.raises(ValueError, match="a builder for a classifier head"):
         register_head(Head("nobuilder", {}))
+
+
+# ----------------------------------------------------------------------------- model families
+
+TOY_PRESETS = {"toy-tiny": {"d_model": 8}}
+
+
+class ToyTraining:
+    """A toy family's training glue: only what the registry lookups touch."""
+
+    name = "toy"
+    parts = ("loss",)
+
+
+@pytest.fixture
+def toy_family():
+    from c4forge.trainers.models import FAMILIES, register_family
+    from c4forge.trainers.models.family import Family
+
+    fam = register_family(
+        Family(
+            "toy",
+            module="c4forge.trainers.models.bert",
+            presets=f"{__name__}:TOY_PRESETS",
+            training=f"{__name__}:ToyTraining",
+            exporter_ref="c4forge.trainers.export_bert:BERT_EXPORT",
+            optimizer="adamwscale",
+            objectives=("toy_objective",),
+            options=frozenset({"z_loss"}),
+        )
+    )
+    yield fam
+    del FAMILIES[fam.name]
+
+
+def test_registered_family_is_found_by_the_trainer_lookups(toy_family):
+    from c4forge.finetune.head_registry import default_head, heads_for
+    from c4forge.trainers import models
+    from c4forge.trainers.families import training_for
+    from c4forge.trainers.options import TrainOptions
+
+    assert models.preset_families()["toy-tiny"] == "toy"
+    assert models.family_of_preset("toy-tiny") == "toy"
+    assert models.family_of_objective("toy_objective", set(), "x") == "toy"
+    # an inputs/targets objective still trains t5, bert_mlm_nsp still bert
+    assert models.family_of_objective("span_corruption", {"inputs", "targets"}, "x") == "t5"
+    assert models.family_of_objective("bert_mlm_nsp", set(), "x") == "bert"
+    assert isinstance(training_for("toy"), ToyTraining)
+    assert TrainOptions(shards="s", output="o", steps=1).resolved_training("toy")["optimizer"] == (
+        "adamwscale"
+    )
+    assert models.option_owners("z_loss") == ["t5", "toy"]
+    # not encoder-decoder: no text head; a classifier head by default
+    assert default_head("toy") == "cls" and "text" not in heads_for("toy")
+    assert models.get_family("toy").exporter().architecture == "BertForPreTraining"
+
+
+def test_unknown_family_is_one_line_error():
+    from c4forge.trainers.families import training_for
+
+    with pytest.raises(ConfigError, match="no training glue for model family 'toy'"):
+        training_for("toy")
+    with pytest.raises(ConfigError, match="unknown model family 'toy'"):
+        from c4forge.trainers.models import get_family
+
+        get_family("toy")
