@@ -61,7 +61,6 @@ register_family(
         learned_positions=True,
     )
 )
-BERT_OBJECTIVES = FAMILIES["bert"].objectives
 
 
 def get_family(name: str) -> Family:
