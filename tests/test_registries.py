@@ -162,6 +162,7 @@ def toy_family():
             presets=f"{__name__}:TOY_PRESETS",
             training=f"{__name__}:ToyTraining",
             exporter_ref="c4forge.trainers.export_bert:BERT_EXPORT",
+            hidden_states_ref="c4forge.finetune.heads:bert_hidden_states",
             optimizer="adamwscale",
             objectives=("toy_objective",),
             options=frozenset({"z_loss"}),

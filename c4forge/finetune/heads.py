@@ -20,7 +20,15 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from c4forge.finetune.head_registry import HEADS, get_head
 from c4forge.trainers.models import get_family
 
-__all__ = ["HEADS", "ClsHead", "EncoderClassifier", "HireHead", "build_hire", "encoder_outputs"]
+__all__ = [
+    "HEADS",
+    "ClsHead",
+    "EncoderClassifier",
+    "HireHead",
+    "bert_hidden_states",
+    "build_hire",
+    "encoder_outputs",
+]
 
 HEAD_DROPOUT = 0.1
 
@@ -28,15 +36,18 @@ HEAD_DROPOUT = 0.1
 def encoder_outputs(
     family: str, model: nn.Module, batch: dict[str, torch.Tensor]
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """``([H_0 … H_L], R)`` of a ``[CLS]``-input model (BERT) or the encoder of a T5 model."""
-    if get_family(family).cls_inputs:
-        states = model.hidden_states(
-            batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
-        )
-        return list(states), states[-1]
-    from c4forge.finetune.t5_adapter import encoder_states
+    """``([H_0 … H_L], R)`` of the family's encoder (``Family.hidden_states``)."""
+    return get_family(family).hidden_states()(model, batch)
 
-    return encoder_states(model, batch["input_ids"])
+
+def bert_hidden_states(
+    model: nn.Module, batch: dict[str, torch.Tensor]
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """BERT's: every layer's output from its own ``hidden_states``; R is the last."""
+    states = model.hidden_states(
+        batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+    )
+    return list(states), states[-1]
 
 
 class ClsHead(nn.Module):

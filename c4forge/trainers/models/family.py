@@ -9,7 +9,7 @@ building a model. The torch-side parts (the model module, the training glue) are
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
@@ -72,7 +72,9 @@ class Family:
     ``module``: the module with ``Config``, ``make_config(preset, embedding_size, **overrides)``
     and ``Model``. ``presets``: ``"module:attr"`` of its preset table. ``training``:
     ``"module:attr"`` of its training-glue class (:class:`TrainingGlue`). ``exporter_ref``:
-    ``"module:attr"`` of its :class:`Exporter` (``c4forge export``). ``optimizer``: the
+    ``"module:attr"`` of its :class:`Exporter` (``c4forge export``). ``hidden_states_ref``:
+    ``"module:attr"`` of ``f(model, batch) -> ([H_0 … H_L], R)``, the encoder states the
+    fine-tuning heads read. ``optimizer``: the
     default ``--optimizer``. ``objectives``: the objectives whose shards it trains (``None``:
     any objective with ``inputs``/``targets`` rows). ``options``: the trainer options only it
     takes (another family refuses them). ``encoder_decoder``: it has a decoder that writes text
@@ -86,6 +88,7 @@ class Family:
     presets: str
     training: str
     exporter_ref: str
+    hidden_states_ref: str
     optimizer: str
     objectives: tuple[str, ...] | None = None
     options: frozenset[str] = field(default_factory=frozenset)
@@ -105,6 +108,9 @@ class Family:
 
     def exporter(self) -> Exporter:
         return _attr(self.exporter_ref)  # type: ignore[no-any-return]
+
+    def hidden_states(self) -> Callable[[Any, dict[str, Any]], tuple[list[Any], Any]]:
+        return _attr(self.hidden_states_ref)  # type: ignore[no-any-return]
 
     def trains(self, objective: str, columns: set[str]) -> bool:
         """Whether shards of ``objective`` with ``columns`` are this family's rows."""
