@@ -295,7 +295,7 @@ def _absolute_paths(recipe: dict[str, dict[str, Any]], folder: str) -> None:
 def check_values(where: str, r: dict[str, dict[str, Any]]) -> None:
     """Values the stages would refuse, refused now (the stages' own validators, no work)."""
     from c4forge.clean.variants import get_variant
-    from c4forge.finetune.heads import HEADS
+    from c4forge.finetune.head_registry import HEADS
     from c4forge.finetune.tasks import get_task, split_file
     from c4forge.objectives.registry import OBJECTIVES
     from c4forge.trainers.config import make_config

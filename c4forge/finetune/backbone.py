@@ -15,8 +15,6 @@ import torch
 
 from c4forge.errors import InputError
 
-FAMILIES = ("t5", "bert")
-
 
 @dataclass
 class Backbone:

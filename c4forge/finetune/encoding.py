@@ -18,7 +18,9 @@ import numpy as np
 import torch
 
 from c4forge.finetune.formats import t5_input, t5_target
+from c4forge.finetune.head_registry import get_head
 from c4forge.finetune.tasks import Example, TaskSpec
+from c4forge.trainers.models import get_family
 
 
 @dataclass
@@ -56,7 +58,7 @@ def encode_examples(
         [ex.label for ex in examples], dtype=np.float64 if spec.regression else np.int64
     )
     eos = vocab.eos_id
-    if family == "bert":
+    if get_family(family).cls_inputs:
         cls_id, sep_id = bert_specials(vocab)
         texts_a = vocab.encode_batch([ex.text_a for ex in examples])
         texts_b = vocab.encode_batch([ex.text_b or "" for ex in examples])
@@ -77,7 +79,7 @@ def encode_examples(
     truncated = sum(len(ids) > max_length - 1 for ids in encoded)
     inputs = [list(ids[: max_length - 1]) + [eos] for ids in encoded]
     targets = None
-    if head == "text":
+    if get_head(head).generates:
         words = vocab.encode_batch([t5_target(spec, ex.label) for ex in examples])
         targets = [list(ids) + [eos] for ids in words]
     return Encoded(inputs, None, targets, labels, truncated)

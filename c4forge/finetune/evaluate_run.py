@@ -9,6 +9,7 @@ from typing import Any
 
 from c4forge.errors import ConfigError
 from c4forge.finetune.evaluation import predict_split
+from c4forge.finetune.head_registry import HEADS
 from c4forge.finetune.loop import encoded_for_eval
 from c4forge.finetune.options import DEFAULT_MAX_LENGTH, EvaluateOptions
 from c4forge.finetune.outputs import spec_of, write_results
@@ -39,7 +40,7 @@ def evaluate_run(opts: EvaluateOptions) -> tuple[dict[str, Any], str]:
     if opts.head and opts.head != run_cfg["head"]:
         kind = (
             "an encoder-decoder fine-tuned text-to-text"
-            if run_cfg["head"] == "text"
+            if run_cfg["head"] in HEADS and HEADS[run_cfg["head"]].generates
             else (f"a model with a {run_cfg['head']} head")
         )
         raise ConfigError(

@@ -15,6 +15,7 @@ import torch
 
 from c4forge.finetune.encoding import Encoded, collate
 from c4forge.finetune.formats import parse_prediction, regression_target, t5_target
+from c4forge.finetune.head_registry import get_head
 from c4forge.finetune.metrics import compute_metrics
 from c4forge.finetune.tasks import TaskSpec
 
@@ -61,7 +62,8 @@ def predict_split(
     outputs: list[str] = []
     invalid = 0
     scores: list[np.ndarray] = []
-    max_tokens = max_decode_tokens(spec, vocab) if head == "text" else 0
+    generates = get_head(head).generates
+    max_tokens = max_decode_tokens(spec, vocab) if generates else 0
     starts = range(0, n, batch_size)
     bar = progress_display(
         starts, desc=f"eval {split}", unit="batch", disable=not progress, leave=False
@@ -70,7 +72,7 @@ def predict_split(
         idx = np.arange(start, min(start + batch_size, n))
         batch = {k: v.to(dev.device) for k, v in collate(enc, idx).items()}
         with dev.autocast():
-            if head == "text":
+            if generates:
                 ids = greedy_decode(model, batch["input_ids"], max_tokens, vocab.vocab_size)
                 for row in ids:
                     text = vocab.decode(row)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from c4forge.finetune.head_registry import default_head
 from c4forge.finetune.loop import finetune
 from c4forge.finetune.metrics import glue_score
 from c4forge.finetune.options import FinetuneOptions, GlueOptions
@@ -30,7 +31,7 @@ from c4forge.io.storage import atomic_write_text, read_json, write_json
 def _default_heads(checkpoint: str, vocab: str | None) -> list[str]:
     from c4forge.finetune.backbone import load_backbone
 
-    return ["text" if load_backbone(checkpoint, vocab).family == "t5" else "cls"]
+    return [default_head(load_backbone(checkpoint, vocab).family)]
 
 
 def _one_run(o: GlueOptions, init: str, head: str, task: str, seed: int) -> dict[str, Any]:

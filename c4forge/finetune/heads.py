@@ -17,35 +17,51 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-HEADS = ("text", "cls", "hire")
+from c4forge.finetune.head_registry import HEADS, get_head
+from c4forge.trainers.models import get_family
+
+__all__ = [
+    "HEADS",
+    "ClsHead",
+    "EncoderClassifier",
+    "HireHead",
+    "bert_hidden_states",
+    "build_hire",
+    "encoder_outputs",
+]
+
 HEAD_DROPOUT = 0.1
 
 
 def encoder_outputs(
     family: str, model: nn.Module, batch: dict[str, torch.Tensor]
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """``([H_0 … H_L], R)`` of a BERT model or the encoder of a T5 model."""
-    if family == "bert":
-        states = model.hidden_states(
-            batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
-        )
-        return list(states), states[-1]
-    from c4forge.finetune.t5_adapter import encoder_states
+    """``([H_0 … H_L], R)`` of the family's encoder (``Family.hidden_states``)."""
+    return get_family(family).hidden_states()(model, batch)
 
-    return encoder_states(model, batch["input_ids"])
+
+def bert_hidden_states(
+    model: nn.Module, batch: dict[str, torch.Tensor]
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """BERT's: every layer's output from its own ``hidden_states``; R is the last."""
+    states = model.hidden_states(
+        batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+    )
+    return list(states), states[-1]
 
 
 class ClsHead(nn.Module):
     def __init__(self, family: str, d: int, num_labels: int):
         super().__init__()
         self.family = family
-        if family != "bert":  # T5: a new pooler over the mean of the final states
+        self.own_pooler = get_family(family).cls_inputs  # BERT's pretrained [CLS] pooler
+        if not self.own_pooler:  # T5: a new pooler over the mean of the final states
             self.pool = nn.Linear(d, d)
         self.dropout = nn.Dropout(HEAD_DROPOUT)
         self.out = nn.Linear(d, num_labels)
 
     def forward(self, backbone: nn.Module, states, final, mask) -> dict[str, torch.Tensor]:
-        if self.family == "bert":
+        if self.own_pooler:
             pooled = backbone.pooled(final)
         else:
             m = mask[..., None].to(final.dtype)
@@ -93,14 +109,20 @@ class HireHead(nn.Module):
         return {"logits": self.w2(torch.tanh(self.w1(c))), "scores": scores}
 
 
+def build_hire(family: str, d: int, num_labels: int) -> HireHead:
+    """The registry's builder: the HIRE head is the same on every family."""
+    return HireHead(d, num_labels)
+
+
 class EncoderClassifier(nn.Module):
-    """Encoder (BERT, or T5's encoder; its decoder stays unused) + ``cls``/``hire`` head."""
+    """Encoder (BERT, or T5's encoder; its decoder stays unused) + a classifier head
+    (``cls``, ``hire`` or any registered one: ``head_registry.HEADS``)."""
 
     def __init__(self, family: str, backbone: nn.Module, head: str, d: int, num_labels: int):
         super().__init__()
         self.family = family
         self.backbone = backbone
-        self.head = ClsHead(family, d, num_labels) if head == "cls" else HireHead(d, num_labels)
+        self.head = get_head(head).build(family, d, num_labels)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         states, final = encoder_outputs(self.family, self.backbone, batch)

@@ -33,7 +33,7 @@ from c4forge.finetune import recipe as recipes
 from c4forge.finetune.backbone import Backbone, load_backbone, random_init
 from c4forge.finetune.encoding import Encoded, collate, encode_examples
 from c4forge.finetune.evaluation import predict_split
-from c4forge.finetune.heads import HEADS
+from c4forge.finetune.head_registry import HEADS, default_head, get_head, heads_for
 from c4forge.finetune.model import build_finetune_model
 from c4forge.finetune.options import DEFAULT_EPOCHS, FinetuneOptions
 from c4forge.finetune.outputs import (
@@ -68,10 +68,11 @@ TRAJECTORY = (
 def _check_head(head: str, backbone: Backbone) -> None:
     if head not in HEADS:
         raise ConfigError(f"unknown --head {head!r}; valid: {', '.join(HEADS)}")
-    if head == "text" and backbone.family != "t5":
+    spec = get_head(head)
+    if not spec.runs_on(backbone.family):
         raise ConfigError(
-            f"--head text needs an encoder-decoder (T5) checkpoint; {backbone.path} is "
-            f"{backbone.family} (use --head cls or hire)"
+            f"--head {head} needs {spec.needs}; {backbone.path} is "
+            f"{backbone.family} (use --head {' or '.join(heads_for(backbone.family))})"
         )
 
 
@@ -197,7 +198,7 @@ def setup(opts: FinetuneOptions) -> Setup:
         set_threads(o.threads)
     _refuse_finetuned(o.checkpoint)
     backbone = load_backbone(o.checkpoint, o.vocab)
-    head = o.head or ("text" if backbone.family == "t5" else "cls")
+    head = o.head or default_head(backbone.family)
     _check_head(head, backbone)
     pretrained_fingerprint = backbone.fingerprint
     if o.random_init:
@@ -352,7 +353,7 @@ def batch_indices(s: Setup, step: int) -> np.ndarray:
 
 def loss_unit(s: Setup) -> str:
     """What ``compute_loss`` measures, for the loss plot's axis."""
-    if s.head == "text":
+    if get_head(s.head).generates:
         return "cross-entropy, nats per target token"
     if s.data.spec.regression:
         return "mean squared error per example"
@@ -361,7 +362,7 @@ def loss_unit(s: Setup) -> str:
 
 def compute_loss(s: Setup, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     with s.dev.autocast():
-        if s.head == "text":
+        if get_head(s.head).generates:
             targets = batch["targets"]
             logits = s.forward_model(batch["input_ids"], decoder_input_tokens(targets))
             total, weight = weighted_cross_entropy(logits, targets)

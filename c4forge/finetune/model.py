@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from torch import nn
 
+from c4forge.finetune.head_registry import get_head
 from c4forge.finetune.heads import EncoderClassifier
+from c4forge.trainers.models import get_family
 
 FINETUNE_DROPOUT = 0.1
 
@@ -15,11 +17,11 @@ FINETUNE_DROPOUT = 0.1
 def build_finetune_model(
     family: str, backbone: nn.Module, head: str, d_model: int, num_labels: int
 ) -> nn.Module:
-    if family == "t5":
+    if get_family(family).encoder_decoder:
         from c4forge.finetune.t5_adapter import set_dropout
 
         set_dropout(backbone, FINETUNE_DROPOUT)
-        if head == "text":
+        if get_head(head).generates:
             return backbone
         del backbone.decoder
         if hasattr(backbone, "lm_head"):

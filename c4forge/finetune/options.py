@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from c4forge.cliconfig import CliConfig, flag, option, positive
+from c4forge.finetune.head_registry import HEADS
 from c4forge.finetune.recipe import LR_HELP  # torch-free at import
 
 DEFAULT_EPOCHS = 3  # BERT's recipe
@@ -164,7 +165,7 @@ class FinetuneOptions(CliConfig):
     )
     output: str = option("--output", "-o", required=True, help="fine-tuning output folder")
     head: str | None = option(
-        "--head", default=None, choices=("text", "cls", "hire"),
+        "--head", default=None, choices=tuple(HEADS),
         help="default: text (T5), cls (BERT)",
     )  # fmt: skip
     seed: int = option("--seed", default=0, type=int, help="head init, dropout and data order")
@@ -231,7 +232,7 @@ class GlueOptions(CliConfig):
     )  # fmt: skip
     heads: list[str] | None = option(
         "--head", default=None, metavar="HEAD", convert=_comma_list,
-        help="comma-separated heads: text,cls,hire (default text for T5, cls for BERT)",
+        help=f"comma-separated heads: {','.join(HEADS)} (default text for T5, cls for BERT)",
     )  # fmt: skip
     seeds: int = option("--seeds", default=3, type=positive, help="seeds per task (default 3)")
     also_random_init: bool = option(
@@ -273,7 +274,7 @@ class EvaluateOptions(CliConfig):
         "--split", default=None, help="split file name (default: the task's dev split(s))"
     )
     head: str | None = option(
-        "--head", default=None, choices=("text", "cls", "hire"), help="must match the run's head"
+        "--head", default=None, choices=tuple(HEADS), help="must match the run's head"
     )
     output: str | None = option(
         "--output", "-o", default=None, help="where results go (default FT/eval-TASK-SPLIT)"

@@ -1,4 +1,6 @@
-"""Optimiser recipes of the three heads (finetune.md §4–§5), their defaults, and the schedule.
+"""Optimiser recipes of the heads (finetune.md §4–§5), their defaults, and the schedule.
+
+The recipes themselves are the heads' (``head_registry.HEADS``); this module resolves them.
 
 * ``text``: T5 §3.1.3 — Adafactor (the trainers' ``build_optimizer``) at a constant 1e-3, no
   warm-up, no clipping.
@@ -20,17 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from c4forge.finetune.head_registry import get_head
+
 if TYPE_CHECKING:  # torch is imported where an optimiser is built: the CLI's --help stays instant
     import torch
-
-RECIPES: dict[str, dict[str, Any]] = {
-    "text": {"optimizer": "adafactor", "lr": 1e-3, "schedule": "constant", "warmup": 0.0,
-             "weight_decay": 0.0, "grad_clip": 0.0},
-    "cls": {"optimizer": "adamw", "lr": 1e-4, "schedule": "linear", "warmup": 0.1,
-            "weight_decay": 0.01, "grad_clip": 1.0, "betas": (0.9, 0.999), "eps": 1e-6},
-    "hire": {"optimizer": "adamw", "lr": 1e-4, "schedule": "linear", "warmup": 0.1,
-             "weight_decay": 0.1, "grad_clip": 1.0, "betas": (0.9, 0.98), "eps": 1e-6},
-}  # fmt: skip
 
 
 # (largest d_model, learning rate) for the cls and hire heads, first match wins.
@@ -44,8 +39,9 @@ LR_HELP = "cls/hire by model width: d_model <= 256: 1e-3, <= 512: 1e-4, wider: 3
 
 def default_lr(head: str, d_model: int) -> tuple[float, str]:
     """The head's default learning rate for a backbone ``d_model`` wide, and why."""
-    if head == "text":
-        return float(RECIPES["text"]["lr"]), "text head: Adafactor's constant 1e-3 (T5)"
+    h = get_head(head)
+    if h.lr_rule is not None:
+        return float(h.recipe["lr"]), h.lr_rule
     for width, lr in LR_BY_WIDTH:
         if d_model <= width:
             bound = "any width" if width == float("inf") else f"d_model <= {int(width)}"
@@ -56,7 +52,7 @@ def default_lr(head: str, d_model: int) -> tuple[float, str]:
 def resolve_recipe(head: str, d_model: int | None = None, **overrides: Any) -> dict[str, Any]:
     """The head's recipe with the user's values (``None`` = not given) on top; without an
     ``lr`` override the rate follows ``d_model`` (``default_lr``)."""
-    recipe = dict(RECIPES[head])
+    recipe = dict(get_head(head).recipe)
     if d_model is not None:
         recipe["lr"], recipe["lr_rule"] = default_lr(head, d_model)
     if overrides.get("lr") is not None:

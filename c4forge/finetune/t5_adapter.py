@@ -88,3 +88,10 @@ def greedy_decode(
 def _enc_spec(input_ids: torch.Tensor) -> MaskSpec:
     seg = (input_ids != 0).to(torch.int32)
     return MaskSpec(seg, seg, False)
+
+
+def t5_hidden_states(
+    model: nn.Module, batch: dict[str, torch.Tensor]
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """The t5 family's ``Family.hidden_states``: :func:`encoder_states` of a batch."""
+    return encoder_states(model, batch["input_ids"])

@@ -17,8 +17,10 @@ from typing import Any
 import torch
 
 from c4forge.errors import ConfigError
+from c4forge.finetune.head_registry import get_head
 from c4forge.finetune.outputs import RUN_CONFIG
 from c4forge.finetune.tasks import TaskSpec
+from c4forge.trainers.models import get_family
 
 
 def is_training_run(path: str) -> bool:
@@ -36,13 +38,13 @@ def load_pretrained_text_head(
     """(the T5 model in eval mode, a run config for ``write_results``, the vocabulary)."""
     from c4forge.finetune.backbone import load_backbone
 
-    if head not in (None, "text"):
+    if head is not None and not get_head(head).generates:
         raise ConfigError(
             f"--head {head}: {path} is a training run; only its own text-to-text head can be "
             "scored without fine-tuning (fine-tune it for a classifier head)"
         )
     backbone = load_backbone(path)
-    if backbone.family != "t5":
+    if not get_family(backbone.family).encoder_decoder:
         raise ConfigError(
             f"{path} is a {backbone.family}-family checkpoint: it has no text-to-text head; "
             "fine-tune it with --head cls or hire"

@@ -274,28 +274,19 @@ def export(
 ) -> dict[str, Any]:
     """Write the HF folder of the checkpoint's family; returns a summary (checkpoint, step,
     files, parameters). Everything is checked before the first byte is written."""
-    from c4forge.trainers.models import family_of
+    from c4forge.trainers.models import family_of, get_family
 
     ckpt = read_checkpoint_meta(path)
     family = family_of(ckpt.config)
-    if family == "bert":
-        from c4forge.trainers.export_bert import bert_files
-
-        bert_files(ckpt.config, None, 0, dropout_rate)  # a non-gelu FFN is refused here
+    exporter = get_family(family).exporter()
+    exporter.check(ckpt.config, dropout_rate)  # e.g. bert refuses a non-gelu FFN here
     tensors = load_weights(ckpt)
     vocab = find_vocabulary(ckpt, vocab_path)
     if os.path.exists(output) and os.listdir(output) and not overwrite:
         raise OutputExistsError(f"{output}: exists and is not empty; pass --overwrite")
     max_len = int(model_max_length or _nested(ckpt.state, "inputs_length") or 512)
-    if family == "bert":
-        files = bert_files(ckpt.config, vocab, max_len, dropout_rate)
-        architecture = "BertForPreTraining"
-    else:
-        if embed_token_copies:  # for a transformers release that reports them missing
-            tensors["encoder.embed_tokens.weight"] = tensors["shared.weight"].clone()
-            tensors["decoder.embed_tokens.weight"] = tensors["shared.weight"].clone()
-        files = t5_files(ckpt.config, vocab, max_len, dropout_rate)
-        architecture = "T5ForConditionalGeneration"
+    files = exporter.files(ckpt.config, vocab, max_len, dropout_rate, tensors, embed_token_copies)
+    architecture = exporter.architecture
 
     def write_weights(folder: str) -> None:
         save_tensors(tensors, os.path.join(folder, WEIGHTS_FILE))
@@ -316,6 +307,27 @@ def export(
         "embedding_size": ckpt.config.embedding_size,
         "weights_sha256": sha256(os.path.join(output, WEIGHTS_FILE)),
     }
+
+
+class T5Export:
+    """The t5 family's exporter (``Family.exporter``): a ``T5ForConditionalGeneration`` folder."""
+
+    architecture = "T5ForConditionalGeneration"
+
+    def check(self, cfg: ModelConfig, dropout_rate: float | None) -> None:
+        """Nothing to refuse before the weights are read."""
+
+    def files(
+        self, cfg: ModelConfig, vocab, max_len: int, dropout_rate: float | None,
+        tensors: dict[str, Any], embed_token_copies: bool,
+    ) -> dict[str, Any]:  # fmt: skip
+        if embed_token_copies:  # for a transformers release that reports them missing
+            tensors["encoder.embed_tokens.weight"] = tensors["shared.weight"].clone()
+            tensors["decoder.embed_tokens.weight"] = tensors["shared.weight"].clone()
+        return t5_files(cfg, vocab, max_len, dropout_rate)
+
+
+T5_EXPORT = T5Export()
 
 
 def t5_files(cfg: ModelConfig, vocab, max_len: int, dropout_rate: float | None) -> dict[str, Any]:

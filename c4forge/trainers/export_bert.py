@@ -86,3 +86,21 @@ def bert_files(cfg: Any, vocab: Any, max_len: int, dropout_rate: float | None) -
     with open(vocab.plain_model_path, "rb") as f:
         files["spiece.model"] = f.read()  # the plain SentencePiece model, for reference
     return files
+
+
+class BertExport:
+    """The bert family's exporter (``Family.exporter``): a ``BertForPreTraining`` folder."""
+
+    architecture = "BertForPreTraining"
+
+    def check(self, cfg: Any, dropout_rate: float | None) -> None:
+        bert_files(cfg, None, 0, dropout_rate)  # a non-gelu FFN is refused here
+
+    def files(
+        self, cfg: Any, vocab: Any, max_len: int, dropout_rate: float | None,
+        tensors: dict[str, Any], embed_token_copies: bool,
+    ) -> dict[str, Any]:  # fmt: skip
+        return bert_files(cfg, vocab, max_len, dropout_rate)
+
+
+BERT_EXPORT = BertExport()

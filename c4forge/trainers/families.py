@@ -27,6 +27,7 @@ from c4forge.errors import ConfigError, InputError
 from c4forge.objectives.registry import BERT_COLUMNS
 from c4forge.trainers.data import T5_COLUMNS, to_device
 from c4forge.trainers.loss import weighted_cross_entropy
+from c4forge.trainers.models.family import TrainingGlue
 
 
 def _widen(item: dict[str, Any], name: str, device: Any, non_blocking: bool, dtype: Any) -> Any:
@@ -229,10 +230,10 @@ class BertTraining:
         return bert_flops_per_example(cfg, inputs_length, targets_length)
 
 
-TRAINING = {"t5": T5Training(), "bert": BertTraining()}
+def training_for(family: str) -> TrainingGlue:
+    """The glue of a registered family (``Family.training``; one object per family)."""
+    from c4forge.trainers.models import FAMILIES
 
-
-def training_for(family: str) -> Any:
-    if family not in TRAINING:
+    if family not in FAMILIES:
         raise ConfigError(f"no training glue for model family {family!r}")
-    return TRAINING[family]
+    return FAMILIES[family].training_glue()

@@ -19,6 +19,7 @@ from typing import Any
 
 from c4forge.errors import VerificationError
 from c4forge.io.storage import atomic_write_text
+from c4forge.trainers.models.family import TrainingGlue
 
 METRICS = "metrics.jsonl"
 CURVE = "loss_curve.png"
@@ -183,7 +184,7 @@ class WindowLogger:
     (on TPU deferred to the step closure). ``fam``: the family's training (its loss parts,
     metric names and ``stats_record``)."""
 
-    fam: Any
+    fam: TrainingGlue
     info: Any  # distributed.DistInfo
     batch_size: int
     row_tokens: int

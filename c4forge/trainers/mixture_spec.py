@@ -23,6 +23,11 @@ given weights; ``proportional`` weighs a source by ``min(n, K)`` with ``n`` its 
 is what the mixture draws, so a packed task set counts packed rows); ``temperature`` by
 ``min(n, K)^(1/T)``; ``equal`` gives every source the same share. Every mistake is one
 ``ConfigError`` line naming the file and the key, raised before any data is opened.
+
+A strategy is a rate function, as in seqio: a :class:`Strategy` in ``STRATEGIES`` maps one
+source (and its train rows) to an unnormalised weight and names the keys it reads; validation,
+the error lines and ``--mix-strategy`` follow from the registry. A new strategy is one
+:func:`register_strategy` call.
 """
 
 from __future__ import annotations
@@ -30,13 +35,12 @@ from __future__ import annotations
 import math
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from c4forge.errors import ConfigError
 
-STRATEGIES = ("rates", "proportional", "temperature", "equal")
 _TOP_KEYS = ("strategy", "temperature", "limit", "pad", "sources")
 _SOURCE_KEYS = ("shards", "rate")
 
@@ -48,6 +52,62 @@ class MixtureSource:
     name: str
     shards: str
     rate: float | None = None
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One mixing strategy: ``weight(spec, source, rows)`` is a source's unnormalised rate.
+
+    ``uses`` names the optional keys it reads (``rate``, ``temperature``, ``limit``): a key it
+    reads is required (``rate``, ``temperature``) or allowed (``limit``), any other is an error,
+    so a stray key never silently does nothing. ``counts_rows``: the weight follows the train
+    rows, so a source without any is an error rather than a zero rate."""
+
+    name: str
+    weight: Callable[[MixtureSpec, MixtureSource, int], float]
+    uses: frozenset[str] = frozenset()
+    counts_rows: bool = False
+
+
+STRATEGIES: dict[str, Strategy] = {}
+
+
+def register_strategy(strategy: Strategy) -> Strategy:
+    """Add a strategy (its name becomes a valid ``strategy =`` value); returns it."""
+    if strategy.name in STRATEGIES:
+        raise ValueError(f"mixing strategy {strategy.name!r} is already registered")
+    if not strategy.uses <= {"rate", "temperature", "limit"}:
+        raise ValueError(f"strategy {strategy.name!r}: unknown keys in uses {set(strategy.uses)}")
+    STRATEGIES[strategy.name] = strategy
+    return strategy
+
+
+def _capped(spec: MixtureSpec, rows: int) -> float:
+    """``min(n, K)`` (``n`` without a limit): the examples-proportional weight."""
+    return float(min(rows, spec.limit) if spec.limit else rows)
+
+
+register_strategy(Strategy("rates", lambda spec, s, n: float(s.rate), frozenset({"rate"})))  # type: ignore[arg-type]
+register_strategy(
+    Strategy("proportional", lambda spec, s, n: _capped(spec, n) ** 1.0, frozenset({"limit"}), True)
+)
+register_strategy(
+    Strategy(
+        "temperature",
+        lambda spec, s, n: _capped(spec, n) ** (1.0 / spec.temperature),  # type: ignore[operator]
+        frozenset({"temperature", "limit"}),
+        True,
+    )
+)
+register_strategy(Strategy("equal", lambda spec, s, n: 1.0))
+
+
+def _users(key: str) -> str:
+    """``strategy 'a'`` / ``strategies 'a' and 'b'``: the strategies that read ``key``."""
+    names = [repr(n) for n, st in STRATEGIES.items() if key in st.uses]
+    if len(names) == 1:
+        return f"strategy {names[0]}"
+    return f"strategies {', '.join(names[:-1])} and {names[-1]}"
 
 
 @dataclass(frozen=True)
@@ -79,11 +139,14 @@ class MixtureSpec:
                 raise ConfigError(
                     f"{where}: source name {s.name!r} must be letters, digits, '-', '_' or '.'"
                 )
+        strategy = STRATEGIES[self.strategy]
         rated = [s for s in self.sources if s.rate is not None]
-        if self.strategy == "rates":
+        if "rate" in strategy.uses:
             missing = [s.name for s in self.sources if s.rate is None]
             if missing:
-                raise ConfigError(f"{where}: strategy 'rates' needs a rate for {missing[0]!r}")
+                raise ConfigError(
+                    f"{where}: strategy {self.strategy!r} needs a rate for {missing[0]!r}"
+                )
             for s in rated:
                 if not (isinstance(s.rate, int | float) and math.isfinite(s.rate) and s.rate > 0):
                     raise ConfigError(
@@ -91,23 +154,20 @@ class MixtureSpec:
                     )
         elif rated:
             raise ConfigError(
-                f"{where}: rate of {rated[0].name!r} is only used by strategy 'rates' "
+                f"{where}: rate of {rated[0].name!r} is only used by {_users('rate')} "
                 f"(this mixture is {self.strategy!r})"
             )
-        if self.strategy == "temperature":
+        if "temperature" in strategy.uses:
             t = self.temperature
             if t is None or not (isinstance(t, int | float) and math.isfinite(t) and t > 0):
                 raise ConfigError(
-                    f"{where}: strategy 'temperature' needs a temperature > 0, got {t!r}"
+                    f"{where}: strategy {self.strategy!r} needs a temperature > 0, got {t!r}"
                 )
         elif self.temperature is not None:
-            raise ConfigError(f"{where}: temperature is only used by strategy 'temperature'")
+            raise ConfigError(f"{where}: temperature is only used by {_users('temperature')}")
         if self.limit is not None:
-            if self.strategy not in ("proportional", "temperature"):
-                raise ConfigError(
-                    f"{where}: limit (K) is only used by strategies 'proportional' and "
-                    "'temperature'"
-                )
+            if "limit" not in strategy.uses:
+                raise ConfigError(f"{where}: limit (K) is only used by {_users('limit')}")
             if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1:
                 raise ConfigError(
                     f"{where}: limit must be a positive row count, got {self.limit!r}"
@@ -135,17 +195,12 @@ def mixing_rates(spec: MixtureSpec, rows: Sequence[int]) -> list[float]:
     """The normalised rate of each source, given each source's train rows."""
     if len(rows) != len(spec.sources):
         raise ValueError("one row count per source")
-    if spec.strategy == "rates":
-        weights = [float(s.rate) for s in spec.sources]  # type: ignore[arg-type]
-    elif spec.strategy == "equal":
-        weights = [1.0] * len(rows)
-    else:
+    strategy = STRATEGIES[spec.strategy]
+    if strategy.counts_rows:
         for s, n in zip(spec.sources, rows):
             if n <= 0:
                 raise ConfigError(f"mixture source {s.name!r} ({s.shards}) has no train rows")
-        capped = [float(min(n, spec.limit) if spec.limit else n) for n in rows]
-        power = 1.0 / spec.temperature if spec.strategy == "temperature" else 1.0
-        weights = [c**power for c in capped]
+    weights = [strategy.weight(spec, s, n) for s, n in zip(spec.sources, rows)]
     total = sum(weights)
     return [w / total for w in weights]
 
@@ -273,9 +328,8 @@ def spec_from_flags(
             raise ConfigError(f"--mix-rates is used by --mix-strategy rates, not {strategy}")
         strategy = "rates"
     if strategy is None:
-        raise ConfigError(
-            "--mix needs --mix-rates or --mix-strategy (proportional, temperature, equal)"
-        )
+        others = ", ".join(n for n, st in STRATEGIES.items() if "rate" not in st.uses)
+        raise ConfigError(f"--mix needs --mix-rates or --mix-strategy ({others})")
     return MixtureSpec(
         sources=tuple(MixtureSource(n, f, w) for (n, f), w in zip(named, weights)),
         strategy=strategy,

@@ -13,9 +13,6 @@ from typing import Any
 from c4forge.cliconfig import CliConfig, flag, non_negative, option, positive
 from c4forge.trainers.mixture_spec import STRATEGIES, MixtureSpec, load_mixture, spec_from_flags
 
-# the optimizer each family trains with unless --optimizer says otherwise
-FAMILY_OPTIMIZER = {"t5": "adafactor", "bert": "adamw"}
-
 _M, _O, _X, _R = "model", "optimisation", "mixture", "run"  # groups of `train --help`
 
 
@@ -157,7 +154,7 @@ class TrainOptions(CliConfig):
         help="strategy rates: one weight per source (SHARDS first), normalised",
     )  # fmt: skip
     mix_strategy: str | None = option(
-        "--mix-strategy", default=None, group=_X, choices=STRATEGIES,
+        "--mix-strategy", default=None, group=_X, choices=tuple(STRATEGIES),
         help="T5 §3.5.2: rates, proportional (min(rows, K)), temperature, equal",
     )  # fmt: skip
     mix_limit: int | None = option(
@@ -240,10 +237,11 @@ class TrainOptions(CliConfig):
 
     def resolved_training(self, family: str = "t5") -> dict[str, Any]:
         """The trajectory options with defaults filled in (the family picks the optimizer)."""
+        from c4forge.trainers.models import get_family
         from c4forge.trainers.optim import DEFAULT_GRAD_CLIP, DEFAULT_LR, DEFAULT_SCHEDULE
         from c4forge.trainers.schedules import default_warmup
 
-        opt = self.optimizer or FAMILY_OPTIMIZER[family]
+        opt = self.optimizer or get_family(family).optimizer  # the family's unless given
         schedule = self.schedule or DEFAULT_SCHEDULE.get(opt, "isr_decay")
         return {
             "batch_size": 128 if self.batch_size is None else self.batch_size,

@@ -138,10 +138,17 @@ def family_of_shards(opts: TrainOptions, resume: Resume, path: str) -> str:
                 f"--preset {opts.preset} is a {given}-family preset, but {rows} "
                 f"(presets {', '.join(valid)})"
             )
-    if family != "t5" and opts.tie_embeddings:
-        raise ConfigError("--tie-embeddings is a t5 option (bert always ties its decoder)")
-    if family != "t5" and opts.z_loss:
-        raise ConfigError("--z-loss is a t5 option (t5x's auxiliary loss)")
+    own = models.get_family(family).options
+    if "tie_embeddings" not in own and opts.tie_embeddings:
+        raise ConfigError(
+            f"--tie-embeddings is a {'/'.join(models.option_owners('tie_embeddings'))} option "
+            f"({family} always ties its decoder)"
+        )
+    if "z_loss" not in own and opts.z_loss:
+        raise ConfigError(
+            f"--z-loss is a {'/'.join(models.option_owners('z_loss'))} option "
+            "(t5x's auxiliary loss)"
+        )
     return family
 
 
@@ -227,7 +234,7 @@ def model_choice(opts: TrainOptions, data: RunData, resume: Resume, xla: bool) -
             overrides: dict[str, Any] = dict(
                 ffn=opts.ffn or cfg.ffn, d_ff=opts.d_ff, attn=opts.attn, dropout_rate=opts.dropout
             )
-            if family == "t5":
+            if "tie_embeddings" in models.get_family(family).options:
                 overrides["tie_embeddings"] = (
                     cfg.tie_embeddings if opts.tie_embeddings is None else opts.tie_embeddings
                 )
@@ -259,7 +266,7 @@ def model_choice(opts: TrainOptions, data: RunData, resume: Resume, xla: bool) -
         preset = opts.preset
         attn = opts.attn or ("eager" if xla else None)
         overrides = dict(ffn=opts.ffn, d_ff=opts.d_ff, attn=attn, dropout_rate=opts.dropout)
-        if family == "t5":
+        if "tie_embeddings" in models.get_family(family).options:
             overrides["tie_embeddings"] = opts.tie_embeddings
         cfg = family_module.make_config(opts.preset, int(vocabulary["embedding_size"]), **overrides)
     if cfg.embedding_size < int(vocabulary["vocab_size"]):
@@ -267,7 +274,7 @@ def model_choice(opts: TrainOptions, data: RunData, resume: Resume, xla: bool) -
             f"model embedding_size {cfg.embedding_size} < vocabulary size "
             f"{vocabulary['vocab_size']}"
         )
-    if family == "bert" and data.inputs_length > cfg.max_position:
+    if models.get_family(family).learned_positions and data.inputs_length > cfg.max_position:
         raise ConfigError(
             f"{opts.shards}: rows of {data.inputs_length} tokens exceed the model's "
             f"{cfg.max_position} positions"

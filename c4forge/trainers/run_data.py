@@ -21,6 +21,7 @@ from c4forge.trainers import resume as resumed_run
 from c4forge.trainers.data import DataPlan, ShardReader, TrainStream, eval_batches, open_shard_set
 from c4forge.trainers.device import DeviceInfo
 from c4forge.trainers.families import training_for
+from c4forge.trainers.models.family import TrainingGlue
 from c4forge.trainers.options import TrainOptions, Trajectory
 from c4forge.vocab import vocab_files
 from c4forge.vocab.vocab_files import check_vocab_dir, read_descriptor
@@ -33,7 +34,7 @@ class RunData:
     """The verified shard set and how this rank reads it."""
 
     family: str  # "t5" | "bert", from the shards' objective
-    fam: Any  # families.T5Training | BertTraining | MixtureT5Training
+    fam: TrainingGlue  # families.T5Training | BertTraining | MixtureT5Training
     traj: Trajectory  # the trajectory options, defaults resolved (or the checkpoint's)
     plan: DataPlan
     shards: Any  # data.ShardSet (a mixture's first source)
@@ -121,7 +122,7 @@ def open_run_data(opts: TrainOptions, info: dist.DistInfo, resume: resumed_run.R
     if mixture is not None:
         from c4forge.trainers.mixture_family import MixtureT5Training
 
-        fam: Any = MixtureT5Training(mixture.names, mixture.columns)
+        fam: TrainingGlue = MixtureT5Training(mixture.names, mixture.columns)
         lengths = (mixture.inputs_length, mixture.targets_length)
     else:
         obj = shards.index["objective"]

@@ -47,8 +47,9 @@ from c4forge.trainers.metrics import (
     WindowLogger,
     end_of_run,
 )
+from c4forge.trainers.models.family import ModelConfig, TrainingGlue
 from c4forge.trainers.optim import model_optimizer, schedule_note, set_lr
-from c4forge.trainers.options import FAMILY_OPTIMIZER, TrainOptions, Trajectory
+from c4forge.trainers.options import TrainOptions, Trajectory
 from c4forge.trainers.resume import ModelChoice, Resume, find_resume, model_choice
 from c4forge.trainers.run_data import (
     RowCheck,
@@ -64,7 +65,7 @@ from c4forge.trainers.summary import POOLED_NLL, RunSummary, mixture_lines
 from c4forge.trainers.threads import ThreadChoice, set_threads
 from c4forge.vocab.vocab_files import copy_run_vocab
 
-__all__ = ["FAMILY_OPTIMIZER", "RunSummary", "TrainOptions", "setup", "run", "train"]
+__all__ = ["RunSummary", "TrainOptions", "setup", "run", "train"]
 
 StepHook = Callable[[int], None]
 
@@ -104,7 +105,7 @@ class Net:
     """The model and the views of it the loop calls (compiled forward, DDP-wrapped train)."""
 
     preset: str
-    cfg: Any  # the family's model config
+    cfg: ModelConfig  # the family's model config
     model: torch.nn.Module  # the parameters (saved, clipped, exported)
     forward_model: torch.nn.Module  # evaluation path (compiled, no DDP)
     train_model: torch.nn.Module  # training path (compiled, DDP-wrapped)
@@ -123,7 +124,7 @@ class Setup:
     dev: DeviceInfo  # its device and precision
     resume: Resume
     data: RunData
-    fam: Any  # data.fam: what differs between families
+    fam: TrainingGlue  # data.fam: what differs between families
     traj: Trajectory  # data.traj
     net: Net
     optimizer: torch.optim.Optimizer

@@ -2,9 +2,12 @@
 
 A family module (``t5.py``, ``bert.py``) defines ``FAMILY`` (its name), ``PRESETS``, a config
 dataclass with ``to_dict``/``from_dict``, ``make_config(preset, embedding_size, **overrides)`` and
-``Model`` (the ``nn.Module``). The trainer, the data loader, checkpoints and export ask this
-registry which family a preset, a shard set or a checkpoint belongs to, so the next family is one
-more module and one more line in ``FAMILIES``.
+``Model`` (the ``nn.Module``). Its :class:`~c4forge.trainers.models.family.Family` (registered
+here with :func:`register_family`) says the rest: presets, training glue, default optimizer, the
+objectives it trains, its own options and its shape (encoder-decoder, ``[CLS]`` inputs, learned
+positions). The trainer, the data loader, checkpoints, export and fine-tuning ask this registry
+which family a preset, a shard set or a checkpoint belongs to and read the family's attributes,
+so the next family is one more module and one more ``register_family`` line.
 
 The family of a checkpoint is read from its ``config.json``: the bert config carries
 ``"family": "bert"``; a config without the key is the t5 family (the format predates families).
@@ -12,35 +15,74 @@ The family of a checkpoint is read from its ``config.json``: the bert config car
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from c4forge.errors import ConfigError, VerificationError
+from c4forge.trainers.models.family import Family, ModelConfig
 
-FAMILIES: dict[str, str] = {
-    "t5": "c4forge.trainers.models.t5",
-    "bert": "c4forge.trainers.models.bert",
-}
-# the objectives the bert family trains on; every inputs/targets objective trains t5 (the shard
-# set's objective decides the family, finetune.md §1)
-BERT_OBJECTIVES = ("bert_mlm_nsp",)
+FAMILIES: dict[str, Family] = {}
+
+
+def register_family(family: Family) -> Family:
+    """Add a model family (registry order is the order presets are listed in); returns it."""
+    if family.name in FAMILIES:
+        raise ValueError(f"model family {family.name!r} is already registered")
+    FAMILIES[family.name] = family
+    return family
+
+
+register_family(
+    Family(
+        "t5",
+        module="c4forge.trainers.models.t5",
+        presets="c4forge.trainers.config:PRESETS",
+        training="c4forge.trainers.families:T5Training",
+        exporter_ref="c4forge.trainers.export:T5_EXPORT",
+        hidden_states_ref="c4forge.finetune.t5_adapter:t5_hidden_states",
+        optimizer="adafactor",
+        options=frozenset({"tie_embeddings", "z_loss"}),
+        encoder_decoder=True,
+    )
+)
+# the shard set's objective decides the family (finetune.md §1): bert trains bert_mlm_nsp, t5
+# every inputs/targets objective
+register_family(
+    Family(
+        "bert",
+        module="c4forge.trainers.models.bert",
+        presets="c4forge.trainers.models.bert:PRESETS",
+        training="c4forge.trainers.families:BertTraining",
+        exporter_ref="c4forge.trainers.export_bert:BERT_EXPORT",
+        hidden_states_ref="c4forge.finetune.heads:bert_hidden_states",
+        optimizer="adamw",
+        objectives=("bert_mlm_nsp",),
+        cls_inputs=True,
+        learned_positions=True,
+    )
+)
+
+
+def get_family(name: str) -> Family:
+    if name not in FAMILIES:
+        raise ConfigError(f"unknown model family {name!r}; valid: {', '.join(FAMILIES)}")
+    return FAMILIES[name]
 
 
 def family_module(name: str) -> ModuleType:
-    if name not in FAMILIES:
-        raise ConfigError(f"unknown model family {name!r}; valid: {', '.join(FAMILIES)}")
-    return importlib.import_module(FAMILIES[name])
+    return get_family(name).model_module()
 
 
 def preset_families() -> dict[str, str]:
     """Every preset name → its family, in registry order (t5's first)."""
-    from c4forge.trainers.config import PRESETS as T5_PRESETS
-    from c4forge.trainers.models.bert import PRESETS as BERT_PRESETS
+    return {p: name for name, fam in FAMILIES.items() for p in fam.preset_names()}
 
-    return {**{p: "t5" for p in T5_PRESETS}, **{p: "bert" for p in BERT_PRESETS}}
+
+def option_owners(option: str) -> list[str]:
+    """The families that take a family-specific trainer option."""
+    return [name for name, fam in FAMILIES.items() if option in fam.options]
 
 
 def family_of_preset(preset: str) -> str:
@@ -51,11 +93,12 @@ def family_of_preset(preset: str) -> str:
 
 
 def family_of_objective(objective: str, columns: set[str], where: str) -> str:
-    """The family a shard set trains: bert for ``bert_mlm_nsp``, t5 for inputs/targets rows."""
-    if objective in BERT_OBJECTIVES:
-        return "bert"
-    if {"inputs", "targets"} <= columns:
-        return "t5"
+    """The family a shard set trains: one that names the objective (bert: ``bert_mlm_nsp``),
+    else the first that trains any inputs/targets rows (t5)."""
+    named = [f for f in FAMILIES.values() if f.objectives is not None]
+    for fam in [*named, *(f for f in FAMILIES.values() if f.objectives is None)]:
+        if fam.trains(objective, columns):
+            return fam.name
     raise ConfigError(
         f"{where}: no model family trains {objective!r} rows (columns {sorted(columns)})"
     )
@@ -85,7 +128,7 @@ def config_from_dict(family: str, data: dict[str, Any]) -> Any:
     return family_module(family).Config.from_dict(data)
 
 
-def family_of(config: Any) -> str:
+def family_of(config: ModelConfig) -> str:
     """The family of a model config (every family's config names it)."""
     return str(config.family)
 
@@ -105,7 +148,7 @@ def build_model(family: str, config: Any):
 class Pretrained:
     model: Any  # nn.Module in eval mode
     family: str  # "t5" | "bert"
-    config: Any  # the family's config dataclass
+    config: ModelConfig  # the family's config dataclass
     vocab_dir: str | None  # RUN/vocab, or the vocabulary the run recorded, when present
     fingerprint: str  # sha256 of the checkpoint's model.safetensors
     step: int
