@@ -101,7 +101,8 @@ def test_local_spark_console_shows_only_c4forge_lines(tmp_path):
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    noise = [line for line in lines if not line.startswith("c4forge clean") and line != JVM_NOTICE]
+    ours = ("c4forge clean", "clean ", "Spark web UI: ")  # its lines, progress lines, UI address
+    noise = [line for line in lines if not line.startswith(ours) and line != JVM_NOTICE]
     assert noise == [], "\n".join(noise)
     assert any(line.startswith("c4forge clean: 1 input file(s)") for line in lines)
     assert "conservation check: OK" in done.stdout
