@@ -14,6 +14,7 @@ import os
 import shutil
 
 import pytest
+from cli_errors import one_line_error
 from shards_fixtures import corpus_fixtures, shards_argv
 
 from c4forge.cli import main
@@ -53,14 +54,6 @@ def _record(index: dict, name: str) -> dict:
     return next(r for r in index["vocab_files"]["files"] if r["file"] == name)
 
 
-def _one_line_error(capsys, argv, *needles) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
-    return err
-
 
 @pytest.mark.parametrize("directory", ["../vocab", "/etc", "vocab/../../x", ".."])
 def test_vocab_files_directory_must_be_inside_the_set(shard_set, tmp_path, capsys, directory):
@@ -68,7 +61,7 @@ def test_vocab_files_directory_must_be_inside_the_set(shard_set, tmp_path, capsy
     # what the found case did: the same files, reachable outside the set
     shutil.copytree(os.path.join(d, "vocab"), str(tmp_path / "vocab"))
     _edit_index(d, lambda ix: ix["vocab_files"].update(directory=directory))
-    _one_line_error(
+    one_line_error(
         capsys, ["shards", "verify", d, "--quiet"], f"vocab_files.directory {directory!r}"
     )
     with pytest.raises(VerificationError, match="not a name inside its folder"):
@@ -91,7 +84,7 @@ def test_vocab_file_names_must_be_vocabulary_files(shard_set, tmp_path, capsys):
         )
 
     _edit_index(d, edit)
-    err = _one_line_error(capsys, ["shards", "verify", d, "--quiet"], "'../../hostname'")
+    err = one_line_error(capsys, ["shards", "verify", d, "--quiet"], "'../../hostname'")
     assert hashlib.sha256(data).hexdigest() not in err
 
 
@@ -112,10 +105,10 @@ def test_a_swapped_extra_ids_model_is_refused(shard_set, tmp_path, capsys):
     plain = open(os.path.join(d, "vocab", "sentencepiece.model"), "rb").read()
     _swap(d, "sentencepiece.extra_ids.model", plain)  # the model without its sentinels
     message = "sentencepiece.extra_ids.model: not the model that sentencepiece.model with"
-    _one_line_error(capsys, ["shards", "verify", d, "--quiet"], message)
+    one_line_error(capsys, ["shards", "verify", d, "--quiet"], message)
     argv = ["train", d, "--output", str(tmp_path / "run"), "--steps", "1", "--preset", "tiny",
             "--batch-size", "4", "--no-progress"]  # fmt: skip
-    _one_line_error(capsys, argv, message)
+    one_line_error(capsys, argv, message)
     assert not os.path.exists(tmp_path / "run" / "vocab")
 
 
@@ -124,7 +117,7 @@ def test_a_vocab_json_that_disagrees_with_the_fingerprint_is_refused(shard_set, 
     desc = json.load(open(os.path.join(d, "vocab", "vocab.json")))
     desc["vocab_size"] += 1
     _swap(d, "vocab.json", json.dumps(desc).encode())
-    _one_line_error(
+    one_line_error(
         capsys,
         ["shards", "verify", d, "--quiet"],
         "vocab.json: vocab_size is",
@@ -158,7 +151,7 @@ def test_report_does_not_read_a_shard_named_outside_the_clean_folder(tmp_path, c
     shutil.copy(clean / entry["file"], tmp_path / entry["file"])
     entry["file"] = f"../{entry['file']}"
     json.dump(stats, open(stats_path, "w"))
-    _one_line_error(
+    one_line_error(
         capsys, ["report", str(clean), "-o", str(tmp_path / "r"), "--quiet"],
         f"{stats_path}: train file '{entry['file']}' is not a name inside its folder",
     )  # fmt: skip

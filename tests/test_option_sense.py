@@ -9,6 +9,7 @@ import os
 import re
 
 import pytest
+from cli_errors import one_line_error
 from shards_fixtures import corpus_fixtures, shards_argv
 
 from c4forge.cli import main
@@ -23,20 +24,12 @@ work, docs, vocab_dir, vocab = corpus_fixtures(
 )
 
 
-def _one_line_error(capsys, argv, *needles) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
-    return err
-
 
 @pytest.mark.parametrize("engine", ["local", "spark"])
 def test_a_runner_without_the_beam_engine_is_refused(tmp_path, capsys, engine):
     out = tmp_path / "clean"
     argv = ["clean", WET, "-o", str(out), "--engine", engine, "--runner", "DataflowRunner"]
-    _one_line_error(
+    one_line_error(
         capsys, argv, f"--runner DataflowRunner is a Beam runner, but --engine {engine}"
     )
     assert not out.exists()
@@ -45,7 +38,7 @@ def test_a_runner_without_the_beam_engine_is_refused(tmp_path, capsys, engine):
 def test_shards_refuses_a_runner_with_the_local_engine(work, docs, vocab_dir, capsys):
     out = work / "never-runner"
     argv = shards_argv(docs, vocab_dir, str(out), "--engine", "local", "--runner", "DirectRunner")
-    _one_line_error(capsys, argv, "--runner DirectRunner is a Beam runner, but --engine local")
+    one_line_error(capsys, argv, "--runner DirectRunner is a Beam runner, but --engine local")
     assert not out.exists()
 
 
@@ -53,7 +46,7 @@ def test_span_corruption_targets_cut_short_are_refused(work, docs, vocab_dir, ca
     out = work / "never-short"
     fits = span_corruption_lengths(64)[1]
     argv = shards_argv(docs, vocab_dir, str(out), "--targets-length", "2", inputs_length=64)
-    err = _one_line_error(
+    err = one_line_error(
         capsys, argv, f"--targets-length 2 is shorter than the {fits} tokens span_corruption's"
     )
     assert re.search(rf"{round(100 * (fits - 2) / fits)} % of target tokens would be dropped", err)

@@ -15,6 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from cli_errors import one_line_error  # noqa: E402
 from finetune_fixtures import GLUE, finetune_argv, tiny_t5_run  # noqa: E402
 
 from c4forge.cli import main  # noqa: E402
@@ -38,14 +39,6 @@ def flipped(t5_run, tmp_path):
     return run
 
 
-def _one_line_error(capsys, argv, *needles):
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
-    return err
-
 
 @pytest.mark.parametrize("command", ["export", "finetune", "evaluate", "glue"])
 def test_a_bit_flipped_checkpoint_is_refused(flipped, tmp_path, capsys, command):
@@ -57,7 +50,7 @@ def test_a_bit_flipped_checkpoint_is_refused(flipped, tmp_path, capsys, command)
         "glue": ["glue", flipped, "--data", GLUE, "-o", out, "--tasks", "sst2", "--steps", "1",
                  "--no-progress"],
     }[command]  # fmt: skip
-    _one_line_error(capsys, argv, "model.safetensors: corrupt checkpoint (sha256 ")
+    one_line_error(capsys, argv, "model.safetensors: corrupt checkpoint (sha256 ")
     assert not os.path.exists(out) or not os.listdir(out)
 
 
@@ -82,7 +75,7 @@ def test_latest_is_never_followed_out_of_its_folder(t5_run, tmp_path, capsys, na
     name = name.format(abs=str(elsewhere).lstrip("/"))
     with open(os.path.join(run, "checkpoints", "latest"), "w") as f:
         f.write(name + "\n")
-    _one_line_error(
+    one_line_error(
         capsys, ["export", run, "--output", str(tmp_path / "hf")], "not a step-NNNNNNNN folder"
     )
-    _one_line_error(capsys, finetune_argv(run, "sst2", str(tmp_path / "ft")), "latest: names")
+    one_line_error(capsys, finetune_argv(run, "sst2", str(tmp_path / "ft")), "latest: names")
