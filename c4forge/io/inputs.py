@@ -20,6 +20,7 @@ from c4forge.io import storage
 # *.wet is accepted as well. WARC names are added for --input-format warc/auto.
 WET_PATTERNS = ("*.wet", "*.wet.gz")
 WARC_PATTERNS = ("*.warc", "*.warc.gz", "*.arc.gz")
+C4_PATTERNS = ("c4-*.json.gz", "c4-*.parquet")  # a clean corpus folder's shards (--input-format c4)
 GLOB_CHARS = set("*?[")
 
 
@@ -46,9 +47,7 @@ def dir_patterns(input_format: str) -> tuple[str, ...]:
     if input_format == "warc":
         return WARC_PATTERNS
     if input_format == "c4":
-        from c4forge.readers.c4_docs import PATTERNS
-
-        return PATTERNS
+        return C4_PATTERNS
     return WET_PATTERNS + WARC_PATTERNS
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-PATTERNS = ("c4-*.json.gz", "c4-*.parquet")  # a folder INPUT: its shards (SHARD_RE's names)
-
 
 def read_documents(path: str, count: Any) -> Iterator[Any]:
     """One clean shard → its pages (``readers.wet.Page``), counted under ``wet``."""
