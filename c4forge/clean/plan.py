@@ -266,37 +266,21 @@ def build_plan(job: Any) -> Plan:
     def present(*stages: Any) -> tuple[Any, ...]:
         return tuple(s for s in stages if s is not None)
 
-    if job.input_format == "c4":  # documents of a clean corpus: the corpus-wide stages only
-        return Plan(
-            read=readers.stage(job),
-            read_flow=READ_FLOW,
-            page_stages=(),
-            url_dedup=urls.stage(job),
-            clean=lines.as_is_stage(job),
-            doc_stages=present(
-                exact.stage(job),
-                minhash.stage(job),
-                decontaminate.stage(job),
-                *substrings.stage(job),
-                split.stage(job),
-            ),
-            dedup=job.dedup,
-            near_dedup=job.near_dedup == "minhash",
-        )
+    # documents of a clean corpus (--input-format c4): as they are, through the corpus-wide
+    # stages only; a crawl also gets the page rules and the per-document filters
+    crawl = job.input_format != "c4"
     return Plan(
         read=readers.stage(job),
         read_flow=READ_FLOW,
-        page_stages=present(lines.length_stage(job), realnews.stage(job)),
+        page_stages=present(lines.length_stage(job), realnews.stage(job)) if crawl else (),
         url_dedup=urls.stage(job),
-        clean=lines.stage(job),
+        clean=lines.stage(job) if crawl else lines.as_is_stage(job),
         doc_stages=present(
-            url_list.stage(job),
-            paragraphs.stage(job),
+            *((url_list.stage(job), paragraphs.stage(job)) if crawl else ()),
             exact.stage(job),
             minhash.stage(job),
             decontaminate.stage(job),
-            langid.stage(job),
-            badwords.stage(job),
+            *((langid.stage(job), badwords.stage(job)) if crawl else ()),
             *substrings.stage(job),
             split.stage(job),
         ),
