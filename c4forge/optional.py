@@ -27,6 +27,16 @@ NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+def require(modules: tuple[str, ...], missing: str) -> None:
+    """Import ``modules`` (a broken install fails here too, not only an absent one), else a
+    ``ConfigError`` of ``missing`` (what needs them, how to install them) and the import error."""
+    try:
+        for module in modules:
+            importlib.import_module(module)
+    except ImportError as err:
+        raise ConfigError(f"{missing}; import error: {err}") from None
+
+
 def needed(args: argparse.Namespace) -> list[tuple[str, str]]:
     """The (module, extra) pairs the parsed command line ``args`` needs."""
     out = list(NEEDS.get(args.command, ()))

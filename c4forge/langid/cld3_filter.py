@@ -72,10 +72,11 @@ GCLD3_MISSING = (
 
 def require_gcld3() -> Any:
     """The gcld3 module, or a ``ConfigError`` that says how to get it (checked before work)."""
-    try:
-        import gcld3
-    except ImportError as err:
-        raise ConfigError(f"{GCLD3_MISSING}; import error: {err}") from None
+    from c4forge.optional import require
+
+    require(("gcld3",), GCLD3_MISSING)
+    import gcld3
+
     return gcld3
 
 

@@ -42,13 +42,9 @@ RESILIPARSE_MISSING = (
 
 def require_resiliparse() -> None:
     """Raise a ``ConfigError`` saying how to get resiliparse when it does not import."""
-    from c4forge.errors import ConfigError
+    from c4forge.optional import require
 
-    try:
-        import resiliparse.extract.html2text  # noqa: F401
-        import resiliparse.parse.encoding  # noqa: F401
-    except ImportError as err:
-        raise ConfigError(f"{RESILIPARSE_MISSING}; import error: {err}") from None
+    require(("resiliparse.extract.html2text", "resiliparse.parse.encoding"), RESILIPARSE_MISSING)
 
 
 def check_inputs(paths: list[str], input_format: str) -> None:
