@@ -98,6 +98,12 @@ def test_export_loads_with_our_logits_and_only_the_head_message(exported):
     else:  # the one message: the head, never the input embeddings
         assert len(said) == 1 and "lm_head.weight" in said[0] and "NOT tie" in said[0], said
         assert transformers.T5Config.from_pretrained(hf_dir).scale_decoder_outputs is False
+        before = transformers.logging.get_verbosity()  # what the export's note offers instead
+        transformers.logging.set_verbosity_error()
+        try:
+            assert _load(hf_dir)[1] == []
+        finally:
+            transformers.logging.set_verbosity(before)
 
 
 @pytest.mark.parametrize(

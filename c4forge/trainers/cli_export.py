@@ -60,7 +60,7 @@ UNTIED_NOTE = (
     "randomly initialises the encoder's and decoder's input embeddings\n"
     "  (its T5Config sets tie_word_embeddings=True whatever config.json says, reading the file's "
     "false only to turn off the d^-1/2 logit scaling; no folder layout loads silently with these "
-    "logits: model.md §8)"
+    "logits: model.md §8; transformers.logging.set_verbosity_error() hides it)"
 )
 
 def register(subparsers) -> None:
