@@ -60,6 +60,7 @@ def rounds_left(pieces: int, target: int) -> int:
 def read_state(log: str, vocab_size: int) -> TrainerState:
     """The trainer's state from the text of its log so far (a cut last line is ignored)."""
     target = int(vocab_size * DESIRED_OVER_VOCAB)
+    log = log[: log.rfind("\n") + 1]  # a line being written could end mid-number: not yet
     phase = "starting"
     for marker, name in _PHASES:
         if marker in log:
