@@ -108,7 +108,14 @@ def test_export_loads_with_our_logits_and_only_the_head_message(exported):
 
 @pytest.mark.parametrize(
     "layout",
-    ["input_embeddings_without_shared", "without_lm_head", "without_tie_key", "save_pretrained"],
+    [
+        "input_embeddings_without_shared",
+        "without_lm_head",
+        "without_tie_key",
+        "tie_encoder_decoder_false",
+        "architectures_t5model",
+        "save_pretrained",
+    ],
 )
 def test_no_folder_layout_loads_silently_with_our_logits(exported, tmp_path, layout):
     """Every alternative a user might try: either transformers still logs the head message or the
@@ -129,8 +136,12 @@ def test_no_folder_layout_loads_silently_with_our_logits(exported, tmp_path, lay
             tensors["decoder.embed_tokens.weight"] = shared.clone()
         elif layout == "without_lm_head":
             del tensors["lm_head.weight"]
-        else:
+        elif layout == "without_tie_key":
             del config["tie_word_embeddings"]
+        elif layout == "tie_encoder_decoder_false":
+            config["tie_encoder_decoder"] = False
+        else:
+            config["architectures"] = ["T5Model"]
         save_file(tensors, os.path.join(folder, "model.safetensors"))
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(config, f)
