@@ -25,7 +25,6 @@ __all__ = [
     "ClsHead",
     "EncoderClassifier",
     "HireHead",
-    "bert_hidden_states",
     "build_hire",
     "encoder_outputs",
 ]
@@ -37,17 +36,7 @@ def encoder_outputs(
     family: str, model: nn.Module, batch: dict[str, torch.Tensor]
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
     """``([H_0 … H_L], R)`` of the family's encoder (``Family.hidden_states``)."""
-    return get_family(family).hidden_states()(model, batch)
-
-
-def bert_hidden_states(
-    model: nn.Module, batch: dict[str, torch.Tensor]
-) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """BERT's: every layer's output from its own ``hidden_states``; R is the last."""
-    states = model.hidden_states(
-        batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
-    )
-    return list(states), states[-1]
+    return get_family(family).hidden_states(model, batch)
 
 
 class ClsHead(nn.Module):

@@ -52,7 +52,7 @@ def load_pretrained_text_head(
     run_cfg = {
         "task": spec.name,
         "head": "text",
-        "family": "t5",
+        "family": backbone.family,
         "init": "pretrained (no fine-tuning)",
         "seed": None,
         "steps": 0,

@@ -235,13 +235,15 @@ class TrainOptions(CliConfig):
         help="stop after this step with a checkpoint, keeping the --steps schedule (resume later)",
     )  # fmt: skip
 
-    def resolved_training(self, family: str = "t5") -> dict[str, Any]:
-        """The trajectory options with defaults filled in (the family picks the optimizer)."""
-        from c4forge.trainers.models import get_family
+    def resolved_training(self, family: str | None = None) -> dict[str, Any]:
+        """The trajectory options with defaults filled in (the family picks the optimizer;
+        ``None``: the default family's, ``models.default_family``)."""
+        from c4forge.trainers.models import default_family, get_family
         from c4forge.trainers.optim import DEFAULT_GRAD_CLIP, DEFAULT_LR, DEFAULT_SCHEDULE
         from c4forge.trainers.schedules import default_warmup
 
-        opt = self.optimizer or get_family(family).optimizer  # the family's unless given
+        fam = default_family() if family is None else get_family(family)
+        opt = self.optimizer or fam.optimizer  # the family's unless given
         schedule = self.schedule or DEFAULT_SCHEDULE.get(opt, "isr_decay")
         return {
             "batch_size": 128 if self.batch_size is None else self.batch_size,

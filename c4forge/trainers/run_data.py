@@ -33,8 +33,8 @@ RowCheck = Callable[[dict[str, np.ndarray], str], None]
 class RunData:
     """The verified shard set and how this rank reads it."""
 
-    family: str  # "t5" | "bert", from the shards' objective
-    fam: TrainingGlue  # families.T5Training | BertTraining | MixtureT5Training
+    family: str  # a registered model family's name, from the shards' objective
+    fam: TrainingGlue  # the family's training glue (a mixture's: MixtureT5Training)
     traj: Trajectory  # the trajectory options, defaults resolved (or the checkpoint's)
     plan: DataPlan
     shards: Any  # data.ShardSet (a mixture's first source)

@@ -1,9 +1,8 @@
 """What a model family is, as one object: the contract the trainer, checkpoints, export and
 fine-tuning read instead of comparing family names.
 
-Torch-free: ``--help``, option resolution and ``c4forge experiment`` read families without
-building a model. The torch-side parts (the model module, the training glue) are named as
-``"module"`` / ``"module:attr"`` and imported on first use.
+Torch-free, as is the registry (``models/__init__``): a family module, which needs torch, is
+imported on the first lookup, so ``--help`` and ``c4forge experiment``'s checks never load it.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from types import ModuleType
 from typing import Any, Protocol
 
 
@@ -27,7 +25,7 @@ class ModelConfig(Protocol):
 
 
 class TrainingGlue(Protocol):
-    """A family's training glue (``trainers/families.py``): loss parts, metrics, batches."""
+    """A family's training glue (``T5Training`` in ``models/t5.py``): loss parts, metrics, batches."""
 
     name: str
     parts: tuple[str, ...]
@@ -59,6 +57,24 @@ class Exporter(Protocol):
     ) -> dict[str, Any]: ...  # fmt: skip
 
 
+class ConfigClass(Protocol):
+    """A family's config dataclass as a class: it reads a checkpoint's ``config.json`` back."""
+
+    def from_dict(self, data: dict[str, Any]) -> ModelConfig: ...
+
+
+class MakeConfig(Protocol):
+    """``make_config(preset, embedding_size, **overrides)``: a preset with the trainer's
+    options on top (an override of ``None`` means "not given")."""
+
+    def __call__(self, preset: str, embedding_size: int, **overrides: Any) -> ModelConfig: ...
+
+
+# ``f(model, batch) -> ([H_0 … H_L], R)``: every layer's encoder states and the final one, as
+# the fine-tuning heads read them (``batch``: the encoded task columns, ``finetune/encoding.py``)
+HiddenStates = Callable[[Any, dict[str, Any]], tuple[list[Any], Any]]
+
+
 @cache
 def _attr(ref: str) -> Any:
     module, _, attr = ref.partition(":")
@@ -67,58 +83,49 @@ def _attr(ref: str) -> Any:
 
 @dataclass(frozen=True)
 class Family:
-    """One model family.
+    """One model family, declared as ``FAMILY`` in its own module (``models/t5.py``,
+    ``models/bert.py``) and registered with one ``register_family`` line in ``models/__init__``.
 
-    ``module``: the module with ``Config``, ``make_config(preset, embedding_size, **overrides)``
-    and ``Model``. ``presets``: ``"module:attr"`` of its preset table. ``training``:
-    ``"module:attr"`` of its training-glue class (:class:`TrainingGlue`). ``exporter_ref``:
-    ``"module:attr"`` of its :class:`Exporter` (``c4forge export``). ``hidden_states_ref``:
-    ``"module:attr"`` of ``f(model, batch) -> ([H_0 … H_L], R)``, the encoder states the
-    fine-tuning heads read. ``optimizer``: the
-    default ``--optimizer``. ``objectives``: the objectives whose shards it trains (``None``:
-    any objective with ``inputs``/``targets`` rows). ``options``: the trainer options only it
-    takes (another family refuses them). ``encoder_decoder``: it has a decoder that writes text
-    (the text head, zero-shot scoring, mixtures of text-to-text rows). ``cls_inputs``: its
-    inputs are ``[CLS] A [SEP] (B [SEP])`` with segment ids, and the model offers
-    ``hidden_states(ids, segments, mask)`` and its pretrained ``pooled(final)``.
-    ``learned_positions``: rows may not exceed the config's ``max_position``."""
+    ``presets``: preset name → the config fields it sets. ``config``: the config dataclass
+    (``from_dict`` reads ``config.json``). ``make_config``: a preset with overrides. ``model``:
+    the ``nn.Module`` class, built as ``model(config)``. ``training``: its training glue
+    (:class:`TrainingGlue`; it holds no state). ``exporter_ref``: ``"module:attr"`` of its
+    :class:`Exporter` (``c4forge export``), imported on first use since the exporters read
+    checkpoints through this registry. ``hidden_states``: :data:`HiddenStates`. ``optimizer``:
+    the default ``--optimizer``. ``objectives``: the objectives whose shards it trains
+    (``None``: any objective with ``inputs``/``targets`` rows). ``options``: the trainer
+    options only it takes (another family refuses them). ``encoder_decoder``: it has a decoder
+    that writes text (the text head, zero-shot scoring, mixtures of text-to-text rows).
+    ``cls_inputs``: its inputs are ``[CLS] A [SEP] (B [SEP])`` with segment ids, and the model
+    offers its pretrained ``pooled(final)``. ``learned_positions``: rows may not exceed the
+    config's ``max_position``. ``unmarked_configs``: a ``config.json`` without a ``family`` key
+    is this family's (the format predates families), and so is a shard set whose
+    ``index.json`` cannot be read (its reader reports why)."""
 
     name: str
-    module: str
-    presets: str
-    training: str
+    presets: Mapping[str, Mapping[str, Any]]
+    config: ConfigClass
+    make_config: MakeConfig
+    model: Callable[[Any], Any]
+    training: TrainingGlue
     exporter_ref: str
-    hidden_states_ref: str
+    hidden_states: HiddenStates
     optimizer: str
     objectives: tuple[str, ...] | None = None
     options: frozenset[str] = field(default_factory=frozenset)
     encoder_decoder: bool = False
     cls_inputs: bool = False
     learned_positions: bool = False
-
-    def model_module(self) -> ModuleType:
-        return importlib.import_module(self.module)
+    unmarked_configs: bool = False
 
     def preset_names(self) -> list[str]:
-        return list(_attr(self.presets))
-
-    def training_glue(self) -> TrainingGlue:
-        """The family's glue object (one per family and process: it holds no state)."""
-        return _glue(self.training)  # type: ignore[no-any-return]
+        return list(self.presets)
 
     def exporter(self) -> Exporter:
         return _attr(self.exporter_ref)  # type: ignore[no-any-return]
-
-    def hidden_states(self) -> Callable[[Any, dict[str, Any]], tuple[list[Any], Any]]:
-        return _attr(self.hidden_states_ref)  # type: ignore[no-any-return]
 
     def trains(self, objective: str, columns: set[str]) -> bool:
         """Whether shards of ``objective`` with ``columns`` are this family's rows."""
         if self.objectives is not None:
             return objective in self.objectives
         return {"inputs", "targets"} <= columns
-
-
-@cache
-def _glue(ref: str) -> Any:
-    return _attr(ref)()
