@@ -23,6 +23,7 @@ from c4forge.vocab import vocab_files
 from c4forge.vocab.vocab_files import read_descriptor
 
 if TYPE_CHECKING:
+    from c4forge.trainers.models.family import ModelConfig
     from c4forge.trainers.run_data import RunData
 
 # Options that fix the data order or the optimisation trajectory: a resumed run takes them from
@@ -56,7 +57,7 @@ class ModelChoice:
     """The model a run trains: its preset name and the family's config object."""
 
     preset: str
-    cfg: Any
+    cfg: ModelConfig
 
 
 def find_resume(opts: TrainOptions, main: bool) -> Resume:

@@ -15,11 +15,15 @@ from typing import Any, Protocol
 
 
 class ModelConfig(Protocol):
-    """Every family's config dataclass: it names its family, and round-trips through JSON."""
+    """Every family's config dataclass: it names its family, and round-trips through JSON.
+    What the trainer, resume, startup lines and fine-tuning read of any family's config."""
 
     family: str
-    embedding_size: int
-    n_layers: int
+    embedding_size: int  # embedding rows (the vocabulary rounded up)
+    n_layers: int  # encoder layers
+    ffn: str  # the FFN variant (model.md §1.2), as the run's title names it
+    dropout_rate: float  # 0: no per-micro-batch dropout seeds
+    max_position: int | None  # longest input with learned positions; None: any length
 
     def to_dict(self) -> dict[str, Any]: ...
 
@@ -30,19 +34,24 @@ class TrainingGlue(Protocol):
     name: str
     parts: tuple[str, ...]
     stats: tuple[tuple[str, int], ...]
-    columns: Any
+    columns: Sequence[str]  # the shard columns a batch reads
     checks_rows: bool
 
+    # tensors are ``Any`` here: this module stays torch-free
     def row_tokens(self, inputs_length: int, targets_length: int) -> int: ...
     def stats_record(self, sums: Sequence[float], weights: Sequence[float]) -> dict[str, float]: ...
     def to_device(self, item: dict[str, Any], device: Any, non_blocking: bool = False) -> Any: ...
-    def counts(self, batch: Any) -> Any: ...
-    def nonpad(self, batch: Any) -> Any: ...
-    def forward_sums(self, *args: Any, **kwargs: Any) -> Any: ...
-    def check_rows(self, data: Mapping[str, Any], where: str, cfg: Any) -> None: ...
+    def counts(self, batch: Any) -> Any: ...  # [parts] weights of the loss parts
+    def nonpad(self, batch: Any) -> Any: ...  # non-pad tokens (throughput)
+    def forward_sums(
+        self, model: Any, batch: Any, z_loss: float, autocast: Any
+    ) -> tuple[Any, Any]: ...  # ([parts] loss sums, [stats] metric sums)
+    def check_rows(self, data: Mapping[str, Any], where: str, cfg: ModelConfig) -> None: ...
     def eval_record(self, sums: list[float], counts: list[float], stats: list[float]) -> dict: ...
     def eval_text(self, record: dict) -> str: ...
-    def flops_per_example(self, cfg: Any, inputs_length: int, targets_length: int) -> float: ...
+    def flops_per_example(
+        self, cfg: ModelConfig, inputs_length: int, targets_length: int
+    ) -> float: ...
 
 
 class Exporter(Protocol):
@@ -50,9 +59,9 @@ class Exporter(Protocol):
 
     architecture: str
 
-    def check(self, cfg: Any, dropout_rate: float | None) -> None: ...
+    def check(self, cfg: ModelConfig, dropout_rate: float | None) -> None: ...
     def files(
-        self, cfg: Any, vocab: Any, max_len: int, dropout_rate: float | None,
+        self, cfg: ModelConfig, vocab: Any, max_len: int, dropout_rate: float | None,
         tensors: dict[str, Any], embed_token_copies: bool,
     ) -> dict[str, Any]: ...  # fmt: skip
 
