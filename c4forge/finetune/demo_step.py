@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 
-BUNDLED_GLUE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "glue")
+from c4forge.data import BUNDLED_GLUE
+
 MAJORITY = 444 / 872  # SST-2 dev: 444 positive of 872
 STEPS = 120
 NLL_ROWS = 512  # the validation rows the training run's own eval uses (--eval-rows 512)

@@ -14,6 +14,7 @@ from c4forge.cliconfig import CliConfig, flag, non_negative, option, positive
 from c4forge.trainers.mixture_spec import STRATEGIES, MixtureSpec, load_mixture, spec_from_flags
 
 _M, _O, _X, _R = "model", "optimisation", "mixture", "run"  # groups of `train --help`
+DEVICES = ("auto", "cpu", "cuda", "xla")  # --device of train and finetune (trainers/device.py)
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ class TrainOptions(CliConfig):
     )  # fmt: skip
     # -- run
     device: str = option(
-        "--device", default="auto", group=_R, choices=("auto", "cpu", "cuda", "xla"),
+        "--device", default="auto", group=_R, choices=DEVICES,
         help="auto: a CUDA GPU, else a TPU (torch_xla), else the CPU",
     )  # fmt: skip
     resume: str | None = option(

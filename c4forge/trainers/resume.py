@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from c4forge.errors import ConfigError, OutputExistsError, VerificationError
+from c4forge.formats.shards import INDEX_NAME
 from c4forge.io.storage import read_json
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers import models
@@ -117,7 +118,7 @@ def family_of_shards(opts: TrainOptions, resume: Resume, path: str) -> str:
     """The family the shards at ``path`` train (read from index.json before anything else is
     checked); a preset or checkpoint of the other family is refused, naming both."""
     try:
-        index = read_json(os.path.join(path, "index.json"))
+        index = read_json(os.path.join(path, INDEX_NAME))
         objective = str(index["objective"]["name"])
         schema = {e["name"] for e in index["schema"]}
     except (OSError, ValueError, KeyError, TypeError):
