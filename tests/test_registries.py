@@ -331,6 +331,30 @@ def test_registered_family_trains_through_the_train_loop(toy_family, span_data, 
     assert back.family == "toy" and type(back.model).__name__ == "ToyModel"
 
 
+def test_registered_family_is_fine_tuned_through_its_hidden_states(
+    toy_family, mean_head, span_data, tmp_path
+):
+    """Fine-tuning reads a new family's checkpoint, encoder states and shape from its Family."""
+    from finetune_fixtures import GLUE, predictions_by_split
+    from train_fixtures import tiny_options
+
+    from c4forge.finetune.loop import finetune, setup
+    from c4forge.finetune.options import FinetuneOptions
+    from c4forge.trainers.train import train
+
+    train(tiny_options(span_data, tmp_path / "run", preset="toy-tiny", steps=1))
+    opts = FinetuneOptions(
+        checkpoint=str(tmp_path / "run"), task="rte", data=GLUE, output=str(tmp_path / "ft"),
+        head="mean", steps=2, batch_size=8, max_length=48, device="cpu", progress=False,
+    )  # fmt: skip
+    s = setup(opts)
+    assert type(s.model.backbone).__name__ == "ToyModel" and s.model.family == "toy"
+    res = finetune(opts)
+    assert res["head"] == "mean"
+    (labels, preds), *_ = predictions_by_split(str(tmp_path / "ft")).values()
+    assert len(preds) == len(labels) > 0 and set(preds) <= {0, 1}
+
+
 def test_unregistered_family_is_refused_by_preset_and_checkpoint(span_data, tmp_path):
     from train_fixtures import tiny_options
 

@@ -104,8 +104,8 @@ def build_hire(family: str, d: int, num_labels: int) -> HireHead:
 
 
 class EncoderClassifier(nn.Module):
-    """Encoder (BERT, or T5's encoder; its decoder stays unused) + a classifier head
-    (``cls``, ``hire`` or any registered one: ``head_registry.HEADS``)."""
+    """A family's encoder (readied by ``Family.finetune_backbone``: T5's without its decoder)
+    + a classifier head (``cls``, ``hire`` or any registered one: ``head_registry.HEADS``)."""
 
     def __init__(self, family: str, backbone: nn.Module, head: str, d: int, num_labels: int):
         super().__init__()

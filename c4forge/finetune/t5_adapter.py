@@ -1,6 +1,7 @@
-"""Adapters over the T5 model's modules (c4forge.trainers T5 ``GLUTransformer``) that fine-tuning
-needs and pretraining does not: dropout for fine-tuning, and greedy decoding. (Every hidden state
-of the encoder comes from the model itself: ``GLUTransformer.encode(..., hidden_states=[])``.)
+"""Greedy decoding over the T5 model's modules (c4forge.trainers T5 ``GLUTransformer``): what
+fine-tuning's text head needs and pretraining does not. (Every hidden state of the encoder comes
+from the model itself, ``GLUTransformer.encode(..., hidden_states=[])``; the fine-tuning dropout
+from the family, ``models.t5.finetune_backbone``.)
 """
 
 from __future__ import annotations
@@ -10,18 +11,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from c4forge.trainers.models.t5 import MaskSpec
-
-
-def set_dropout(model: nn.Module, rate: float) -> None:
-    """Dropout ``rate`` everywhere in a T5 model (pretraining ran without; T5 fine-tuned with 0.1)."""
-    for module in model.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = rate
-        elif hasattr(module, "SelfAttention") or hasattr(module, "EncDecAttention"):
-            for attn_name in ("SelfAttention", "EncDecAttention"):
-                attn = getattr(module, attn_name, None)
-                if attn is not None:
-                    attn.dropout = rate
 
 
 def decoder_logits(

@@ -545,6 +545,14 @@ def hidden_states(
     return list(states), states[-1]
 
 
+def finetune_backbone(model: BertForPreTraining, generates: bool) -> BertForPreTraining:
+    """Its config's dropout; a classifier head never uses the MLM and NSP heads (the pooler
+    stays: the ``cls`` head reads it) (``Family.finetune_backbone``)."""
+    if not generates:
+        del model.cls
+    return model
+
+
 # the shard set's objective decides the family (finetune.md §1): bert trains bert_mlm_nsp rows
 FAMILY = Family(
     name=NAME,
@@ -555,6 +563,7 @@ FAMILY = Family(
     training=BertTraining(),
     exporter_ref="c4forge.trainers.export_bert:BERT_EXPORT",
     hidden_states=hidden_states,
+    finetune_backbone=finetune_backbone,
     optimizer="adamw",
     objectives=("bert_mlm_nsp",),
     cls_inputs=True,

@@ -79,6 +79,11 @@ class MakeConfig(Protocol):
     def __call__(self, preset: str, embedding_size: int, **overrides: Any) -> ModelConfig: ...
 
 
+# ``f(model, generates) -> model``: the pretrained model made ready for fine-tuning (its
+# fine-tuning dropout; without ``generates``, a classifier head's, the parts such a head never
+# uses removed, so they are never trained nor saved)
+FinetuneBackbone = Callable[[Any, bool], Any]
+
 # ``f(model, batch) -> ([H_0 … H_L], R)``: every layer's encoder states and the final one, as
 # the fine-tuning heads read them (``batch``: the encoded task columns, ``finetune/encoding.py``)
 HiddenStates = Callable[[Any, dict[str, Any]], tuple[list[Any], Any]]
@@ -107,7 +112,8 @@ class Family:
     that writes text (the text head, zero-shot scoring, mixtures of text-to-text rows).
     ``cls_inputs``: its inputs are ``[CLS] A [SEP] (B [SEP])`` with segment ids, and the model
     offers its pretrained ``pooled(final)``. ``learned_positions``: rows may not exceed the
-    config's ``max_position``. ``unmarked_configs``: a ``config.json`` without a ``family`` key
+    config's ``max_position``. ``finetune_backbone``: :data:`FinetuneBackbone` (``None``: the
+    model as it is). ``unmarked_configs``: a ``config.json`` without a ``family`` key
     is this family's (the format predates families), and so is a shard set whose
     ``index.json`` cannot be read (its reader reports why)."""
 
@@ -125,6 +131,7 @@ class Family:
     encoder_decoder: bool = False
     cls_inputs: bool = False
     learned_positions: bool = False
+    finetune_backbone: FinetuneBackbone | None = None
     unmarked_configs: bool = False
 
     def preset_names(self) -> list[str]:

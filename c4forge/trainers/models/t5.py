@@ -368,8 +368,7 @@ class Stack(nn.Module):
         cross_spec: MaskSpec | None = None,
         states: list[torch.Tensor] | None = None,
     ):
-        """The stack's output; ``states``, when given, receives ``H_0 … H_L``: the input after
-        dropout, then each block's output (before the final norm), as HIRE reads them."""
+        """The stack's output; ``states`` (if given) gets H_0 (input after dropout) … H_L."""
         self_mask, cross_mask = self._masks(x, self_spec, enc, cross_spec)
         x = self.dropout(x)
         if states is not None:
@@ -492,7 +491,7 @@ def _segments(ids: torch.Tensor, segment_ids: torch.Tensor | None) -> torch.Tens
 
 
 # ----------------------------------------------------------------------------------------------
-# What the trainer and fine-tuning read of this family (trainers/families.py has what glues share)
+# The family: what the trainer and fine-tuning read of it (families.py: what glues share)
 
 
 class T5Training:
@@ -560,11 +559,28 @@ class T5Training:
 def hidden_states(
     model: GLUTransformer, batch: dict[str, torch.Tensor]
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """``([H_0 … H_L], R)`` of the encoder for the fine-tuning heads (``Family.hidden_states``):
-    H_0 the embeddings after dropout, H_j block j's output, R the encoder's output."""
+    """``([H_0 … H_L], R)`` of the encoder, as the fine-tuning heads read them (``encode``)."""
     states: list[torch.Tensor] = []
     final, _ = model.encode(batch["input_ids"], hidden_states=states)
     return states, final
+
+
+FINETUNE_DROPOUT = 0.1  # T5's fine-tuning dropout
+
+
+def finetune_backbone(model: GLUTransformer, generates: bool) -> GLUTransformer:
+    """Dropout 0.1 everywhere, as T5 fine-tuned (pretraining ran without); a classifier head
+    reads the encoder only, so the decoder and LM head go (``Family.finetune_backbone``)."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = FINETUNE_DROPOUT
+        elif isinstance(module, Attention):  # SDPA's dropout_p
+            module.dropout = FINETUNE_DROPOUT
+    if not generates:
+        del model.decoder
+        if hasattr(model, "lm_head"):
+            del model.lm_head
+    return model
 
 
 FAMILY = Family(
@@ -576,6 +592,7 @@ FAMILY = Family(
     training=T5Training(),
     exporter_ref="c4forge.trainers.export:T5_EXPORT",
     hidden_states=hidden_states,
+    finetune_backbone=finetune_backbone,
     optimizer="adafactor",
     options=frozenset({"tie_embeddings", "z_loss"}),
     encoder_decoder=True,
