@@ -355,6 +355,19 @@ def test_registered_family_is_fine_tuned_through_its_hidden_states(
     assert len(preds) == len(labels) > 0 and set(preds) <= {0, 1}
 
 
+def test_a_family_without_mixture_glue_trains_no_mixture(toy_family, span_data, tmp_path):
+    from train_fixtures import tiny_options
+
+    from c4forge.trainers.train import train
+
+    opts = tiny_options(
+        span_data, tmp_path / "run", preset="toy-tiny", shards=f"a={span_data / 'shards'}",
+        steps=1, mix=(f"b={span_data / 'shards'}",), mix_rates="0.5,0.5",
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"mixtures train the t5 family \(encoder-decoder rows\)"):
+        train(opts)
+
+
 def test_unregistered_family_is_refused_by_preset_and_checkpoint(span_data, tmp_path):
     from train_fixtures import tiny_options
 

@@ -112,7 +112,9 @@ class Family:
     that writes text (the text head, zero-shot scoring, mixtures of text-to-text rows).
     ``cls_inputs``: its inputs are ``[CLS] A [SEP] (B [SEP])`` with segment ids, and the model
     offers its pretrained ``pooled(final)``. ``learned_positions``: rows may not exceed the
-    config's ``max_position``. ``finetune_backbone``: :data:`FinetuneBackbone` (``None``: the
+    config's ``max_position``. ``mixture_training_ref``: ``"module:attr"`` of the glue class
+    that trains a mixture of its rows, built as ``cls(source names, columns)`` (``None``: the
+    family trains no mixture). ``finetune_backbone``: :data:`FinetuneBackbone` (``None``: the
     model as it is). ``unmarked_configs``: a ``config.json`` without a ``family`` key
     is this family's (the format predates families), and so is a shard set whose
     ``index.json`` cannot be read (its reader reports why)."""
@@ -131,6 +133,7 @@ class Family:
     encoder_decoder: bool = False
     cls_inputs: bool = False
     learned_positions: bool = False
+    mixture_training_ref: str | None = None
     finetune_backbone: FinetuneBackbone | None = None
     unmarked_configs: bool = False
 
@@ -139,6 +142,11 @@ class Family:
 
     def exporter(self) -> Exporter:
         return _attr(self.exporter_ref)  # type: ignore[no-any-return]
+
+    def mixture_training(self, names: Sequence[str], columns: Sequence[str]) -> TrainingGlue:
+        if self.mixture_training_ref is None:
+            raise ValueError(f"the {self.name} family trains no mixture")
+        return _attr(self.mixture_training_ref)(names, columns)  # type: ignore[no-any-return]
 
     def trains(self, objective: str, columns: set[str]) -> bool:
         """Whether shards of ``objective`` with ``columns`` are this family's rows."""

@@ -569,8 +569,7 @@ FINETUNE_DROPOUT = 0.1  # T5's fine-tuning dropout
 
 
 def finetune_backbone(model: GLUTransformer, generates: bool) -> GLUTransformer:
-    """Dropout 0.1 everywhere, as T5 fine-tuned (pretraining ran without); a classifier head
-    reads the encoder only, so the decoder and LM head go (``Family.finetune_backbone``)."""
+    """T5's fine-tuning dropout everywhere; for a classifier head, no decoder nor LM head."""
     for module in model.modules():
         if isinstance(module, nn.Dropout):
             module.p = FINETUNE_DROPOUT
@@ -593,6 +592,7 @@ FAMILY = Family(
     exporter_ref="c4forge.trainers.export:T5_EXPORT",
     hidden_states=hidden_states,
     finetune_backbone=finetune_backbone,
+    mixture_training_ref="c4forge.trainers.mixture_family:MixtureT5Training",
     optimizer="adafactor",
     options=frozenset({"tie_embeddings", "z_loss"}),
     encoder_decoder=True,
