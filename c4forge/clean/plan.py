@@ -38,9 +38,12 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from c4forge.clean.counting import Count, Flow
+
+if TYPE_CHECKING:
+    from c4forge.clean.config import CleanJob
 
 Fn = Callable[..., Any]
 
@@ -237,7 +240,7 @@ class Plan:
         return out
 
 
-def build_plan(job: Any) -> Plan:
+def build_plan(job: CleanJob) -> Plan:
     """The stages of c4_rules.md §1 for ``job`` (a ``CleanJob``), in the reference order; the
     job's corpus variant (TFDS ``_get_pages_pcollection``) adds, swaps or drops stages:
     read → length → [realnews] → URL dedup → clean or [as-is] → [webtext join] →
@@ -290,7 +293,7 @@ def build_plan(job: Any) -> Plan:
     )
 
 
-def recorded_job(config: dict[str, Any]) -> Any:
+def recorded_job(config: dict[str, Any]) -> CleanJob:
     """The ``CleanJob`` a finished run's stats.json ``config`` records, for reading its plan.
 
     Every field the record leaves out keeps ``CleanJob``'s default, so a stage that reads a
@@ -332,7 +335,7 @@ def recorded_job(config: dict[str, Any]) -> Any:
     return job
 
 
-def recorded_plan(config: Any) -> Plan:
+def recorded_plan(config: dict[str, Any]) -> Plan:
     """The plan of a finished run, from its stats.json ``config`` (a summary or a chart of a
     run read back with no job at hand); only its accounting may be used."""
     return build_plan(recorded_job(config))
