@@ -399,6 +399,19 @@ def test_registered_strategy_weighs_a_training_mixture(sqrt_strategy, span_data,
     assert mix["strategy"] == "sqrt" and mix["rates"] == pytest.approx([0.5, 0.5])
 
 
+def test_the_registry_imports_a_family_module_on_the_first_lookup():
+    """Importing the registry loads no family module (they need torch): --help stays fast."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from c4forge.trainers import models; "
+        "print('torch' in sys.modules); models.get_family('bert'); print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
+
+
 def test_unknown_family_is_one_line_error():
     from c4forge.trainers.families import training_for
 
