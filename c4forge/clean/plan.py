@@ -312,17 +312,19 @@ def recorded_job(config: dict[str, Any]) -> CleanJob:
             values[f.name] = f.default_factory()
     variant = get_variant(config.get("variant", {}).get("name", "en"))
     substrings = config.get("dedup_substrings") or {}
-    recorded = {k: config[k] for k in ("language", "format", "input_format", "max_record_bytes",
-                                       "near_dedup", "keep_samples") if k in config}  # fmt: skip
+    shards = config.get("shards") or {}
+    as_recorded = ("language", "format", "input_format", "max_record_bytes", "near_dedup",
+                   "keep_samples")  # fmt: skip
+    values.update({k: config[k] for k in as_recorded if k in config})
+    values.update({f"{s}_shards": shards[s] for s in ("train", "validation") if s in shards})
+    values.update(config.get("near_dedup_params") or {})  # ngram, num_perm, threshold
     values.update(
-        recorded,
-        **(config.get("near_dedup_params") or {}),
         inputs=(),
         output="",
         variant=variant.name,
         dedup=config.get("dedup") or "spans",
         badwords_fraction=config.get("badwords_fraction", variant.badwords_fraction),
-        decontaminate=tuple(config.get("decontaminate") or ()),
+        decontaminate=tuple(config.get("decontaminate") or ()),  # the benchmarks' names
         languages=tuple(config.get("languages") or ()),
         dedup_substrings=int(substrings.get("bytes", 0)),
         substrings_keep=substrings.get("keep", "none"),
