@@ -35,9 +35,10 @@ from typing import Any
 
 from c4forge.clean import output as clean_output
 from c4forge.clean import resume_state
-from c4forge.clean.counting import Count, CounterBag
-from c4forge.clean.documents import Doc, UrlEntry
-from c4forge.clean.plan import Plan, run_maps
+from c4forge.clean.plan import Plan
+from c4forge.corpus.counting import Count, CounterBag
+from c4forge.corpus.documents import Doc, UrlEntry
+from c4forge.corpus.stages import run_maps
 from c4forge.errors import VerificationError
 from c4forge.io import fingerprint, storage
 
@@ -112,7 +113,7 @@ def front(chunk: resume_state.Chunk, count: Count, *, plan: Plan, output: str) -
     → clean, records (cleaned text, clean counters of the page) and URL entries written, then
     the chunk's done-record with its counters. Done by an earlier run (``--resume``) or an
     earlier attempt of this bundle: the recorded entries and counters, the input not read."""
-    from c4forge.clean.drop_samples import MAX_TEXT
+    from c4forge.corpus.drop_samples import MAX_TEXT
 
     keep = getattr(count, "keep", 0)  # --keep-samples
     work = resume_state.WorkDir(output, resume_state.BEAM_DATA_SUFFIX)
@@ -167,7 +168,7 @@ def front(chunk: resume_state.Chunk, count: Count, *, plan: Plan, output: str) -
 
 def add_samples(count: Count, samples: dict[str, list]) -> None:
     """Recorded samples (``{stage/reason: [(hash, text, url)…]}``) into ``count``'s sample."""
-    from c4forge.clean.drop_samples import add_records
+    from c4forge.corpus.drop_samples import add_records
 
     add_records(count, samples)
 
@@ -269,7 +270,7 @@ def chunk_pass(
 def progress_plan(plan: Plan, files: int, chunks: int) -> Any:
     """What the engine's progress displays call each stage of this plan (the step labels of
     ``documents`` and ``output.write_shards``), and the pages-read counter they show."""
-    from c4forge.clean.plan import READ_STAGE
+    from c4forge.corpus.stages import READ_STAGE
     from c4forge.engines.stage_progress import ProgressPlan
 
     front = ["read", *(s.name for s in plan.page_stages), plan.clean.name]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import c4forge
-from c4forge.clean import counting
+from c4forge.corpus import counting
 from c4forge.errors import OutputExistsError, VerificationError
 from c4forge.io.storage import check_format, dumps_pretty
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from c4forge.clean.counting import Accounts, Flow
+from c4forge.corpus.counting import Accounts, Flow
 from c4forge.readers.warc_html import REASONS as WARC_REASONS
 
 

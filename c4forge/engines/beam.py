@@ -26,7 +26,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from c4forge import faults
-from c4forge.clean import drop_samples as ds
+from c4forge.corpus import drop_samples as ds
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
 from c4forge.errors import ConfigError, TaskFailedError, VerificationError
 from c4forge.io import storage
@@ -65,13 +65,13 @@ class BeamCount:
         self._bag: Any = None
 
     def sample(self, stage: str, reason: str, text: str, url: str = "") -> None:
-        from c4forge.clean import drop_samples as ds
+        from c4forge.corpus import drop_samples as ds
 
         if self.keep > 0:
             self.add_record(ds.key_of(stage, reason), ds.record(text, url))
 
     def add_record(self, key: str, rec: tuple) -> None:
-        from c4forge.clean.drop_samples import SampleBag
+        from c4forge.corpus.drop_samples import SampleBag
 
         if self._bag is None:
             self._bag = SampleBag(self.keep)
@@ -132,7 +132,7 @@ def _attempted(call: Callable[[Any], Iterable[Any]], count: Any, label: str) -> 
     runs every element once more first, that attempt dropped, as a bundle run twice. The
     writers' side effects all happen, as on Dataflow; only the kept attempt's output and
     counters reach the pipeline."""
-    from c4forge.clean.counting import CounterBag
+    from c4forge.corpus.counting import CounterBag
 
     keep = getattr(count, "keep", 0)
     for _run in range(2 if faults.duplicate(label) else 1):
@@ -192,7 +192,7 @@ def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
     """
     from apache_beam.metrics.metric import MetricsFilter
 
-    from c4forge.clean.counting import CounterBag
+    from c4forge.corpus.counting import CounterBag
 
     query = result.metrics().query(MetricsFilter())
     bag = CounterBag()

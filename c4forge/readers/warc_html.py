@@ -35,7 +35,7 @@ from typing import BinaryIO
 from warcio.bufferedreaders import BufferedReader, ChunkedDataReader
 from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
 
-from c4forge.clean.counting import Count, Flow
+from c4forge.corpus.counting import Count, Flow
 from c4forge.errors import InputError
 from c4forge.readers import wet
 from c4forge.readers.wet import Page, page_text
