@@ -26,6 +26,7 @@ from c4forge.clean import output as co
 from c4forge.clean import resume_state as pg
 from c4forge.clean import stats as cs
 from c4forge.clean.config import CleanJob
+from c4forge.clean.memory_fit import check_memory
 from c4forge.clean.plan import Plan, build_plan
 from c4forge.corpus import counting
 from c4forge.errors import C4ForgeError, VerificationError
@@ -261,7 +262,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             f" → {job.output} [variant={job.variant}, dedup={job.dedup}, near-dedup={job.near_dedup}, "
             f"{engine.tag}={engine.description}{f' ({why})' if why else ''}]",
         )
-        engine.check_inputs(inputs["bytes"], job)
+        check_memory(engine, inputs["bytes"])
         plan = build_plan(job)
         backend = langdetect_backend(plan)
         work, chunks = start_work(engine, job, files, config)

@@ -38,7 +38,7 @@ from c4forge.clean import resume_state
 from c4forge.clean.plan import Plan
 from c4forge.corpus.counting import Count, CounterBag
 from c4forge.corpus.documents import Doc, UrlEntry
-from c4forge.corpus.stages import run_maps
+from c4forge.corpus.stages import READ_STAGE, run_maps
 from c4forge.errors import VerificationError
 from c4forge.io import fingerprint, storage
 
@@ -267,15 +267,20 @@ def chunk_pass(
                 yield from corpus.emit((chunk.index, i), d, count)
 
 
+def chunk_paths(chunk: resume_state.Chunk) -> list[str]:
+    """The input files a chunk covers (the progress bar of Beam marks each one read)."""
+    return [f.path for f in chunk.files]
+
+
 def progress_plan(plan: Plan, files: int, chunks: int) -> Any:
     """What the engine's progress displays call each stage of this plan (the step labels of
-    ``documents`` and ``output.write_shards``), and the pages-read counter they show."""
-    from c4forge.corpus.stages import READ_STAGE
+    ``documents`` and ``output.write_shards``), the pages-read counter they show, and the step
+    that reads the inputs (a source over chunks: ``chunk_paths``)."""
     from c4forge.engines.stage_progress import ProgressPlan
 
     front = ["read", *(s.name for s in plan.page_stages), plan.clean.name]
     titles = {
-        "wet": " → ".join(front),
+        READ_STAGE: " → ".join(front),
         "chunks": "chunks to their decisions",
         "output": "sorted runs → shards",
     }
@@ -286,7 +291,7 @@ def progress_plan(plan: Plan, files: int, chunks: int) -> Any:
         if corpus is not None:
             previous = corpus.name
     units = {READ_STAGE: "file" if files == chunks else "chunk"}
-    return ProgressPlan("clean", titles, units, (READ_STAGE, "pages"))
+    return ProgressPlan("clean", titles, units, (READ_STAGE, "pages"), (READ_STAGE, chunk_paths))
 
 
 def run_plan(
@@ -309,7 +314,8 @@ def documents(
 ) -> Any:
     """The plan's ``(output key, OutDoc)`` collection (chunk files under ``job.output``);
     ``runs``: ``(output key, run)`` of each chunk's sorted runs instead."""
-    entries = engine.source("wet", chunks, functools.partial(front, plan=plan, output=job.output))
+    read = functools.partial(front, plan=plan, output=job.output)
+    entries = engine.source(READ_STAGE, chunks, read)
     kept = engine.group(entries, plan.url_dedup.name, plan.url_dedup.reduce)
     decisions = engine.flat_map(kept, f"{plan.url_dedup.name}/route", url_survivor)
     keyed = engine.source("chunks", chunks, key_chunk)

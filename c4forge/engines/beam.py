@@ -28,21 +28,10 @@ from apache_beam.metrics import Metrics
 from c4forge import faults
 from c4forge.corpus import drop_samples as ds
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
-from c4forge.errors import ConfigError, TaskFailedError, VerificationError
+from c4forge.errors import TaskFailedError, VerificationError
 from c4forge.io import storage
-from c4forge.proctree import available_memory
 
 COLLECT_NAME = "_c4forge_collect-{}.json"  # a collected collection, handed to the driver
-# The DirectRunner holds every collection in memory, so `--engine beam` on this machine checks
-# the input against MemAvailable before any work. Since documents stopped crossing shuffles (the
-# last pass writes sorted runs), what it holds is keys and decisions: peak PSS of the process
-# tree with 2 workers (benchmarks/scale.py) was 2.50 GiB for 659 MB of WET.gz (250k pages) and
-# 5.72 GiB for 2,623 MB (1M pages; all 679,530 documents written, the same bytes as the local
-# engine's), a fit of 1.42 GiB + 1.76 bytes per input byte. The check takes 1.5 GiB + 2.5 bytes
-# per byte: 21 % above the 250k figure, 33 % above the 1M one (the whole-shard groups of the
-# older plan needed 11 bytes per byte, which refused 1M pages on a 24 GB machine).
-DIRECT_MEMORY_PER_INPUT_BYTE = 2.5
-DIRECT_MEMORY_BASE = 1536 << 20
 
 SAMPLES_MANIFEST = "_c4forge_samples.json"
 
@@ -217,16 +206,21 @@ def mark_file_read(progress_dir: str | None, path: str) -> None:
 
 
 class _SourceFn(_MapFn):
-    """One input path → its items; ``progress_dir`` (local runners): a marker per input."""
+    """One source item → its items; ``progress_dir`` (local runners, the step that reads the
+    job's inputs): a marker per input file the item covers (``paths(item)``)."""
 
-    def __init__(self, fn: Fn, progress_dir: str | None) -> None:
+    def __init__(
+        self, fn: Fn, progress_dir: str | None, paths: Callable[[Any], Iterable[str]] | None
+    ) -> None:
         super().__init__(fn)
         self.progress_dir = progress_dir
+        self.paths = paths
 
     def process(self, item: Any) -> Iterator[Any]:
         yield from self._run(lambda count: self.fn(item, count))
-        for f in getattr(item, "files", ()):  # a chunk of the job's inputs
-            mark_file_read(self.progress_dir, f.path)
+        if self.progress_dir and self.paths is not None:
+            for path in self.paths(item):
+                mark_file_read(self.progress_dir, path)
 
 
 # --- shuffle bytes (the stage profile, ``C4FORGE_ENGINE_PROFILE``) -----------------------------
@@ -409,11 +403,13 @@ class BeamEngine(Engine):
         extra = list(job.passthrough) if job is not None else []
         self.choice = make_runner(runner, workers, extra)
         self.description = self.choice.description
+        self.holds_collections = self.choice.local  # the DirectRunner: all in this machine's memory
         self.pipeline = beam.Pipeline(runner=self.choice.runner, options=self.choice.options)
         self._ran = False
         # where ``collect`` hands items to the driver: the job's output (``start``)
         self.scratch = job.output if job is not None else "."
         self.progress_dir: str | None = None
+        self.reads: Any = None  # the progress plan's input-reading step (``progress``)
         self._labels: Counter[str] = Counter()
         self._counters: dict[str, dict[str, int]] = {}
         self.keep_samples = 0
@@ -453,21 +449,6 @@ class BeamEngine(Engine):
         n = self._labels[label]
         return label if n == 1 else f"{label}#{n}"
 
-    def check_inputs(self, input_bytes: int, job: Any) -> None:
-        """The DirectRunner keeps every collection in memory: refuse, before any work, inputs
-        whose run would not fit in this machine's available memory."""
-        if not self.choice.local:
-            return
-        need = DIRECT_MEMORY_BASE + int(DIRECT_MEMORY_PER_INPUT_BYTE * input_bytes)
-        have = available_memory()
-        if have is not None and need > have:
-            raise ConfigError(
-                f"--engine beam with the DirectRunner holds every collection in memory: about "
-                f"{need / 2**30:.1f} GiB for {input_bytes / 1e6:,.0f} MB of input, "
-                f"{have / 2**30:.1f} GiB available; use --engine local (shuffles spill to disk) "
-                "or a cluster runner (--runner DataflowRunner, FlinkRunner, SparkRunner)"
-            )
-
     # -- primitives -----------------------------------------------------------------------------
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
         lbl = self._label(label)
@@ -476,11 +457,16 @@ class BeamEngine(Engine):
             self._measured(created, lbl, keyed=False)
             | f"{lbl}/spread" >> beam.Reshuffle()
             # the progress bar counts the job's input files only (not, e.g., a URL list)
-            | lbl >> self._par_do(
-                _SourceFn(fn, self.progress_dir if label == "wet" else None), label=lbl
-            )
+            | lbl >> self._par_do(self._source_fn(label, fn), label=lbl)
         )
         return self._sized(out, lbl)
+
+    def _source_fn(self, label: str, fn: Fn) -> _SourceFn:
+        """The source's DoFn; the one that reads the job's inputs (the progress plan's
+        ``reads``) marks each input file read for the progress bar."""
+        if self.reads is not None and label == self.reads[0]:
+            return _SourceFn(fn, self.progress_dir, self.reads[1])
+        return _SourceFn(fn, None, None)
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
@@ -536,6 +522,7 @@ class BeamEngine(Engine):
         a cluster runner's UI shows its own progress."""
         from c4forge.engines.progress_bar import FileProgress
 
+        self.reads = plan.reads if plan is not None else None
         with FileProgress(files, enabled=self.choice.local and not quiet) as bar:
             self.progress_dir = bar.directory
             yield
