@@ -155,7 +155,9 @@ class CorpusStage(Protocol):
 
     def decide(self, engine: Any, emitted: Any) -> Any: ...
 
-    def apply(self, loc: Any, doc: Any, decisions: Iterable[Any], count: Count) -> Iterable[Any]: ...
+    def apply(
+        self, loc: Any, doc: Any, decisions: Iterable[Any], count: Count
+    ) -> Iterable[Any]: ...
 
 
 READ_STAGE = "wet"  # the read step's counter namespace, WARC input too (c4_rules.md §13)
