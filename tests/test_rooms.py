@@ -19,24 +19,12 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(REPO, "c4forge")
 
-# Rooms that run or define clean/shards stages: an engine runs any of them through its
-# primitives, so it imports none of them (a new stage needs no engine change).
-STAGE_ROOMS = frozenset(
-    {
-        "clean",
-        "contamination",
-        "dedup",
-        "langid",
-        "objectives",
-        "readers",
-        "rules",
-        "shards",
-        "vocab",
-        "formats",
-        "finetune",
-        "trainers",
-        "glue",
-    }
+# What an engine may import: the base room of counters and samples, storage and the
+# foundations. Every other room defines or runs stages (clean, rules, dedup, langid, readers,
+# contamination, shards, vocab, objectives, formats …) or drives commands; an engine runs any
+# stage through its primitives, so it imports none of them (a new stage needs no engine change).
+ENGINE_ROOMS_ALLOWED = frozenset(
+    {"corpus", "io", "errors", "faults", "progress", "proctree", "cliconfig", "optional"}
 )
 
 Edges = dict[str, dict[str, list[str]]]
@@ -151,8 +139,8 @@ def test_rooms_form_a_dag() -> None:
 
 
 def test_engines_import_no_stage_room() -> None:
-    found = {r: w for r, w in room_edges()["engines"].items() if r in STAGE_ROOMS}
-    assert not found, f"engines/ imports stage rooms: {found}"
+    found = {r: w for r, w in room_edges()["engines"].items() if r not in ENGINE_ROOMS_ALLOWED}
+    assert not found, f"engines/ imports rooms beyond the base ones: {found}"
 
 
 def _write(root: str, rel: str, text: str) -> None:
