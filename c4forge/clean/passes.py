@@ -291,7 +291,10 @@ def progress_plan(plan: Plan, files: int, chunks: int) -> Any:
         if corpus is not None:
             previous = corpus.name
     units = {READ_STAGE: "file" if files == chunks else "chunk"}
-    return ProgressPlan("clean", titles, units, (READ_STAGE, "pages"), (READ_STAGE, chunk_paths))
+    reading = ("reading WET", "read; now URL dedup → clean → dedup → langid → write")
+    return ProgressPlan(
+        "clean", titles, units, (READ_STAGE, "pages"), (READ_STAGE, chunk_paths), reading
+    )
 
 
 def run_plan(

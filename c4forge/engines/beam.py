@@ -523,7 +523,8 @@ class BeamEngine(Engine):
         from c4forge.engines.progress_bar import FileProgress
 
         self.reads = plan.reads if plan is not None else None
-        with FileProgress(files, enabled=self.choice.local and not quiet) as bar:
+        titles = plan.read_titles if plan is not None else ("reading", "read")
+        with FileProgress(files, enabled=self.choice.local and not quiet, titles=titles) as bar:
             self.progress_dir = bar.directory
             yield
 

@@ -41,6 +41,8 @@ class ProgressPlan(NamedTuple):
     # the ``source`` step that reads the job's input files, and ``paths(item)``: the input files
     # one of its items covers (a module-level function: Beam's workers mark each one read)
     reads: tuple[str, Callable[[Any], Iterable[str]]] | None = None
+    # a file bar's description while the inputs are read, and once they are (Beam's)
+    read_titles: tuple[str, str] = ("reading", "read")
 
 
 class StageBars:
