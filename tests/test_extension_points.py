@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import json
 import os
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,7 +40,7 @@ class ListEngine(Engine):
     tag = "engine"
     description = "Python lists (a test engine)"
 
-    def __init__(self) -> None:
+    def __init__(self, job: Any = None) -> None:
         self.bag = CounterBag()
 
     def _grouped(self, pairs: Any) -> dict[Any, list[Any]]:
@@ -82,6 +83,18 @@ class ListEngine(Engine):
 
     def counters(self) -> dict[str, dict[str, int]]:
         return self.bag.counts
+
+
+def test_a_new_engine_is_one_registration_line(monkeypatch):
+    """Registered under a name (one line in ``ENGINE_CLASSES``, which also makes the
+    ``--engine`` choices), the engine is what ``make_engine`` builds for a job naming it."""
+    from c4forge.engines import choose
+
+    monkeypatch.setitem(choose.ENGINE_CLASSES, "lists", f"{__name__}:ListEngine")
+    job = types.SimpleNamespace(engine="lists")  # what make_engine reads of a request
+    assert isinstance(choose.make_engine(job), ListEngine)
+    local = choose.make_engine(types.SimpleNamespace(engine="local", workers=1))
+    assert type(local) is LocalEngine
 
 
 def _job(out: str, **options: Any) -> CleanJob:
