@@ -27,7 +27,7 @@ FLOOR = 1.5e9  # bytes of MemAvailable under which the run is killed
 
 def main(corpus: str, out: str, per_byte: float) -> dict:
     wrapper = (
-        "import sys; import c4forge.engines.beam as b; "
+        "import sys; import c4forge.clean.memory_fit as b; "
         f"b.DIRECT_MEMORY_PER_INPUT_BYTE = {per_byte}; "
         "from c4forge.cli import main; sys.exit(main(sys.argv[1:]))"
     )

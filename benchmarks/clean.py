@@ -148,10 +148,10 @@ def stage_profile(files: list[Path], stock_every: int) -> None:
     Punkt's share taken out of the front; then fast and stock langdetect on every
     ``stock_every``-th written document."""
     from c4forge.clean.config import CleanJob
-    from c4forge.clean.counting import CounterBag
     from c4forge.clean.driver import run_clean
+    from c4forge.corpus.clean_docs import iter_documents, list_clean_shards
+    from c4forge.corpus.counting import CounterBag
     from c4forge.engines.local import LocalEngine
-    from c4forge.formats.clean_docs import iter_documents, list_clean_shards
     from c4forge.langid import langdetect_filter as langid
     from c4forge.langid.langdetect_fast import detect_langs_fast
     from c4forge.rules import lines as clean_mod

@@ -12,7 +12,7 @@ import multiprocessing as mp
 import time
 from typing import Any
 
-from c4forge.formats import clean_docs
+from c4forge.corpus import clean_docs
 from c4forge.vocab.vocab import Vocabulary
 
 TEXTS: list[str] = []

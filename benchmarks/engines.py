@@ -217,7 +217,7 @@ def make_page(i: int):  # -> Doc, built inside the worker
     import gzip
     import random
 
-    from c4forge.clean.documents import Doc
+    from c4forge.corpus.documents import Doc
 
     if not _DOCS:
         with gzip.open(C4_SAMPLE, "rt", encoding="utf-8") as f:

@@ -19,7 +19,7 @@ import time
 import zlib
 from pathlib import Path
 
-from c4forge.clean.counting import CounterBag
+from c4forge.corpus.counting import CounterBag
 from c4forge.readers.wet import read_wet
 
 SAMPLE = (

@@ -56,8 +56,8 @@ WORKERS = (1, 2)
 
 def build_inputs(d: Path, pages: int) -> list[str]:
     """The corpus + the bundled samples as WET files, and the URL list (``d/urls.txt.gz``)."""
-    from c4forge.clean.counting import CounterBag
-    from c4forge.dedup.urls import normalize_url
+    from c4forge.corpus.counting import CounterBag
+    from c4forge.corpus.urls import normalize_url
     from c4forge.readers.wet import open_binary, read_wet
     from c4forge.samples import demo_inputs
 

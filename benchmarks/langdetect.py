@@ -82,7 +82,7 @@ def real_pages(extra: list[Path]) -> dict[str, list[str]]:
             corpus_mod.TESTS_DATA / "langdetect" / "dolma-cc-multilingual.jsonl.gz"
         )
     ]
-    from c4forge.clean.counting import CounterBag
+    from c4forge.corpus.counting import CounterBag
     from c4forge.readers.wet import read_wet
 
     synthetic = []
@@ -115,7 +115,7 @@ def real_pages(extra: list[Path]) -> dict[str, list[str]]:
 
 
 def corpus_pages(pages: int) -> list[str]:
-    from c4forge.clean.counting import CounterBag
+    from c4forge.corpus.counting import CounterBag
     from c4forge.readers.wet import read_wet
     from c4forge.rules.lines import clean_page
 

@@ -20,7 +20,8 @@ import time
 
 from warcio.archiveiterator import ArchiveIterator
 
-from c4forge.clean.output import make_out_doc, pack_doc, unpack_doc
+from c4forge.clean.output import pack_doc, unpack_doc
+from c4forge.corpus.documents import make_out_doc
 
 
 def read_docs(paths: list[str]) -> list:

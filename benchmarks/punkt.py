@@ -33,7 +33,7 @@ TESTS_WET = ROOT / "tests" / "data" / "wet"
 
 
 def load_pages(extra: list[str]) -> tuple[list[str], dict[str, int]]:
-    from c4forge.clean.counting import CounterBag
+    from c4forge.corpus.counting import CounterBag
     from c4forge.readers.wet import read_wet
     from c4forge.samples import iter_c4_sample
 
@@ -53,7 +53,7 @@ def load_pages(extra: list[str]) -> tuple[list[str], dict[str, int]]:
 
 
 def run_clean(texts: list[str]):  # noqa: ANN201
-    from c4forge.clean.counting import CounterBag
+    from c4forge.corpus.counting import CounterBag
     from c4forge.rules.lines import clean_page
 
     bag = CounterBag()

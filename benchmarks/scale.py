@@ -309,7 +309,7 @@ def run_shards(
 def encode_floor(clean: Path, vocab: Path, batch: int = 256) -> dict:
     """SentencePiece's own encode rate, one thread, on the text the shards stage tokenizes (every
     document of every split): the floor for the stage's tokens per CPU-second."""
-    from c4forge.formats import clean_docs
+    from c4forge.corpus import clean_docs
     from c4forge.vocab.vocab import Vocabulary
 
     v = Vocabulary.load(str(vocab))

@@ -94,7 +94,7 @@ def compare(old: str, new: str, held_out: str, limit_docs: int) -> dict:
     """Piece-set overlap and tokens per character on held-out text."""
     import sentencepiece as spm
 
-    from c4forge.formats import clean_docs
+    from c4forge.corpus import clean_docs
 
     sps = [
         spm.SentencePieceProcessor(model_file=os.path.join(d, "sentencepiece.model"))

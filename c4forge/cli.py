@@ -3,7 +3,7 @@
 Each subcommand lives in its own module, which exposes ``register(subparsers)`` (argparse only,
 no heavy imports, so `--help` is instant) and ``run(args, extra) -> int``. ``extra`` holds the
 arguments argparse did not recognise; for the commands that run Beam/Spark jobs they are engine
-options, checked here against the engine's own option set (``c4forge.passthrough``: Beam's
+options, checked here against the engine's own option set (``c4forge.engines.passthrough``: Beam's
 ``PipelineOptions`` for the runner, ``--conf spark.*`` for ``--engine spark``) before any work,
 then passed on unchanged; every other command rejects them.
 """
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
         optional.check(args)  # an extra the command needs, before any work
         if extra:
-            from c4forge import passthrough
+            from c4forge.engines import passthrough
 
             own = passthrough.own_options(_subparser(parser, args.command))
             engine = getattr(args, "engine", "beam")

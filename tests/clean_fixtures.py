@@ -169,7 +169,7 @@ def run_corpus_stage(stage, docs: list, engine=None, collect=list) -> tuple[dict
     emitted keys go in as ``engine.source`` over the documents."""
     import functools
 
-    from c4forge.clean.counting import CounterBag
+    from c4forge.corpus.counting import CounterBag
     from c4forge.engines.local import LocalEngine
 
     engine = engine or LocalEngine()

@@ -23,7 +23,7 @@ import pytest
 from clean_fixtures import GENUINE_WET_DIR, REPO, c4_docs, doc_records, span_scenario, wet_bytes
 
 from c4forge.clean import resume_state
-from c4forge.clean.counting import CounterBag
+from c4forge.corpus.counting import CounterBag
 
 FILES = 6
 PER_FILE = 30

@@ -410,9 +410,9 @@ def test_direct_runner_refuses_an_input_larger_than_memory(tmp_path, capsys, mon
     """The DirectRunner holds every collection in memory, so `--engine beam` checks the
     input size against the machine's available memory before any work. The machine's
     MemAvailable is what is replaced here (a small machine), not the check."""
-    from c4forge.engines import beam as beam_engine
+    from c4forge.clean import memory_fit
 
-    monkeypatch.setattr(beam_engine, "available_memory", lambda: 256 << 20)
+    monkeypatch.setattr(memory_fit, "available_memory", lambda: 256 << 20)
     out = tmp_path / "out"
     assert clean(GENUINE_WET_DIR, "--output", str(out), "--engine", "beam") == 2
     lines = capsys.readouterr().err.strip().splitlines()

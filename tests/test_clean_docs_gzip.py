@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from c4forge.corpus import clean_docs
 from c4forge.errors import InputError
-from c4forge.formats import clean_docs
 
 SAMPLE = Path(clean_docs.__file__).parent.parent / "data/sample/c4-sample.00000-of-00001.json.gz"
 

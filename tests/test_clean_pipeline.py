@@ -32,9 +32,9 @@ from clean_fixtures import (
 )
 
 from c4forge import cli
-from c4forge.clean.counting import conservation_errors
 from c4forge.clean.input_digests import SEEN_NAME
 from c4forge.clean.plan import recorded_plan
+from c4forge.corpus.counting import conservation_errors
 from c4forge.io.storage import read_json
 
 
@@ -163,7 +163,7 @@ def test_conservation_identity(stats1):
 
 
 def test_every_reason_present(stats1):
-    from c4forge.clean.counting import listed_reasons
+    from c4forge.corpus.counting import listed_reasons
 
     for stage, reasons in listed_reasons(recorded_plan(stats1["config"]).accounts).items():
         assert set(reasons) <= set(stats1["counters"][stage]), stage
@@ -210,7 +210,7 @@ def test_span_dedup_keeps_the_copy_on_the_smallest_md5_url(run1, stats1, scenari
 
 
 def test_url_dedup_keeps_newest_copy_and_validation_split(run1, stats1, scenario):
-    from c4forge.dedup.urls import normalize_url
+    from c4forge.corpus.urls import normalize_url
 
     got = all_docs(run1, stats1)
     urls = {d["url"] for docs in got.values() for d in docs}

@@ -11,9 +11,10 @@ from clean_fixtures import DERIVED_WET, documents_of, reference_clean
 
 from c4forge.clean import summary
 from c4forge.clean.config import CleanJob
-from c4forge.clean.counting import Flow, conservation_errors, full_counters
-from c4forge.clean.plan import MapStage, all_accounts, build_plan, recorded_plan
+from c4forge.clean.plan import all_accounts, build_plan, recorded_plan
 from c4forge.clean.variants import VARIANTS
+from c4forge.corpus.counting import Flow, conservation_errors, full_counters
+from c4forge.corpus.stages import MapStage
 from c4forge.engines.local import LocalEngine
 from c4forge.errors import ConfigError
 from c4forge.io.inputs import resolve_inputs

@@ -20,9 +20,9 @@ import pytest
 from clean_fixtures import DERIVED_WET, GENUINE_WET_DIR
 from memfs import SCHEME, MemFileSystem
 
-from c4forge.clean.counting import CounterBag
 from c4forge.clean.input_digests import SEEN_NAME
 from c4forge.cli import main
+from c4forge.corpus.counting import CounterBag
 from c4forge.errors import InputError
 from c4forge.io.inputs import resolve_inputs
 

@@ -14,8 +14,8 @@ import random
 
 from clean_fixtures import corpus_stage, run_corpus_stage
 
-from c4forge.clean.counting import CounterBag
-from c4forge.clean.documents import Doc
+from c4forge.corpus.counting import CounterBag
+from c4forge.corpus.documents import Doc
 from c4forge.dedup import exact as exact_dedup
 from c4forge.rules.sentences import split_sentences
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from clean_fixtures import c4_docs, doc_records, wet_bytes
 
-from c4forge.clean import drop_samples as ds
-from c4forge.clean.counting import CounterBag
+from c4forge.corpus import drop_samples as ds
+from c4forge.corpus.counting import CounterBag
 
 
 def _records(n: int) -> list[tuple[str, str, str]]:

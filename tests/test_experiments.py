@@ -193,7 +193,7 @@ def test_gpu_scheduling_without_cuda(tmp_path):
 @pytest.mark.parametrize("task", ["sst2", "cola", "mrpc", "stsb"])
 def test_vectorised_metrics_match_finetune_metrics(task):
     from c4forge.finetune.metrics import compute_metrics, task_score
-    from c4forge.finetune.tasks import get_task
+    from c4forge.glue.tasks import get_task
 
     spec = get_task(task)
     rng = np.random.default_rng(1)

@@ -33,7 +33,7 @@ def bert_run(tmp_path_factory):
 def test_bert_pair_inputs(bert_run):
     from c4forge.finetune.backbone import load_backbone
     from c4forge.finetune.encoding import encode_examples
-    from c4forge.finetune.tasks import get_task, load_glue, split_file
+    from c4forge.glue.tasks import get_task, load_glue, split_file
 
     backbone = load_backbone(bert_run)
     vocab = backbone.vocab

@@ -231,7 +231,7 @@ def test_sst2_beats_the_majority_class(t5_run, tmp_path):
 def test_custom_jsonl_finetune_and_evaluate(t5_run, tmp_path):
     """Real SST-2 rows rewritten as the user's own JSONL (labels as words), a pair-less custom
     task through finetune and evaluate."""
-    from c4forge.finetune.tasks import get_task, load_glue, split_file
+    from c4forge.glue.tasks import get_task, load_glue, split_file
 
     spec = get_task("sst2")
     for split in ("train", "dev"):
@@ -259,7 +259,7 @@ def _contamination_report(tmp_path, rows: dict[str, list[int]]) -> str:
     rows of the bundled dev sets, so the row indexes agree)."""
     from clean_fixtures import c4_docs
 
-    from c4forge.finetune.tasks import GLUE_TASKS, load_glue
+    from c4forge.glue.tasks import GLUE_TASKS, load_glue
 
     docs = c4_docs(0, 20)
     k = 0

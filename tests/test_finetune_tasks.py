@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from c4forge.errors import ConfigError, InputError
-from c4forge.finetune.formats import parse_prediction, regression_target, t5_input, t5_target
 from c4forge.finetune.metrics import compute_metrics, glue_score, task_score
 from c4forge.finetune.taskdata import load_task_data
-from c4forge.finetune.tasks import CustomFields, get_task, load_custom, load_glue, split_file
+from c4forge.glue.formats import parse_prediction, regression_target, t5_input, t5_target
+from c4forge.glue.tasks import CustomFields, get_task, load_custom, load_glue, split_file
 
 GLUE = os.path.join(os.path.dirname(__file__), "data", "glue")
 

@@ -12,7 +12,7 @@ import pytest
 from clean_fixtures import corpus_stage, run_corpus_stage
 from datasketch import MinHash, MinHashLSH
 
-from c4forge.clean.documents import Doc
+from c4forge.corpus.documents import Doc
 from c4forge.dedup.minhash import (
     band_entries,
     loc_of_node,

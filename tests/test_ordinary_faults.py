@@ -335,7 +335,7 @@ def test_damaged_records_file_is_never_read_short(tmp_path, interrupted, cut):
 def test_pickle_batch_file_cut_is_an_error_not_a_short_read(tmp_path, keep):
     import io as _io
 
-    from c4forge.clean.counting import CounterBag
+    from c4forge.corpus.counting import CounterBag
     from c4forge.errors import VerificationError
     from c4forge.io.pickle_batches import dump_batches, read_batches
     from c4forge.readers.wet import read_wet

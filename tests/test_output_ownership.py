@@ -240,7 +240,7 @@ def rewrite_same_size(path: Path) -> None:
 
 
 def test_the_read_itself_hashes_the_input(tmp_path: Path) -> None:
-    from c4forge.clean.counting import CounterBag
+    from c4forge.corpus.counting import CounterBag
     from c4forge.readers import read_input
 
     path = str(REAL_WET)
@@ -306,7 +306,7 @@ def test_resume_with_a_changed_input_is_refused(tmp_path: Path, monkeypatch, cap
 def test_shards_source_of_a_c4_release_is_bound_by_content(tmp_path: Path) -> None:
     """Clean files without stats.json (AllenAI's layout): index.json's source, and with it the
     dataset fingerprint a finished or resumed build is matched on, changes with a file's bytes."""
-    from c4forge.formats import clean_docs
+    from c4forge.corpus import clean_docs
     from c4forge.shards.build import source_block
 
     docs = tmp_path / "c4"

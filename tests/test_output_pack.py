@@ -16,12 +16,13 @@ import pytest
 from clean_fixtures import C4_SAMPLE
 
 from c4forge.clean import output as clean_output
+from c4forge.corpus import documents
 
 
-def _real_docs() -> list[clean_output.OutDoc]:
+def _real_docs() -> list[documents.OutDoc]:
     with gzip.open(C4_SAMPLE, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]
-    return [clean_output.make_out_doc(r["url"], r["text"], r["date"]) for r in rows]
+    return [documents.make_out_doc(r["url"], r["text"], r["date"]) for r in rows]
 
 
 @pytest.mark.parametrize(
@@ -34,17 +35,17 @@ def _real_docs() -> list[clean_output.OutDoc]:
     ],
 )
 def test_packed_documents_round_trip_exactly(text: str, timestamp: str) -> None:
-    doc = clean_output.make_out_doc("https://example.com/päge?q=1", text, timestamp)
+    doc = documents.make_out_doc("https://example.com/päge?q=1", text, timestamp)
     packed = clean_output.pack_doc(doc)
     assert packed[:2] == (doc.url_md5, doc.url)  # the sort key stays plain
     assert isinstance(packed[2], bytes) and zlib.decompress(packed[2])  # zlib payload
     back = clean_output.unpack_doc(packed)
-    assert back == doc and type(back) is clean_output.OutDoc
+    assert back == doc and type(back) is documents.OutDoc
     assert clean_output.doc_order(packed) == clean_output.doc_order(doc)
 
 
 def test_long_text_crosses_smaller() -> None:
-    doc = clean_output.make_out_doc(
+    doc = documents.make_out_doc(
         "https://example.com/", "the same sentence again. " * 10_000, "t"
     )
     assert len(clean_output.pack_doc(doc)[2]) < len(doc.text) // 20

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from c4forge.clean.counting import CounterBag
+from c4forge.corpus.counting import CounterBag
 from c4forge.errors import ConfigError
 from c4forge.readers.wet import read_wet
 from c4forge.rules import punkt_fast, sentences

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from c4forge.clean.counting import CounterBag, Flow, listed_reasons
+from c4forge.corpus.counting import CounterBag, Flow, listed_reasons
 from c4forge.errors import InputError
 from c4forge.io.inputs import resolve_inputs
 from c4forge.readers import wet as wet_module

@@ -12,7 +12,7 @@ import pytest
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from c4forge.clean.counting import CounterBag
+from c4forge.corpus.counting import CounterBag
 from c4forge.errors import InputError
 from c4forge.readers.gzip_stream import open_decoded
 from c4forge.readers.wet import (

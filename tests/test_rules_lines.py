@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from c4forge.clean.counting import CounterBag
+from c4forge.corpus.counting import CounterBag
 from c4forge.rules import sentences as sentences_mod
 from c4forge.rules.lines import MAX_PAGE_CHARS, CleanedPage, clean_page, length_filter
 from c4forge.rules.sentences import punkt_fingerprint, split_sentences

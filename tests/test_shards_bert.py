@@ -17,8 +17,8 @@ import pytest
 from shards_fixtures import TRAIN_FILES, contains, corpus_fixtures, hf_splits, shards_argv
 
 from c4forge.cli import main
+from c4forge.corpus.clean_docs import iter_documents
 from c4forge.formats import shards as S
-from c4forge.formats.clean_docs import iter_documents
 
 MAX_SEQ = 64
 MAX_PRED = 10

@@ -98,7 +98,7 @@ def test_interrupted_build_resumes_to_the_same_bytes(reference, work, docs, voca
 def test_documents_that_do_not_add_up_are_refused(work, docs, vocab_dir, capsys) -> None:
     """A clean folder whose stats.json counts one train document more than its files hold (a
     shard replaced after the clean run): no index.json, and the error names the step."""
-    from c4forge.formats.clean_docs import CLEAN_STATS_FORMAT, iter_documents
+    from c4forge.corpus.clean_docs import CLEAN_STATS_FORMAT, iter_documents
 
     d = str(work / "docs-short")
     shutil.copytree(docs, d)

@@ -31,9 +31,9 @@ from shards_fixtures import (
 )
 
 from c4forge.cli import main
+from c4forge.corpus.clean_docs import iter_documents
 from c4forge.errors import ConfigError, InputError, OutputExistsError
 from c4forge.formats import shards as S
-from c4forge.formats.clean_docs import iter_documents
 from c4forge.io.storage import write_json
 
 INPUTS_LENGTH = 128  # small rows: more rows from a small sample, same code paths as 512

@@ -14,18 +14,18 @@ pyspark = pytest.importorskip("pyspark")
 
 from c4forge.clean import cli as clean_cli  # noqa: E402
 from c4forge.clean.config import CleanJob  # noqa: E402
-from c4forge.clean.documents import Doc  # noqa: E402
 from c4forge.clean.driver import run_clean  # noqa: E402
+from c4forge.corpus.documents import Doc  # noqa: E402
 from c4forge.dedup.minhash import (  # noqa: E402
     MAX_ROUNDS,
     NearDedupStage,  # noqa: E402
     make_params,
 )
 from c4forge.engines.local import LocalEngine  # noqa: E402
+from c4forge.engines.passthrough import spark_conf_pairs  # noqa: E402
 from c4forge.engines.spark import SparkEngine, hadoop_list, resolve_all  # noqa: E402
 from c4forge.engines.spark_launch import check_master, make_context  # noqa: E402
 from c4forge.errors import ConfigError, InputError  # noqa: E402
-from c4forge.passthrough import spark_conf_pairs  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 SAMPLE = ROOT / "c4forge/data/sample/real-warc-html-to-wet.resiliparse.warc.wet.gz"

@@ -13,9 +13,9 @@ import pytest
 from clean_fixtures import c4_docs, md5
 from substring_oracle import oracle
 
-from c4forge.clean.counting import CounterBag
-from c4forge.clean.documents import Doc
 from c4forge.clean.passes import emit_located
+from c4forge.corpus.counting import CounterBag
+from c4forge.corpus.documents import Doc
 from c4forge.dedup import substrings as sub
 from c4forge.engines.local import LocalEngine
 from c4forge.errors import ConfigError

@@ -23,9 +23,9 @@ from warcio.warcwriter import WARCWriter
 
 from c4forge import cli
 from c4forge.clean import summary
-from c4forge.clean.counting import full_counters
 from c4forge.clean.funnel_chart import render_funnel_png
 from c4forge.clean.plan import recorded_plan
+from c4forge.corpus.counting import full_counters
 from c4forge.io.storage import read_json
 
 WARCS = sorted((Path(__file__).parent / "data" / "warc").glob("*.warc.gz"))
@@ -185,7 +185,7 @@ def test_wet_exact_dedup_funnel_from_plain_functions():
 
 
 def test_failed_conservation_is_printed(warc_run):
-    from c4forge.clean.counting import conservation_errors as conservation
+    from c4forge.corpus.counting import conservation_errors as conservation
 
     _, stats, out = warc_run
     stats = json.loads(json.dumps(stats))

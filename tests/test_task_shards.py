@@ -161,8 +161,8 @@ def test_cut_inputs_are_said_in_task_words_with_the_length_that_fits(vocab_dir, 
     """Inputs longer than the row are counted in the summary, warned about on stderr (even with
     --quiet) with the --inputs-length that keeps every one whole, and the summary speaks of
     examples (not docs, trimmed targets or sentinels, which are span corruption's words)."""
-    from c4forge.finetune.formats import t5_input
-    from c4forge.finetune.tasks import get_task, load_glue, split_file
+    from c4forge.glue.formats import t5_input
+    from c4forge.glue.tasks import get_task, load_glue, split_file
 
     spec, vocab = get_task("sst2"), Vocabulary.load(vocab_dir)
     sizes = {}  # split -> tokens + EOS of each input, counted here from the GLUE files

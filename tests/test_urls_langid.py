@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from c4forge.clean.counting import CounterBag
 from c4forge.clean.resources import constants, resource_fingerprints
-from c4forge.dedup.urls import choose_url_copy, normalize_url
+from c4forge.corpus.counting import CounterBag
+from c4forge.corpus.urls import normalize_url
+from c4forge.dedup.urls import choose_url_copy
 from c4forge.langid import langdetect_filter as langid
 from c4forge.readers.wet import Page, read_wet
 from c4forge.rules.badwords import badwords_filter
@@ -244,8 +245,8 @@ def test_filter_funnel_conserves_every_page():
     """All filters in stage order (§1, dedup none) over real WETs: the identities of §13 hold
     (checked with the lead's conservation_errors), nothing is lost between stages."""
     from c4forge.clean.config import CleanJob
-    from c4forge.clean.counting import conservation_errors
     from c4forge.clean.plan import build_plan
+    from c4forge.corpus.counting import conservation_errors
     from c4forge.rules.lines import length_filter
 
     bag = CounterBag()

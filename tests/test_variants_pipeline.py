@@ -18,10 +18,10 @@ from test_variants_rules import REALNEWS_SURVIVORS  # noqa: E402
 
 from c4forge import cli  # noqa: E402
 from c4forge.clean import cli as clean_cli  # noqa: E402
-from c4forge.clean.counting import conservation_errors  # noqa: E402
 from c4forge.clean.driver import run_clean  # noqa: E402
 from c4forge.clean.plan import recorded_plan  # noqa: E402
-from c4forge.dedup.urls import normalize_url  # noqa: E402
+from c4forge.corpus.counting import conservation_errors  # noqa: E402
+from c4forge.corpus.urls import normalize_url  # noqa: E402
 from c4forge.engines.local import LocalEngine  # noqa: E402
 from c4forge.engines.spark import SparkEngine  # noqa: E402
 from c4forge.engines.spark_launch import make_context  # noqa: E402
@@ -197,7 +197,7 @@ def test_multilingual_layout_and_per_language_counts(inputs, runs_root) -> None:
     assert stats["config"]["resources"]["cld3"]["version"]
     assert set(stats["config"]["resources"]["badwords"]) >= {"de", "ja", "zh", "en"}
     # a document sits in the shard set of the language CLD3 gives its text
-    from c4forge.clean.counting import CounterBag
+    from c4forge.corpus.counting import CounterBag
     from c4forge.langid.cld3_filter import MC4_LANGUAGES, cld3_language
 
     with gzip.open(out / "c4-es.00000-of-00001.json.gz", "rt", encoding="utf-8") as f:

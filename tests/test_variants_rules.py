@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from clean_fixtures import corpus_stage, run_corpus_stage
 
-from c4forge.clean.counting import CounterBag
-from c4forge.clean.documents import Doc
 from c4forge.clean.variants import VARIANTS, get_variant
+from c4forge.corpus.counting import CounterBag
+from c4forge.corpus.documents import Doc
+from c4forge.corpus.urls import normalize_url
 from c4forge.dedup.exact import apply_line_dedup, apply_span_removals
-from c4forge.dedup.urls import normalize_url
 from c4forge.errors import ConfigError, InputError
 from c4forge.langid import cld3_filter as cld3
 from c4forge.rules import realnews

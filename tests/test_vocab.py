@@ -16,8 +16,8 @@ import sentencepiece as spm
 from objective_references import rows_of
 from train_fixtures import VOCABULARY_KEYS
 
+from c4forge.corpus import clean_docs
 from c4forge.errors import ConfigError, InputError, OutputExistsError, VerificationError
-from c4forge.formats import clean_docs
 from c4forge.objectives import make_config, shard_examples
 from c4forge.vocab import cli as vocab_cli
 from c4forge.vocab.train import Source, build_vocab, parse_mix, sample_lines

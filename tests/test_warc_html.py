@@ -11,7 +11,7 @@ from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from c4forge.clean.counting import CounterBag
+from c4forge.corpus.counting import CounterBag
 from c4forge.errors import InputError
 from c4forge.readers.warc_html import (
     REASONS,

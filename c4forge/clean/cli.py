@@ -3,7 +3,7 @@
 Argparse only; the job itself is imported lazily in ``run`` so `--help` stays instant.
 Unrecognised arguments are engine options (Beam ``PipelineOptions`` such as ``--runner
 DataflowRunner --project P``, or ``--conf spark.KEY=V`` with ``--engine spark``); ``c4forge.cli``
-checks them against the engine's own option set first (``c4forge.passthrough``), so a typo is an
+checks them against the engine's own option set first (``c4forge.engines.passthrough``), so a typo is an
 error, not a silently different corpus.
 """
 

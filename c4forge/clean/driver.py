@@ -21,12 +21,14 @@ import time
 from typing import Any
 
 from c4forge import readers
-from c4forge.clean import counting, input_digests, passes
+from c4forge.clean import input_digests, passes
 from c4forge.clean import output as co
 from c4forge.clean import resume_state as pg
 from c4forge.clean import stats as cs
 from c4forge.clean.config import CleanJob
+from c4forge.clean.memory_fit import check_memory
 from c4forge.clean.plan import Plan, build_plan
+from c4forge.corpus import counting
 from c4forge.errors import C4ForgeError, VerificationError
 from c4forge.io import ownership, storage
 from c4forge.io.inputs import InputFile, inputs_block
@@ -72,7 +74,7 @@ def check_output(job: CleanJob) -> None:
 def prepare_output(job: CleanJob) -> None:
     """Create a local output folder; remove a chart of an older run (it would mislead next to
     this run's stats)."""
-    from c4forge.clean.drop_samples import SAMPLES_DIR
+    from c4forge.corpus.drop_samples import SAMPLES_DIR
 
     storage.makedirs(job.output)
     co.remove_files(job.output, [FUNNEL_NAME])
@@ -260,7 +262,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             f" → {job.output} [variant={job.variant}, dedup={job.dedup}, near-dedup={job.near_dedup}, "
             f"{engine.tag}={engine.description}{f' ({why})' if why else ''}]",
         )
-        engine.check_inputs(inputs["bytes"], job)
+        check_memory(engine, inputs["bytes"])
         plan = build_plan(job)
         backend = langdetect_backend(plan)
         work, chunks = start_work(engine, job, files, config)
@@ -283,7 +285,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
                 f"skipped; {resumed.get('processed', 0)} processed now",
             )
         if job.keep_samples:  # before stats.json, which marks the output complete
-            from c4forge.clean.drop_samples import write_samples
+            from c4forge.corpus.drop_samples import write_samples
 
             write_samples(job.output, engine.samples(), job.keep_samples)
         digests = input_digests.from_chunks(work, chunks)

@@ -40,6 +40,7 @@ import tempfile
 import time
 from typing import Any, NamedTuple
 
+from c4forge.corpus.stages import READ_STAGE
 from c4forge.io import storage
 
 ESTIMATE_NAME = "estimate.json"
@@ -199,7 +200,7 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
             "PSS of the local engine's process tree on two cuts of the sample, extrapolated "
             "linearly to the largest input file"
         )
-    pages = stats["counters"]["wet"]["pages"]
+    pages = stats["counters"][READ_STAGE]["pages"]
     scale = total / max(sampled, 1)
     per_k = 1000.0 / max(pages, 1)
     stages = {}

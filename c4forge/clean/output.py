@@ -16,33 +16,20 @@ import math
 import re
 import zlib
 from collections.abc import Iterable, Mapping
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
+from c4forge.corpus import clean_docs
+from c4forge.corpus.clean_docs import SHARD_RE
+from c4forge.corpus.documents import OutDoc
 from c4forge.errors import ConfigError
-from c4forge.formats import clean_docs
-from c4forge.formats.clean_docs import SHARD_RE
 from c4forge.io import storage
 from c4forge.io.behind import WriteBehind
 from c4forge.io.pickle_batches import dump_batches, read_batches
-from c4forge.io.storage import md5_hex
 from c4forge.rules.split import SPLITS
 
 DOCS_PER_SHARD = 356_000  # C4's average shard size (c4/en 3.0.1: 364.6M docs / 1024 shards)
 GZIP_LEVEL = 6
 EXTENSIONS = {"jsonl": "json.gz", "parquet": "parquet"}
-
-
-class OutDoc(NamedTuple):
-    """A document ready to write; tuple order is the in-shard sort order."""
-
-    url_md5: str
-    url: str
-    text: str
-    timestamp: str
-
-
-def make_out_doc(url: str, text: str, timestamp: str) -> OutDoc:
-    return OutDoc(md5_hex(url), url, text, timestamp)
 
 
 # --- the packed document: what the sorted runs hold ----------------------------------------------

@@ -35,9 +35,10 @@ from typing import Any
 
 from c4forge.clean import output as clean_output
 from c4forge.clean import resume_state
-from c4forge.clean.counting import Count, CounterBag
-from c4forge.clean.documents import Doc, UrlEntry
-from c4forge.clean.plan import Plan, run_maps
+from c4forge.clean.plan import Plan
+from c4forge.corpus.counting import Count, CounterBag
+from c4forge.corpus.documents import Doc, UrlEntry
+from c4forge.corpus.stages import READ_STAGE, run_maps
 from c4forge.errors import VerificationError
 from c4forge.io import fingerprint, storage
 
@@ -112,7 +113,7 @@ def front(chunk: resume_state.Chunk, count: Count, *, plan: Plan, output: str) -
     → clean, records (cleaned text, clean counters of the page) and URL entries written, then
     the chunk's done-record with its counters. Done by an earlier run (``--resume``) or an
     earlier attempt of this bundle: the recorded entries and counters, the input not read."""
-    from c4forge.clean.drop_samples import MAX_TEXT
+    from c4forge.corpus.drop_samples import MAX_TEXT
 
     keep = getattr(count, "keep", 0)  # --keep-samples
     work = resume_state.WorkDir(output, resume_state.BEAM_DATA_SUFFIX)
@@ -167,7 +168,7 @@ def front(chunk: resume_state.Chunk, count: Count, *, plan: Plan, output: str) -
 
 def add_samples(count: Count, samples: dict[str, list]) -> None:
     """Recorded samples (``{stage/reason: [(hash, text, url)…]}``) into ``count``'s sample."""
-    from c4forge.clean.drop_samples import add_records
+    from c4forge.corpus.drop_samples import add_records
 
     add_records(count, samples)
 
@@ -266,15 +267,20 @@ def chunk_pass(
                 yield from corpus.emit((chunk.index, i), d, count)
 
 
+def chunk_paths(chunk: resume_state.Chunk) -> list[str]:
+    """The input files a chunk covers (the progress bar of Beam marks each one read)."""
+    return [f.path for f in chunk.files]
+
+
 def progress_plan(plan: Plan, files: int, chunks: int) -> Any:
     """What the engine's progress displays call each stage of this plan (the step labels of
-    ``documents`` and ``output.write_shards``), and the pages-read counter they show."""
-    from c4forge.clean.plan import READ_STAGE
+    ``documents`` and ``output.write_shards``), the pages-read counter they show, and the step
+    that reads the inputs (a source over chunks: ``chunk_paths``)."""
     from c4forge.engines.stage_progress import ProgressPlan
 
     front = ["read", *(s.name for s in plan.page_stages), plan.clean.name]
     titles = {
-        "wet": " → ".join(front),
+        READ_STAGE: " → ".join(front),
         "chunks": "chunks to their decisions",
         "output": "sorted runs → shards",
     }
@@ -285,7 +291,10 @@ def progress_plan(plan: Plan, files: int, chunks: int) -> Any:
         if corpus is not None:
             previous = corpus.name
     units = {READ_STAGE: "file" if files == chunks else "chunk"}
-    return ProgressPlan("clean", titles, units, (READ_STAGE, "pages"))
+    reading = ("reading WET", "read; now URL dedup → clean → dedup → langid → write")
+    return ProgressPlan(
+        "clean", titles, units, (READ_STAGE, "pages"), (READ_STAGE, chunk_paths), reading
+    )
 
 
 def run_plan(
@@ -308,7 +317,8 @@ def documents(
 ) -> Any:
     """The plan's ``(output key, OutDoc)`` collection (chunk files under ``job.output``);
     ``runs``: ``(output key, run)`` of each chunk's sorted runs instead."""
-    entries = engine.source("wet", chunks, functools.partial(front, plan=plan, output=job.output))
+    read = functools.partial(front, plan=plan, output=job.output)
+    entries = engine.source(READ_STAGE, chunks, read)
     kept = engine.group(entries, plan.url_dedup.name, plan.url_dedup.reduce)
     decisions = engine.flat_map(kept, f"{plan.url_dedup.name}/route", url_survivor)
     keyed = engine.source("chunks", chunks, key_chunk)

@@ -12,9 +12,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import c4forge
-from c4forge.clean import counting
+from c4forge.corpus import counting
+from c4forge.corpus.clean_docs import CLEAN_STATS_FORMAT, STATS_NAME
+from c4forge.corpus.stages import READ_STAGE
 from c4forge.errors import OutputExistsError, VerificationError
-from c4forge.formats.clean_docs import CLEAN_STATS_FORMAT, STATS_NAME
 from c4forge.io.storage import check_format, dumps_pretty
 
 FORMAT_VERSION = 1
@@ -74,8 +75,8 @@ def totals_block(
 ) -> dict:
     """Pages and bytes in and out (no time: that goes to the summary)."""
     return {
-        "pages_in": counters.get("wet", {}).get("pages", 0),
-        "records_in": counters.get("wet", {}).get("records", 0),
+        "pages_in": counters.get(READ_STAGE, {}).get("pages", 0),
+        "records_in": counters.get(READ_STAGE, {}).get("records", 0),
         "bytes_in": inputs["bytes"],
         "documents_out": sum(o["documents"] for o in outputs.values()),
         "characters_out": sum(o["characters"] for o in outputs.values()),

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from c4forge.clean.counting import Accounts, Flow
+from c4forge.corpus.counting import Accounts, Flow
+from c4forge.corpus.stages import READ_STAGE
 from c4forge.readers.warc_html import REASONS as WARC_REASONS
 
 
@@ -38,7 +39,7 @@ def input_kinds(counters: Mapping[str, Mapping[str, int]], input_format: str) ->
     """(WET read, WARC read). ``auto`` decides per file, so it is read off the counters: the
     WARC reasons are listed only when a WARC record was counted, and a WET file's ``warcinfo``
     record is ``non_conversion`` (a WARC's is ``non_response``)."""
-    wet = counters.get("wet", {})
+    wet = counters.get(READ_STAGE, {})
     if input_format in ("wet", "warc"):
         return input_format == "wet", input_format == "warc"
     warc = any(r in wet for r in WARC_REASONS)
@@ -170,7 +171,7 @@ def render(
     plan recorded in ``stats["config"]``."""
     c = stats["counters"]
     totals = stats["totals"]
-    wet = c.get("wet", {})
+    wet = c.get(READ_STAGE, {})
     lines = [""]
     head = "c4forge clean: done"
     if wall_s is not None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from c4forge.corpus.stages import READ_STAGE
 from c4forge.errors import InputError
 
-READ_STAGE = "wet"  # the read step's counters (WET and crawl WARC input alike)
 SHOWN_NAMES = 3  # input names an error lists before "…"
 
 

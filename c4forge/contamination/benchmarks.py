@@ -2,7 +2,7 @@
 
 ``glue``: every GLUE task bundled in ``c4forge/data/glue`` that has a dev split, one benchmark
 per task (``cola``, ``mrpc``, ``rte``, ``sst2``, ``stsb``), read with the fine-tuning loaders
-(``c4forge.finetune.tasks``), text columns only. ``NAME=FILE``: a ``.tsv``, ``.csv`` or
+(``c4forge.glue.tasks``), text columns only. ``NAME=FILE``: a ``.tsv``, ``.csv`` or
 ``.jsonl`` file whose text is in the field ``text`` unless ``#FIELD`` names others
 (``#sentence1,sentence2``); a file with a header of one column uses that column. The split of
 such a benchmark is the file's stem (``dev.tsv`` → ``dev``). Several specs, several benchmarks;
@@ -87,7 +87,7 @@ def parse_specs(specs: tuple[str, ...] | list[str]) -> list[Source]:
 
 
 def glue_sources() -> list[Source]:
-    from c4forge.finetune.tasks import GLUE_TASKS
+    from c4forge.glue.tasks import GLUE_TASKS
 
     root = BUNDLED_GLUE
     out = []
@@ -102,7 +102,7 @@ def glue_sources() -> list[Source]:
 
 def load_examples(source: Source) -> list[Example]:
     if source.task is not None:
-        from c4forge.finetune.tasks import GLUE_TASKS, load_glue
+        from c4forge.glue.tasks import GLUE_TASKS, load_glue
 
         rows = load_glue(GLUE_TASKS[source.task], source.path)
         return [
@@ -115,7 +115,7 @@ def load_examples(source: Source) -> list[Example]:
             )
             for r in rows
         ]
-    from c4forge.finetune.tasks import table_rows
+    from c4forge.glue.tasks import table_rows
 
     out = []
     for line, rec in table_rows(source.path):  # .tsv / .csv / .jsonl, one-line errors

@@ -28,7 +28,7 @@ MAX_DOCS_LISTED = 20  # documents listed per contaminated example (the count is 
 def corpus_files(paths: list[str]) -> list[str]:
     """Document files of ``paths``: a file as is; a folder's ``c4-*`` shards (every split) or,
     without any, its JSON-lines/Parquet files; sorted, each once."""
-    from c4forge.formats.clean_docs import SHARD_RE
+    from c4forge.corpus.clean_docs import SHARD_RE
 
     out: list[str] = []
     for p in paths:
@@ -48,7 +48,7 @@ def corpus_files(paths: list[str]) -> list[str]:
 
 def iter_corpus(files: list[str]) -> Iterator[tuple[str, int, str, str]]:
     """``(file name, line or row, url, text)`` of every document."""
-    from c4forge.formats.clean_docs import iter_documents
+    from c4forge.corpus.clean_docs import iter_documents
 
     for path in files:
         name = os.path.basename(path)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from c4forge.clean.counting import Count, Flow
+from c4forge.corpus.counting import Count, Flow
 
 STAGE = "decontaminate"
 FLOW = Flow(
@@ -21,7 +21,7 @@ FLOW = Flow(
 
 
 def decontaminate(doc: Any, count: Count, index: Any) -> Iterator[Any]:
-    from c4forge.clean.drop_samples import sample
+    from c4forge.corpus.drop_samples import sample
 
     pos = index.first_match(doc.text)
     if pos is None:
@@ -37,7 +37,7 @@ def decontaminate(doc: Any, count: Count, index: Any) -> Iterator[Any]:
 def stage(job: Any) -> Any:
     """``--decontaminate``: after exact and near dedup, before language ID. The n-gram index
     is built once on the driver and travels with the plan (a broadcast resource)."""
-    from c4forge.clean.plan import BroadcastMapStage
+    from c4forge.corpus.stages import BroadcastMapStage
 
     if not job.decontaminate:
         return None

@@ -19,9 +19,9 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from c4forge.clean import drop_samples as ds
-from c4forge.clean.counting import Count, Flow
-from c4forge.clean.documents import Doc
+from c4forge.corpus import drop_samples as ds
+from c4forge.corpus.counting import Count, Flow
+from c4forge.corpus.documents import Doc
 from c4forge.io.storage import md5_hex
 
 STAGE = "dedup"
@@ -279,7 +279,7 @@ def apply_lines(
 
 def stage(job: Any) -> Any:
     """``--dedup spans`` (C4's default) or ``lines`` (TFDS 3.1.0); ``none``: no stage."""
-    from c4forge.clean.plan import JoinStage
+    from c4forge.corpus.stages import JoinStage
 
     min_sentences = job.spec.min_sentences_after_dedup
     if job.dedup == "spans":

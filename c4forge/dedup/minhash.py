@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from c4forge.clean.counting import Count, Flow
-from c4forge.clean.documents import Doc
-from c4forge.clean.drop_samples import sample
+from c4forge.corpus.counting import Count, Flow
+from c4forge.corpus.documents import Doc
+from c4forge.corpus.drop_samples import sample
 from c4forge.errors import ConfigError
 
 STAGE = "near_dedup"

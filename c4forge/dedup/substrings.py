@@ -57,9 +57,9 @@ from typing import Any
 
 import numpy as np
 
-from c4forge.clean import drop_samples as ds
-from c4forge.clean.counting import Count, Flow
-from c4forge.clean.documents import Doc
+from c4forge.corpus import drop_samples as ds
+from c4forge.corpus.counting import Count, Flow
+from c4forge.corpus.documents import Doc
 from c4forge.errors import ConfigError
 
 STAGE = "substrings"
@@ -413,7 +413,7 @@ def apply_strikes(
 def stages(n: int, keep: str, hot: int = HOT) -> tuple[Any, Any]:
     """The winnowing pass (counts under ``substrings``, no funnel row) and the strike pass,
     each a ``JoinStage``: ``emit`` per document, one group per key, ``apply`` per document."""
-    from c4forge.clean.plan import JoinStage
+    from c4forge.corpus.stages import JoinStage
 
     return (
         JoinStage(

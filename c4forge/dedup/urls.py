@@ -1,41 +1,23 @@
-"""URL normalization and URL dedup (c4_rules.md §4): the plan's ``url_dedup`` stage.
-
-``normalize_url`` copies the reference's three regex steps verbatim, quirks included (it is
-not a URL canonicaliser: it only has to give the same keys as TFDS c4/en 3.1.0).
-"""
+"""URL dedup (c4_rules.md §4): the plan's ``url_dedup`` stage, one page per normalized URL
+(``c4forge.corpus.urls.normalize_url``, which the readers and the URL-list join share)."""
 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from c4forge.clean.counting import Flow
-from c4forge.clean.drop_samples import sample
+from c4forge.corpus.counting import Flow
+from c4forge.corpus.drop_samples import sample
 
 if TYPE_CHECKING:
-    from c4forge.clean.counting import Count
+    from c4forge.corpus.counting import Count
 
 P = TypeVar("P")  # a Page or a UrlEntry
 # URL dedup (stage ``url_dedup``): one page per normalized URL; ``tie_text_md5`` counts groups.
 DEDUP_FLOW = Flow(
     ("duplicate_url",), ("passed",), ("tie_text_md5",), title="URL dedup", detail="groups"
 )
-
-# Reference (tfds text/c4_utils.py `_normalize_url`): unanchored, case-sensitive; the second
-# pattern's `.*` runs to the end of the string (URLs never contain a newline).
-_SCHEME_RE = re.compile(r"https?:\/\/(www\.)?")
-_TRACKING_RE = re.compile(r"\?(utm_|ref|feed).*")
-
-
-def normalize_url(url: str) -> str:
-    """§4.1: drop every ``http(s)://(www.)``, cut at the first ``?utm_``/``?ref``/``?feed``,
-    strip trailing ``/``."""
-    url = _SCHEME_RE.sub("", url)
-    url = _TRACKING_RE.sub("", url)
-    return url.rstrip("/")
-
 
 def text_md5(text: str) -> str:
     return hashlib.md5(text.encode("utf-8")).hexdigest()
@@ -91,7 +73,7 @@ def url_dedup(key: str, pages: Iterable[Any], count: Count) -> Iterator[Any]:
 
 def stage(job: Any) -> Any:
     """Every plan has it, between the page stages and ``clean``."""
-    from c4forge.clean.plan import GroupStage
+    from c4forge.corpus.stages import GroupStage
 
     return GroupStage(
         "url_dedup", key_by_normalized_url, url_dedup, "normalized URL", flow=DEDUP_FLOW

@@ -1,4 +1,4 @@
-"""The engine interface the clean plan is written against.
+"""The engine interface the stages (the clean plan, the shard build) are written against.
 
 Collections are engine values (a Beam PCollection, a Spark RDD, a Python list); the plan never
 looks inside them. Every function an engine calls gets a ``count(stage, reason, n=1)``
@@ -30,10 +30,12 @@ Primitives (``label`` names the step: Beam needs unique labels, the others use i
 * ``counters()``: ``{stage: {reason: n}}`` of the finished run.
 
 Job level: ``start`` (samples kept, partitions), ``list_inputs`` (the engine's filesystem),
-``check_inputs``, ``progress`` (a display per stage, ``stage_progress``; Beam: its files read),
-``samples``, ``close``. Nothing here knows a
+``holds_collections`` (everything in this machine's memory: the job checks its inputs against
+it), ``progress`` (a display per stage, ``stage_progress.ProgressPlan``, which also names the
+step that reads the inputs; Beam: its files read), ``samples``, ``close``. Nothing here knows a
 stage: ``clean`` (``clean.passes``) and ``shards`` (``shards.stage``) are written once against
-these primitives.
+these primitives. Counters (``count(stage, reason, n)``) and dropped-item samples are generic
+engine concepts; their types live in the base room ``c4forge.corpus``, below the engines.
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ class Engine(ABC):
     description: str = ""
     counter_source: str = "exact"
     keep_samples: int = 0  # --keep-samples of the job being run (``start`` sets it)
+    # every collection held in this machine's memory (Beam's DirectRunner): a job checks its
+    # inputs against the available memory before any work (``clean.memory_fit``)
+    holds_collections: bool = False
 
     # -- primitives -----------------------------------------------------------------------------
     @abstractmethod
@@ -165,10 +170,6 @@ class Engine(ABC):
         from c4forge.io.inputs import resolve_inputs
 
         return resolve_inputs(specs, input_format)
-
-    def check_inputs(self, input_bytes: int, job: Any) -> None:
-        """Refuse, before any work, inputs this engine cannot hold (Beam's DirectRunner)."""
-        return None
 
     bars: Any = None  # the job's ``StageBars`` while ``progress`` runs; the steps report to it
 

@@ -26,18 +26,12 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from c4forge import faults
-from c4forge.clean import drop_samples as ds
+from c4forge.corpus import drop_samples as ds
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
-from c4forge.errors import ConfigError, TaskFailedError, VerificationError
+from c4forge.errors import TaskFailedError, VerificationError
 from c4forge.io import storage
-from c4forge.proctree import available_memory
 
 COLLECT_NAME = "_c4forge_collect-{}.json"  # a collected collection, handed to the driver
-# The DirectRunner holds every collection in memory, so `--engine beam` on this machine checks
-# the input against MemAvailable before any work: a measured fit of peak PSS with a margin
-# (benchmarks/RESULTS.md §16, "The check, recalibrated").
-DIRECT_MEMORY_PER_INPUT_BYTE = 2.5
-DIRECT_MEMORY_BASE = 1536 << 20
 
 SAMPLES_MANIFEST = "_c4forge_samples.json"
 
@@ -60,13 +54,13 @@ class BeamCount:
         self._bag: Any = None
 
     def sample(self, stage: str, reason: str, text: str, url: str = "") -> None:
-        from c4forge.clean import drop_samples as ds
+        from c4forge.corpus import drop_samples as ds
 
         if self.keep > 0:
             self.add_record(ds.key_of(stage, reason), ds.record(text, url))
 
     def add_record(self, key: str, rec: tuple) -> None:
-        from c4forge.clean.drop_samples import SampleBag
+        from c4forge.corpus.drop_samples import SampleBag
 
         if self._bag is None:
             self._bag = SampleBag(self.keep)
@@ -127,7 +121,7 @@ def _attempted(call: Callable[[Any], Iterable[Any]], count: Any, label: str) -> 
     runs every element once more first, that attempt dropped, as a bundle run twice. The
     writers' side effects all happen, as on Dataflow; only the kept attempt's output and
     counters reach the pipeline."""
-    from c4forge.clean.counting import CounterBag
+    from c4forge.corpus.counting import CounterBag
 
     keep = getattr(count, "keep", 0)
     for _run in range(2 if faults.duplicate(label) else 1):
@@ -187,7 +181,7 @@ def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
     """
     from apache_beam.metrics.metric import MetricsFilter
 
-    from c4forge.clean.counting import CounterBag
+    from c4forge.corpus.counting import CounterBag
 
     query = result.metrics().query(MetricsFilter())
     bag = CounterBag()
@@ -212,16 +206,21 @@ def mark_file_read(progress_dir: str | None, path: str) -> None:
 
 
 class _SourceFn(_MapFn):
-    """One input path → its items; ``progress_dir`` (local runners): a marker per input."""
+    """One source item → its items; ``progress_dir`` (local runners, the step that reads the
+    job's inputs): a marker per input file the item covers (``paths(item)``)."""
 
-    def __init__(self, fn: Fn, progress_dir: str | None) -> None:
+    def __init__(
+        self, fn: Fn, progress_dir: str | None, paths: Callable[[Any], Iterable[str]] | None
+    ) -> None:
         super().__init__(fn)
         self.progress_dir = progress_dir
+        self.paths = paths
 
     def process(self, item: Any) -> Iterator[Any]:
         yield from self._run(lambda count: self.fn(item, count))
-        for f in getattr(item, "files", ()):  # a chunk of the job's inputs
-            mark_file_read(self.progress_dir, f.path)
+        if self.progress_dir and self.paths is not None:
+            for path in self.paths(item):
+                mark_file_read(self.progress_dir, path)
 
 
 # --- shuffle bytes (the stage profile, ``C4FORGE_ENGINE_PROFILE``) -----------------------------
@@ -404,11 +403,13 @@ class BeamEngine(Engine):
         extra = list(job.passthrough) if job is not None else []
         self.choice = make_runner(runner, workers, extra)
         self.description = self.choice.description
+        self.holds_collections = self.choice.local  # the DirectRunner: all in this machine's memory
         self.pipeline = beam.Pipeline(runner=self.choice.runner, options=self.choice.options)
         self._ran = False
         # where ``collect`` hands items to the driver: the job's output (``start``)
         self.scratch = job.output if job is not None else "."
         self.progress_dir: str | None = None
+        self.reads: Any = None  # the progress plan's input-reading step (``progress``)
         self._labels: Counter[str] = Counter()
         self._counters: dict[str, dict[str, int]] = {}
         self.keep_samples = 0
@@ -448,21 +449,6 @@ class BeamEngine(Engine):
         n = self._labels[label]
         return label if n == 1 else f"{label}#{n}"
 
-    def check_inputs(self, input_bytes: int, job: Any) -> None:
-        """The DirectRunner keeps every collection in memory: refuse, before any work, inputs
-        whose run would not fit in this machine's available memory."""
-        if not self.choice.local:
-            return
-        need = DIRECT_MEMORY_BASE + int(DIRECT_MEMORY_PER_INPUT_BYTE * input_bytes)
-        have = available_memory()
-        if have is not None and need > have:
-            raise ConfigError(
-                f"--engine beam with the DirectRunner holds every collection in memory: about "
-                f"{need / 2**30:.1f} GiB for {input_bytes / 1e6:,.0f} MB of input, "
-                f"{have / 2**30:.1f} GiB available; use --engine local (shuffles spill to disk) "
-                "or a cluster runner (--runner DataflowRunner, FlinkRunner, SparkRunner)"
-            )
-
     # -- primitives -----------------------------------------------------------------------------
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
         lbl = self._label(label)
@@ -471,11 +457,16 @@ class BeamEngine(Engine):
             self._measured(created, lbl, keyed=False)
             | f"{lbl}/spread" >> beam.Reshuffle()
             # the progress bar counts the job's input files only (not, e.g., a URL list)
-            | lbl >> self._par_do(
-                _SourceFn(fn, self.progress_dir if label == "wet" else None), label=lbl
-            )
+            | lbl >> self._par_do(self._source_fn(label, fn), label=lbl)
         )
         return self._sized(out, lbl)
+
+    def _source_fn(self, label: str, fn: Fn) -> _SourceFn:
+        """The source's DoFn; the one that reads the job's inputs (the progress plan's
+        ``reads``) marks each input file read for the progress bar."""
+        if self.reads is not None and label == self.reads[0]:
+            return _SourceFn(fn, self.progress_dir, self.reads[1])
+        return _SourceFn(fn, None, None)
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
@@ -531,7 +522,9 @@ class BeamEngine(Engine):
         a cluster runner's UI shows its own progress."""
         from c4forge.engines.progress_bar import FileProgress
 
-        with FileProgress(files, enabled=self.choice.local and not quiet) as bar:
+        self.reads = plan.reads if plan is not None else None
+        titles = plan.read_titles if plan is not None else ("reading", "read")
+        with FileProgress(files, enabled=self.choice.local and not quiet, titles=titles) as bar:
             self.progress_dir = bar.directory
             yield
 

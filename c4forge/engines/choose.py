@@ -8,11 +8,20 @@ inputs (benchmarks/RESULTS.md §15, "Small inputs").
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Protocol
 
 from c4forge.errors import ConfigError
 
-ENGINES = ("auto", "beam", "spark", "local")
+# The engines, one line each: the ``--engine`` name → ``"module:Class"``, imported only when
+# chosen (``--help`` and the other engines never import Beam, PySpark or the worker pool); a
+# class is built as ``Class(job)``.
+ENGINE_CLASSES: dict[str, str] = {
+    "beam": "c4forge.engines.beam:BeamEngine",
+    "spark": "c4forge.engines.spark:SparkEngine",
+    "local": "c4forge.engines.local:LocalEngine",
+}
+ENGINES = ("auto", *ENGINE_CLASSES)  # the --engine choices
 
 
 class EngineRequest(Protocol):
@@ -52,15 +61,10 @@ def choose(engine: str, runner: str | None, passthrough: tuple[str, ...], size: 
 
 
 def make_engine(job: EngineRequest, spark_context: Any = None) -> Any:
-    """The engine ``job.engine`` names (``auto`` already resolved by ``choose``)."""
-    if job.engine == "spark":
-        from c4forge.engines.spark import SparkEngine
-
-        return SparkEngine(job, spark_context)
-    if job.engine == "local":
-        from c4forge.engines.local import LocalEngine
-
-        return LocalEngine(job)
-    from c4forge.engines.beam import BeamEngine
-
-    return BeamEngine(job)
+    """The engine ``job.engine`` names (``auto`` already resolved by ``choose``);
+    ``spark_context``: a running Spark context for the Spark engine to use."""
+    module, attr = ENGINE_CLASSES[job.engine].split(":")
+    engine_class = getattr(importlib.import_module(module), attr)
+    if spark_context is not None:
+        return engine_class(job, spark_context=spark_context)  # the Spark engine's keyword
+    return engine_class(job)

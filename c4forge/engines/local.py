@@ -34,7 +34,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from c4forge.clean.counting import CounterBag
+from c4forge.corpus.counting import CounterBag
 from c4forge.engines.base import Engine, Fn
 from c4forge.io import tempdirs
 from c4forge.io.pickle_batches import dump_batches, read_batches

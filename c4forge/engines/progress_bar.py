@@ -2,9 +2,9 @@
 
 Beam gives the driver no live metrics on the local FnApiRunner (counters arrive when the
 pipeline ends), and the workers are other processes. So the reading DoFn drops an empty marker
-file per finished input into a temporary folder, and a driver thread counts them. Reading,
-parsing and the length cap run fused in that stage; the corpus-wide steps (URL dedup, dedup,
-langdetect, writing) follow, which the bar says once every file is read. On remote runners
+file per finished input into a temporary folder, and a driver thread counts them. The job's
+later steps follow the read, which the bar says once every file is read (its ``titles``, from
+the job's ``ProgressPlan.read_titles``). On remote runners
 (Dataflow, Flink, Spark) the runner's own UI shows progress and the bar is off.
 """
 
@@ -19,8 +19,19 @@ from c4forge.io import tempdirs
 
 
 class FileProgress:
-    def __init__(self, total: int, *, enabled: bool, interval: float = 0.5) -> None:
+    """``titles``: what the bar says while the files are read, and once they all are (the job
+    names its steps: the engine knows none)."""
+
+    def __init__(
+        self,
+        total: int,
+        *,
+        enabled: bool,
+        interval: float = 0.5,
+        titles: tuple[str, str] = ("reading", "read"),
+    ) -> None:
         self.total = total
+        self.titles = titles
         self.enabled = enabled
         self.interval = interval
         self.directory: str | None = None
@@ -36,7 +47,7 @@ class FileProgress:
 
         self.directory = tempdirs.make("c4forge-progress-")
         # A bar on a terminal, periodic plain lines in a log.
-        self._bar = progress(total=self.total, unit="file", desc="reading WET")
+        self._bar = progress(total=self.total, unit="file", desc=self.titles[0])
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
         return self
@@ -50,7 +61,7 @@ class FileProgress:
         self._bar.update(n - self._bar.n)
         if n >= self.total and not self._done_reading:
             self._done_reading = True
-            self._bar.set_description("read; now URL dedup → clean → dedup → langid → write")
+            self._bar.set_description(self.titles[1])
 
     def __exit__(
         self,

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from c4forge import faults
-from c4forge.clean.counting import CounterBag
+from c4forge.corpus.counting import CounterBag
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
 from c4forge.engines.spark_launch import check_master, launch_of, make_context
 from c4forge.errors import InputError
@@ -112,7 +112,7 @@ class SamplesParam(AccumulatorParam):
         return {}
 
     def addInPlace(self, a: dict, b: dict) -> dict:  # noqa: N802 - Spark's name
-        from c4forge.clean.drop_samples import merge
+        from c4forge.corpus.drop_samples import merge
 
         for key, recs in b.items():
             a[key] = list(merge([a.get(key, ()), recs], self.n))

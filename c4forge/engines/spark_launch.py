@@ -182,7 +182,7 @@ def make_context(master: str | None, workers: int | None, extra: list[str], app:
         conf.set("spark.ui.enabled", "false")
     if not submitted:
         quiet_launch(conf, url)
-    from c4forge.passthrough import spark_conf_pairs
+    from c4forge.engines.passthrough import spark_conf_pairs
 
     for key, val in spark_conf_pairs(extra):
         conf.set(key, val)

@@ -102,7 +102,7 @@ def collect(root: str) -> dict[str, Any]:
 
 def compute(root: str, bootstrap: int = 1000) -> dict[str, Any]:
     """results.json's content: per arm mean ± std, gains and the tests against the base."""
-    from c4forge.finetune.tasks import get_task
+    from c4forge.glue.tasks import get_task
 
     data = collect(root)
     plan, base_name = data["plan"], data["plan"]["base_arm"]

@@ -296,7 +296,7 @@ def check_values(where: str, r: dict[str, dict[str, Any]]) -> None:
     """Values the stages would refuse, refused now (the stages' own validators, no work)."""
     from c4forge.clean.variants import get_variant
     from c4forge.finetune.head_registry import HEADS
-    from c4forge.finetune.tasks import get_task, split_file
+    from c4forge.glue.tasks import get_task, split_file
     from c4forge.objectives.registry import OBJECTIVES
     from c4forge.trainers.config import make_config
 
@@ -380,7 +380,7 @@ def mix_source_names(r: dict[str, dict[str, Any]]) -> list[str]:
 def check_mix(where: str, r: dict[str, dict[str, Any]]) -> None:
     """A mixture section: known sources, and the rates the trainer would accept."""
     from c4forge.clean.variants import get_variant
-    from c4forge.finetune.tasks import get_task, split_file
+    from c4forge.glue.tasks import get_task, split_file
     from c4forge.trainers.mixture_spec import MixtureSource, MixtureSpec
 
     mix = r.get("mix")

@@ -167,7 +167,7 @@ def build_plan(exp: Experiment) -> Plan:
 
 def _task_digests(ft: dict[str, Any], digests: dict[Any, Any]) -> dict[str, list[str]]:
     """sha256 of each task's files: the fine-tuning data is named by content, not by path."""
-    from c4forge.finetune.tasks import get_task, split_file
+    from c4forge.glue.tasks import get_task, split_file
 
     out = {}
     for task in ft["tasks"]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from c4forge.errors import ConfigError
 from c4forge.finetune.metrics import compute_metrics, task_score
-from c4forge.finetune.tasks import TaskSpec
+from c4forge.glue.tasks import TaskSpec
 
 
 def load_exclusions(report_path: str, task: str) -> dict[str, set[int]]:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from c4forge.finetune.formats import t5_input, t5_target
 from c4forge.finetune.head_registry import get_head
-from c4forge.finetune.tasks import Example, TaskSpec
+from c4forge.glue.formats import t5_input, t5_target
+from c4forge.glue.tasks import Example, TaskSpec
 from c4forge.trainers.models import get_family
 
 

@@ -15,8 +15,8 @@ from c4forge.finetune.options import DEFAULT_MAX_LENGTH, EvaluateOptions
 from c4forge.finetune.outputs import spec_of, write_results
 from c4forge.finetune.restore import load_finetuned
 from c4forge.finetune.taskdata import load_task_data
-from c4forge.finetune.tasks import CustomFields, get_task
 from c4forge.finetune.zero_shot import is_training_run, load_pretrained_text_head
+from c4forge.glue.tasks import CustomFields, get_task
 from c4forge.io import ownership
 
 

@@ -14,10 +14,10 @@ import numpy as np
 import torch
 
 from c4forge.finetune.encoding import Encoded, collate
-from c4forge.finetune.formats import parse_prediction, regression_target, t5_target
 from c4forge.finetune.head_registry import get_head
 from c4forge.finetune.metrics import compute_metrics
-from c4forge.finetune.tasks import TaskSpec
+from c4forge.glue.formats import parse_prediction, regression_target, t5_target
+from c4forge.glue.tasks import TaskSpec
 
 
 @dataclass

@@ -23,7 +23,7 @@ from c4forge.finetune.loop import finetune
 from c4forge.finetune.metrics import glue_score
 from c4forge.finetune.options import FinetuneOptions, GlueOptions
 from c4forge.finetune.outputs import RESULTS
-from c4forge.finetune.tasks import get_task
+from c4forge.glue.tasks import get_task
 from c4forge.io import ownership
 from c4forge.io.storage import atomic_write_text, read_json, write_json
 

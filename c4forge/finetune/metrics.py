@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from c4forge.finetune.tasks import TaskSpec
+from c4forge.glue.tasks import TaskSpec
 
 
 def _f1_with_invalid(labels: np.ndarray, preds: np.ndarray) -> float:

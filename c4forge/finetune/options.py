@@ -210,7 +210,7 @@ class FinetuneOptions(CliConfig):
         """The custom task's columns (``tasks.CustomFields``), None for a GLUE task."""
         if self.task != "custom":
             return None
-        from c4forge.finetune.tasks import CustomFields
+        from c4forge.glue.tasks import CustomFields
 
         return CustomFields(
             self.text_field or "", self.label_field or "", self.text_pair_field, self.regression

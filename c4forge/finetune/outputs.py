@@ -18,7 +18,7 @@ from typing import Any
 
 from c4forge.errors import InputError
 from c4forge.finetune.metrics import task_score
-from c4forge.finetune.tasks import TaskSpec, custom_spec, get_task
+from c4forge.glue.tasks import TaskSpec, custom_spec, get_task
 from c4forge.io.storage import atomic_write_text, read_json, write_json
 
 RUN_CONFIG = "finetune.json"
@@ -37,7 +37,7 @@ def read_run_config(ft_dir: str) -> dict[str, Any]:
 def spec_of(run_cfg: dict[str, Any]) -> TaskSpec:
     if run_cfg["task"] != "custom":
         return get_task(run_cfg["task"])
-    from c4forge.finetune.tasks import CustomFields
+    from c4forge.glue.tasks import CustomFields
 
     labels = tuple(run_cfg["labels"]) if run_cfg["labels"] else None
     return custom_spec(CustomFields(**run_cfg["custom"]), labels)

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from c4forge.errors import ConfigError, InputError
-from c4forge.finetune.tasks import (
+from c4forge.glue.tasks import (
     CustomFields,
     Example,
     TaskSpec,

@@ -19,7 +19,7 @@ import torch
 from c4forge.errors import ConfigError
 from c4forge.finetune.head_registry import default_head, get_head
 from c4forge.finetune.outputs import RUN_CONFIG
-from c4forge.finetune.tasks import TaskSpec
+from c4forge.glue.tasks import TaskSpec
 from c4forge.trainers.models import get_family
 
 

@@ -27,7 +27,14 @@ from c4forge.io.storage import (
     dumps_canonical,
     sha256_bytes,
 )
-from c4forge.vocab.vocab_files import COPY_DIR, MODEL_FILE, VOCAB_FILES, read_descriptor
+from c4forge.vocab.vocab_files import (
+    COPY_DIR,
+    MODEL_FILE,
+    VOCAB_FILES,
+    Files,
+    read_descriptor,
+    write_files,
+)
 
 FORMAT = "c4forge.shards"
 FORMAT_VERSION = 1
@@ -521,6 +528,39 @@ def check_copy_content(
                 raise VerificationError(
                     f"{path}: {key} is {found!r}, index.json's vocabulary says {value!r}"
                 )
+
+
+# ----------------------------------------------------------------------------- the vocabulary copy
+
+
+def _record(name: str, data: bytes) -> dict[str, Any]:
+    return {"file": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def expected_block(files: Files) -> dict[str, Any]:
+    """The index.json ``vocab_files`` block a copy of ``files`` has."""
+    return {"directory": VOCAB_DIR, "files": [_record(n, d) for n, d in sorted(files)]}
+
+
+def write_vocab_copy(output: str, files: Files, vocabulary: Mapping[str, Any]) -> dict[str, Any]:
+    """Write the shard set's copy (``OUTPUT/vocab``) and check it against its block and the
+    shards' fingerprint; returns index.json's ``vocab_files`` block."""
+    write_files(storage.join(output, VOCAB_DIR), files)
+    block = expected_block(files)
+    check_vocab_copy(output, block, vocabulary, checksums=True)
+    return block
+
+
+def copy_is_current(output: str, index: Mapping[str, Any], files: Files) -> bool:
+    """Does the finished set at ``output`` hold an intact copy of exactly ``files``?"""
+    block = index.get(VOCAB_INDEX_KEY)
+    if block != expected_block(files):
+        return False
+    try:
+        check_vocab_copy(output, block, index["vocabulary"], checksums=True)
+    except VerificationError:
+        return False
+    return True
 
 
 def epoch_shard_order(num_shards: int, seed: int, epoch: int) -> list[int]:

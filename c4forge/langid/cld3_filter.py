@@ -29,8 +29,8 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from c4forge.clean import drop_samples as ds
-from c4forge.clean.counting import Count, Flow
+from c4forge.corpus import drop_samples as ds
+from c4forge.corpus.counting import Count, Flow
 from c4forge.errors import ConfigError
 
 STAGE = "langid"

@@ -13,8 +13,8 @@ import importlib.metadata
 import os
 import threading
 
-from c4forge.clean import drop_samples as ds
-from c4forge.clean.counting import Count, Flow
+from c4forge.corpus import drop_samples as ds
+from c4forge.corpus.counting import Count, Flow
 from c4forge.errors import ConfigError
 
 STAGE = "langid"

@@ -10,9 +10,9 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
-from c4forge.clean.counting import Count
-from c4forge.clean.documents import Doc
-from c4forge.clean.drop_samples import with_url
+from c4forge.corpus.counting import Count
+from c4forge.corpus.documents import Doc
+from c4forge.corpus.drop_samples import with_url
 from c4forge.langid.langdetect_filter import STAGE
 
 
@@ -32,7 +32,7 @@ def cld3(doc: Doc, count: Count, *, languages: frozenset[str]) -> Iterator[Doc]:
 
 
 def stage(job: Any) -> Any:
-    from c4forge.clean.plan import MapStage
+    from c4forge.corpus.stages import MapStage
 
     if job.spec.multilingual:
         from c4forge.langid.cld3_filter import FLOW

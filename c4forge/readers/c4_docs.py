@@ -6,7 +6,7 @@ already, without running the crawl rules again. Each JSON line (or Parquet row) 
 ``url`` and ``timestamp`` (or ``date``, as some copies name it) is one page, counted under the
 read step's reasons (c4_rules.md §3 step 11's order: ``no_url``, ``no_content``,
 ``no_timestamp``); a line that is not a JSON object with a string ``text`` is an input error
-naming file and line (``formats.clean_docs.iter_documents``): such a file is not C4.
+naming file and line (``corpus.clean_docs.iter_documents``): such a file is not C4.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 
 def read_documents(path: str, count: Any) -> Iterator[Any]:
     """One clean shard → its pages (``readers.wet.Page``), counted under ``wet``."""
-    from c4forge.dedup.urls import normalize_url
-    from c4forge.formats.clean_docs import iter_documents
+    from c4forge.corpus.clean_docs import iter_documents
+    from c4forge.corpus.urls import normalize_url
     from c4forge.readers.wet import STAGE, Page
 
     count(STAGE, "files")

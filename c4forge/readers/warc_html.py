@@ -35,12 +35,13 @@ from typing import BinaryIO
 from warcio.bufferedreaders import BufferedReader, ChunkedDataReader
 from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
 
-from c4forge.clean.counting import Count, Flow
+from c4forge.corpus.counting import Count, Flow
+from c4forge.corpus.stages import READ_STAGE
 from c4forge.errors import InputError
 from c4forge.readers import wet
 from c4forge.readers.wet import Page, page_text
 
-STAGE = "wet"
+STAGE = READ_STAGE
 # Record outcomes of crawl WARC input (c4forge extensions of §13): listed in stats.json only
 # when one was counted, so a run on WET files lists exactly §13's reasons.
 REASONS: tuple[str, ...] = (

@@ -20,12 +20,13 @@ from warcio.exceptions import ArchiveLoadFailed
 from warcio.recordloader import ArcWarcRecordLoader
 from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParserException
 
-from c4forge.clean.counting import Count
-from c4forge.dedup.urls import normalize_url
+from c4forge.corpus.counting import Count
+from c4forge.corpus.stages import READ_STAGE
+from c4forge.corpus.urls import normalize_url
 from c4forge.errors import InputError
 from c4forge.readers.gzip_stream import DecodedStream, open_decoded
 
-STAGE = "wet"
+STAGE = READ_STAGE
 # Counted per input file and per record (not a page): listed in stats.json, zeros included.
 FILE_REASONS: tuple[str, ...] = (
     "files",

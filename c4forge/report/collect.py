@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from c4forge.corpus.clean_docs import CLEAN_STATS_FORMAT, STATS_NAME
 from c4forge.errors import InputError, VerificationError
-from c4forge.formats.clean_docs import CLEAN_STATS_FORMAT, STATS_NAME
 from c4forge.formats.shards import INDEX_NAME
 from c4forge.io import storage
 from c4forge.io.names import member_name
@@ -96,7 +96,7 @@ def scan_documents(
 ) -> dict[str, Any]:
     """One pass over the shards: per document characters, lines, sentences (Punkt), tokens;
     domains, TLDs, crawl months; documents and characters per split."""
-    from c4forge.formats.clean_docs import iter_documents
+    from c4forge.corpus.clean_docs import iter_documents
     from c4forge.rules.sentences import split_sentences
 
     chars: list[int] = []
@@ -211,7 +211,7 @@ def contamination_summary(report: Mapping) -> dict[str, Any]:
 
 
 def samples_block(clean_dir: str) -> dict[str, Any]:
-    from c4forge.clean.drop_samples import read_samples
+    from c4forge.corpus.drop_samples import read_samples
 
     out = {}
     for key, recs in read_samples(clean_dir).items():

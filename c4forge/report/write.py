@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from c4forge.formats.clean_docs import STATS_NAME
+from c4forge.corpus.clean_docs import STATS_NAME
 from c4forge.io import ownership, storage
 
 HTML_NAME = "index.html"

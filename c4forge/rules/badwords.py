@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from c4forge.clean import drop_samples as ds
-from c4forge.clean.counting import Count, Flow
-from c4forge.clean.documents import Doc
+from c4forge.corpus import drop_samples as ds
+from c4forge.corpus.counting import Count, Flow
+from c4forge.corpus.documents import Doc
 from c4forge.errors import ConfigError, VerificationError
 
 STAGE = "badwords"
@@ -252,7 +252,7 @@ def stage(job: Any) -> Any:
     """After language ID; none for variants that keep every page (``en.noblocklist``)."""
     import functools
 
-    from c4forge.clean.plan import MapStage
+    from c4forge.corpus.stages import MapStage
 
     if job.spec.badwords_fraction <= 0.0:
         return None

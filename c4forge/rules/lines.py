@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from c4forge.clean import drop_samples as ds
-from c4forge.clean.counting import Count, Flow
-from c4forge.clean.documents import Doc
+from c4forge.corpus import drop_samples as ds
+from c4forge.corpus.counting import Count, Flow
+from c4forge.corpus.documents import Doc
 from c4forge.rules.sentences import split_sentences
 
 STAGE = "clean"
@@ -199,13 +199,13 @@ def as_is(page: Any, count: Count, *, keep_sentences: bool) -> Iterator[Doc]:
 def as_is_stage(job: Any) -> Any:
     """The page → document slot that changes nothing (not a funnel stage): a clean corpus
     read back (``--input-format c4``)."""
-    from c4forge.clean.plan import MapStage
+    from c4forge.corpus.stages import MapStage
 
     return MapStage(STAGE, functools.partial(as_is, keep_sentences=job.dedup == "spans"))
 
 
 def length_stage(job: Any) -> Any:
-    from c4forge.clean.plan import MapStage
+    from c4forge.corpus.stages import MapStage
 
     return MapStage(LENGTH_STAGE, length, flow=LENGTH_FLOW)
 
@@ -213,7 +213,7 @@ def length_stage(job: Any) -> Any:
 def stage(job: Any) -> Any:
     """The page → document slot: the rules, or (``en.noclean``, ``multilingual``) the page
     unchanged, then not a funnel stage (``flow=None``)."""
-    from c4forge.clean.plan import MapStage
+    from c4forge.corpus.stages import MapStage
 
     keep_sentences = job.dedup == "spans"
     if job.spec.clean:

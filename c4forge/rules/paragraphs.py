@@ -12,9 +12,9 @@ import heapq
 from collections.abc import Iterator
 from typing import Any
 
-from c4forge.clean import drop_samples as ds
-from c4forge.clean.counting import Count, Flow
-from c4forge.clean.documents import Doc
+from c4forge.corpus import drop_samples as ds
+from c4forge.corpus.counting import Count, Flow
+from c4forge.corpus.documents import Doc
 
 STAGE = "paragraph"
 REASONS: tuple[str, ...] = ("too_few_paragraphs", "passed")
@@ -49,6 +49,6 @@ def paragraph(doc: Doc, count: Count) -> Iterator[Doc]:
 def stage(job: Any) -> Any:
     """``--variant multilingual``: a document stage after ``clean`` (which keeps the page as
     it is there)."""
-    from c4forge.clean.plan import MapStage
+    from c4forge.corpus.stages import MapStage
 
     return MapStage(STAGE, paragraph, flow=FLOW) if job.spec.paragraph_filter else None

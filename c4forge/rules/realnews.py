@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from c4forge.clean.counting import Count, Flow
+from c4forge.corpus.counting import Count, Flow
 from c4forge.errors import ConfigError, InputError
 
 STAGE = "realnews"
@@ -181,7 +181,7 @@ def stage(job: Any) -> Any:
     """``--variant realnewslike`` only: a page stage after ``length``."""
     import functools
 
-    from c4forge.clean.plan import MapStage
+    from c4forge.corpus.stages import MapStage
 
     if not job.spec.realnews:
         return None

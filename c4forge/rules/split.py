@@ -10,8 +10,8 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
-from c4forge.clean.counting import Count, Flow
-from c4forge.clean.documents import Doc
+from c4forge.corpus.counting import Count, Flow
+from c4forge.corpus.documents import Doc
 
 STAGE = "split"
 SPLITS = ("train", "validation")  # C4's splits: every other module reads them from here
@@ -43,7 +43,7 @@ def release_split_name(split: str, language: str | None = None) -> str:
 
 def split(doc: Doc, count: Count) -> Iterator[tuple[str, Any]]:
     """→ (split, OutDoc): the output key of the document (c4_rules.md §11)."""
-    from c4forge.clean.output import make_out_doc
+    from c4forge.corpus.documents import make_out_doc
 
     name = split_of(doc.normalized_url)
     count(STAGE, name)
@@ -52,7 +52,7 @@ def split(doc: Doc, count: Count) -> Iterator[tuple[str, Any]]:
 
 def split_by_language(doc: Doc, count: Count) -> Iterator[tuple[str, Any]]:
     """→ (``{lang}`` / ``{lang}-validation``, OutDoc): one shard set per language (mC4)."""
-    from c4forge.clean.output import make_out_doc
+    from c4forge.corpus.documents import make_out_doc
 
     name = split_of(doc.normalized_url)
     count(STAGE, name)
@@ -61,6 +61,6 @@ def split_by_language(doc: Doc, count: Count) -> Iterator[tuple[str, Any]]:
 
 
 def stage(job: Any) -> Any:
-    from c4forge.clean.plan import MapStage
+    from c4forge.corpus.stages import MapStage
 
     return MapStage(STAGE, split_by_language if job.spec.multilingual else split, flow=FLOW)

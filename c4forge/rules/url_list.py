@@ -23,9 +23,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from c4forge.clean.counting import Count, Flow
-from c4forge.clean.documents import Doc
-from c4forge.dedup.urls import normalize_url
+from c4forge.corpus.counting import Count, Flow
+from c4forge.corpus.documents import Doc
+from c4forge.corpus.urls import normalize_url
 from c4forge.errors import InputError
 from c4forge.readers.gzip_stream import DecodedStream
 
@@ -214,7 +214,7 @@ def join_listed(key: str, locs: Iterable[Any], listed: Iterable[int], count: Cou
 def stage(job: Any) -> Any:
     """``--variant webtextlike``: the first document stage (the join decides on the normalized
     URL alone, as the reference does)."""
-    from c4forge.clean.plan import ListJoinStage
+    from c4forge.corpus.stages import ListJoinStage
 
     if not job.spec.webtext:
         return None

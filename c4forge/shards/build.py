@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from c4forge import __version__
+from c4forge.corpus import clean_docs
 from c4forge.errors import InputError
-from c4forge.formats import clean_docs
 from c4forge.formats import shards as fmt
 from c4forge.io import fingerprint, storage
 from c4forge.objectives.registry import ObjectiveConfig, make_config, short_targets_warning

@@ -13,7 +13,7 @@ chosen by ``c4forge.cli`` when the form's word follows ``shards``; a documents f
 choices and objective-only flags come from the objective registry (pure numpy, no Beam); the
 driver is imported lazily in ``run`` so `--help` stays quick. ``job_from_args`` is the one place an
 argparse namespace becomes the typed ``ShardsJob`` (``c4forge.cliconfig``). Unrecognised
-arguments are engine options (``c4forge.passthrough``: Beam's ``PipelineOptions``, or ``--conf``
+arguments are engine options (``c4forge.engines.passthrough``: Beam's ``PipelineOptions``, or ``--conf``
 with ``--engine spark``).
 """
 

@@ -12,13 +12,12 @@ from typing import Any
 
 from c4forge.errors import InputError, OutputExistsError
 from c4forge.formats import shards as fmt
-from c4forge.formats.shards import VOCAB_DIR
+from c4forge.formats.shards import VOCAB_DIR, copy_is_current, write_vocab_copy
 from c4forge.formats.shards import VOCAB_INDEX_KEY as INDEX_KEY
 from c4forge.io import ownership, storage
 from c4forge.shards.build import ShardsBuild
 from c4forge.shards.parts import Part, wholes
 from c4forge.shards.rows import check_rows, clean_stats_path, empty_stats, write_one_shard
-from c4forge.vocab.vocab_files import copy_is_current, write_vocab_copy
 
 BUILD_RECORD = "_build.json"  # under _progress/: what an unfinished build was building
 _SHARD_FILE_RE = re.compile(r"^(train|validation)-\d{5}-of-\d{5}\.arrow$")

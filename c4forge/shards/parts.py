@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from c4forge.formats import clean_docs
+from c4forge.corpus import clean_docs
 
 MIN_PART_DOCUMENTS = 2_048  # 16 groups, about a second of tokenizing: less is not worth a part
 PART_ROW_BITS = 24  # rows of one part fit under the part number in ``order``

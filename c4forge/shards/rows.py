@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from c4forge.formats import clean_docs
+from c4forge.corpus import clean_docs
 from c4forge.formats import shards as fmt
 from c4forge.io import storage
 from c4forge.shards.build import ShardsBuild

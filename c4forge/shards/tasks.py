@@ -75,8 +75,8 @@ class TaskPairs:
 
 def glue_pairs(task: str, data: str | None) -> tuple[dict[str, TaskPairs], list[str] | None]:
     """(train / validation pairs, the label words) of a GLUE task (finetune.md §4 formats)."""
-    from c4forge.finetune.formats import t5_input, t5_target
-    from c4forge.finetune.tasks import get_task, load_glue, split_file
+    from c4forge.glue.formats import t5_input, t5_target
+    from c4forge.glue.tasks import get_task, load_glue, split_file
 
     spec = get_task(task)
     folder = data or BUNDLED_GLUE
@@ -100,7 +100,7 @@ def glue_pairs(task: str, data: str | None) -> tuple[dict[str, TaskPairs], list[
 
 def custom_pairs(req: TaskShardsRequest) -> dict[str, TaskPairs]:
     """Input/target pairs of the user's own files, fields taken verbatim."""
-    from c4forge.finetune.tasks import table_rows
+    from c4forge.glue.tasks import table_rows
 
     if not req.data:
         raise ConfigError("shards task custom needs --data FILE (.tsv, .csv or .jsonl)")
@@ -158,9 +158,10 @@ def build_task_shards(
     ``longest``, when given, receives per split the row lengths that would keep every input and
     target whole (``{"train": {"inputs": 230, "targets": 3}}``; not in index.json, whose bytes
     stay as they were; nothing for a set found already built)."""
+    from c4forge.formats.shards import write_vocab_copy
     from c4forge.objectives.packing import pack_arrays
     from c4forge.vocab.vocab import Vocabulary
-    from c4forge.vocab.vocab_files import source_files, write_vocab_copy
+    from c4forge.vocab.vocab_files import source_files
 
     task = req.task.lower()
     for name, value in (

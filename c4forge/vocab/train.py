@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from c4forge import __version__
+from c4forge.corpus import clean_docs
 from c4forge.errors import ConfigError, InputError, OutputExistsError
-from c4forge.formats import clean_docs
 from c4forge.io import ownership, tempdirs
 from c4forge.io.storage import check_output_folder, sha256, write_bytes, write_json
 

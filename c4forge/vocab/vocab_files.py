@@ -8,15 +8,14 @@ without the folder it was made from. One file list, one copy function (through
 ``VerificationError`` of ``check_format``).
 
 The shard set's copy is also listed in its index.json (``vocab_files``: each file's size and
-sha256, formats.md §3.3); ``expected_block`` / ``write_vocab_copy`` / ``copy_is_current`` keep
-that block.
+sha256, formats.md §3.3); ``c4forge.formats.shards`` keeps that block (``write_vocab_copy``,
+``check_vocab_copy``), above this module: the vocabulary knows no shard set.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
 from typing import Any
 
 from c4forge.errors import InputError, VerificationError
@@ -156,40 +155,3 @@ def source_files(vocab: Any, source: str) -> Files:
     if (not storage.is_remote(source) and os.path.isdir(source)) or is_vocab_dir(source):
         return read_files(source)
     return plain_model_files(vocab, source)
-
-
-# ----------------------------------------------------------------------------- a shard set's copy
-
-
-def _record(name: str, data: bytes) -> dict[str, Any]:
-    return {"file": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-
-
-def expected_block(files: Files) -> dict[str, Any]:
-    """The index.json ``vocab_files`` block a copy of ``files`` has."""
-    return {"directory": COPY_DIR, "files": [_record(n, d) for n, d in sorted(files)]}
-
-
-def write_vocab_copy(output: str, files: Files, vocabulary: Mapping[str, Any]) -> dict[str, Any]:
-    """Write the shard set's copy (``OUTPUT/vocab``) and check it against its block and the
-    shards' fingerprint; returns index.json's ``vocab_files`` block."""
-    from c4forge.formats.shards import check_vocab_copy
-
-    write_files(storage.join(output, COPY_DIR), files)
-    block = expected_block(files)
-    check_vocab_copy(output, block, vocabulary, checksums=True)
-    return block
-
-
-def copy_is_current(output: str, index: Mapping[str, Any], files: Files) -> bool:
-    """Does the finished set at ``output`` hold an intact copy of exactly ``files``?"""
-    from c4forge.formats.shards import VOCAB_INDEX_KEY, check_vocab_copy
-
-    block = index.get(VOCAB_INDEX_KEY)
-    if block != expected_block(files):
-        return False
-    try:
-        check_vocab_copy(output, block, index["vocabulary"], checksums=True)
-    except VerificationError:
-        return False
-    return True

@@ -26,7 +26,7 @@ class Count(Protocol):
 
 class SampleCount(Count, Protocol):
     """A ``Count`` that also keeps, per ``stage/reason``, the dropped items of smallest hash
-    (``--keep-samples``; ``c4forge.clean.drop_samples``): ``CounterBag``, the Beam engine's
+    (``--keep-samples``; ``c4forge.corpus.drop_samples``): ``CounterBag``, the Beam engine's
     counter callback, ``drop_samples.WithUrl``. ``keep`` is how many per reason (0: none, and
     then nothing else is called); ``sample`` reports a dropped text, ``add_record`` a record
     already sampled elsewhere (a resumed chunk's). Rules call ``drop_samples.sample(count, …)``,
@@ -99,7 +99,7 @@ def listed_reasons(
 class CounterBag:
     """A plain ``{stage: {reason: n}}`` collector that is a ``SampleCount``: with ``keep > 0``
     it also keeps per reason the ``keep`` dropped items of smallest hash (``--keep-samples``,
-    ``c4forge.clean.drop_samples``)."""
+    ``c4forge.corpus.drop_samples``)."""
 
     def __init__(self, keep: int = 0) -> None:
         self.counts: dict[str, dict[str, int]] = {}
@@ -109,7 +109,7 @@ class CounterBag:
     def sample(self, stage: str, reason: str, text: str, url: str = "") -> None:
         if self.keep <= 0:
             return
-        from c4forge.clean import drop_samples as ds
+        from c4forge.corpus import drop_samples as ds
 
         self.add_record(ds.key_of(stage, reason), ds.record(text, url))
 
@@ -117,7 +117,7 @@ class CounterBag:
         if self.keep <= 0:
             return
         if self._samples is None:
-            from c4forge.clean import drop_samples as ds
+            from c4forge.corpus import drop_samples as ds
 
             self._samples = ds.SampleBag(self.keep)
         self._samples.add(key, rec)  # type: ignore[attr-defined]
@@ -129,7 +129,7 @@ class CounterBag:
 
     def merge_samples(self, other: Mapping[str, Any]) -> None:
         if other and self.keep > 0:
-            from c4forge.clean import drop_samples as ds
+            from c4forge.corpus import drop_samples as ds
 
             if self._samples is None:
                 self._samples = ds.SampleBag(self.keep)

@@ -1,10 +1,12 @@
-"""The two records that travel through a clean plan: ``UrlEntry`` (a page as URL dedup sees it,
-without its text) and ``Doc`` (a page after the ``clean`` slot, the one document type of every
-engine and every stage after it)."""
+"""The records that travel through a clean plan: ``UrlEntry`` (a page as URL dedup sees it,
+without its text), ``Doc`` (a page after the ``clean`` slot, the one document type of every
+engine and every stage after it) and ``OutDoc`` (what the last stage hands the writer)."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
+
+from c4forge.io.storage import md5_hex
 
 
 class Doc(NamedTuple):
@@ -32,3 +34,16 @@ class UrlEntry(NamedTuple):
     url: str
     loc: tuple[int, int]
     text: str = ""  # only with --keep-samples: a dropped copy's sample (drop_samples.MAX_TEXT)
+
+
+class OutDoc(NamedTuple):
+    """A document ready to write; tuple order is the in-shard sort order."""
+
+    url_md5: str
+    url: str
+    text: str
+    timestamp: str
+
+
+def make_out_doc(url: str, text: str, timestamp: str) -> OutDoc:
+    return OutDoc(md5_hex(url), url, text, timestamp)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from c4forge.finetune.tasks import Example, TaskSpec
+from c4forge.glue.tasks import Example, TaskSpec
 
 INVALID_CLASS = -1
 INVALID_SCORE = -1.0

@@ -1,0 +1,163 @@
+"""The kinds of clean stage, and the read step's name: what every stage module builds.
+
+A stage module (``c4forge.rules.*``, ``c4forge.dedup.*``, ``c4forge.langid.stage``,
+``c4forge.contamination.stage``) returns one of these from its ``stage(job)``;
+``c4forge.clean.plan`` lists them in order and ``c4forge.clean.passes`` runs them through the
+engine primitives. They live here, below the stage rooms and the engines, so that a stage
+module imports only base types and the rooms form a DAG (``tests/test_rooms.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from c4forge.corpus.counting import Count, Flow
+
+Fn = Callable[..., Any]
+
+
+def run_maps(stages: Iterable[Any], item: Any, count: Count) -> list[Any]:
+    """``item`` through consecutive per-element stages (the one interpreter of map stages)."""
+    items = [item]
+    for stage in stages:
+        fn = stage.fn
+        if isinstance(stage, BroadcastMapStage):  # its resource travels with the plan
+            fn = functools.partial(_with_resource, fn=stage.fn, resource=stage.resource)
+        items = [out for it in items for out in fn(it, count)]
+    return items
+
+
+def _with_resource(item: Any, count: Count, *, fn: Fn, resource: Any) -> Any:
+    return fn(item, count, resource)
+
+
+@dataclass(frozen=True)
+class MapStage:
+    """Per element: ``fn(item, count) -> iterable`` (drops, keeps, re-keys). Runs inside the
+    per-chunk passes (``c4forge.clean.passes``), so a new per-document stage (with module-level
+    resources loaded on the worker, as the bad-words lists are) needs no engine work."""
+
+    name: str
+    fn: Fn
+    shuffle_key: str | None = None
+    flow: Flow | None = None  # what it counts (None: nothing, not a funnel row)
+
+
+@dataclass(frozen=True)
+class BroadcastMapStage:
+    """Per element with a small read-only resource built on the driver (decontamination's
+    n-gram index): ``fn(item, count, resource) -> iterable``. In the keys-only chunk passes it
+    runs like any map stage (``run_maps``), its resource pickled with the plan into each chunk
+    task; ``expand`` (``engine.broadcast``: a Beam side input, a Spark broadcast) remains for a
+    stage applied to a collection directly."""
+
+    name: str
+    fn: Fn
+    resource: Any = dataclasses.field(compare=False, repr=False)
+    shuffle_key: str | None = None
+    flow: Flow | None = None
+
+    def expand(self, engine: Any, coll: Any) -> Any:
+        side = engine.broadcast(self.name, self.resource)
+        return engine.flat_map_with(coll, self.name, self.fn, side)
+
+
+@dataclass(frozen=True)
+class GroupStage:
+    """Key every element (``key(item, count) -> (k, v)*``), then one call per key:
+    ``reduce(k, values, count) -> iterable`` (URL dedup keeps one copy per URL)."""
+
+    name: str
+    key: Fn
+    reduce: Fn
+    shuffle_key: str
+    flow: Flow | None = None
+
+
+# Corpus-wide stages (keys only: the documents never cross a shuffle). Each has ``emit(loc, doc, count) -> (k, v)*``, run
+# by the chunk pass over its documents (``loc = (chunk, record)``); ``decide(engine, emitted)``
+# through the engine primitives → ``(loc, decision)`` pairs, sent back to the chunk; and
+# ``apply(loc, doc, decisions, count) -> docs``, run by the next chunk pass. Only keys and small
+# ids cross a shuffle; the documents never leave their chunk.
+
+
+@dataclass(frozen=True)
+class JoinStage:
+    """A corpus-wide decision joined back to the documents (exact dedup, both passes of exact
+    substrings): ``emit`` → per key either ``resolve(k, values, count)`` or a ``combine``
+    (``fn(values) -> value``, pre-combined before the shuffle) followed by
+    ``resolve(item, count)`` as a map → ``(loc, decision)*``."""
+
+    name: str
+    emit: Fn
+    resolve: Fn
+    apply: Fn
+    shuffle_key: str
+    combine: Fn | None = None
+    flow: Flow | None = None
+
+    def decide(self, engine: Any, emitted: Any) -> Any:
+        if self.combine is not None:
+            combined = engine.combine(emitted, f"{self.name}/combine", self.combine)
+            return engine.flat_map(combined, f"{self.name}/resolve", self.resolve)
+        return engine.group(emitted, f"{self.name}/resolve", self.resolve)
+
+
+@dataclass(frozen=True)
+class ListJoinStage:
+    """Documents restricted to the keys of a second input (``--variant webtextlike``): the
+    list files are read as a source (``read(path, count) -> (k, n)*``, streamed on the
+    workers), each document emits ``(doc_key, loc)`` and one co-group per key decides
+    (``join(k, locs, entries, count) -> loc*``, the kept ones). The list never sits in the
+    driver's memory."""
+
+    name: str
+    paths: tuple[str, ...]
+    read: Fn
+    doc_key: Fn
+    join: Fn
+    shuffle_key: str
+    flow: Flow | None = None
+
+    def emit(self, loc: Any, doc: Any, count: Count) -> Iterator[tuple[Any, Any]]:
+        yield self.doc_key(doc), loc
+
+    def decide(self, engine: Any, emitted: Any) -> Any:
+        listed = engine.source(f"{self.name}/list", list(self.paths), self.read)
+        kept = engine.cogroup(self.name, emitted, listed, self.join)
+        return engine.flat_map(kept, f"{self.name}/kept", _kept)
+
+    @staticmethod
+    def apply(loc: Any, doc: Any, decisions: Iterable[Any], count: Count) -> Iterator[Any]:
+        if any(True for _ in decisions):
+            yield doc
+
+
+def _kept(loc: Any, count: Count) -> Iterator[tuple[Any, bool]]:
+    yield loc, True
+
+
+@runtime_checkable
+class CorpusStage(Protocol):
+    """What a corpus-wide stage offers the chunk passes (``JoinStage``, ``ListJoinStage``,
+    ``c4forge.dedup.minhash.NearDedupStage``): ``emit`` keys per document, ``decide`` through
+    the engine primitives → ``(loc, decision)`` pairs, ``apply`` the decisions per document."""
+
+    name: str
+    shuffle_key: str
+    flow: Flow | None
+
+    def emit(self, loc: Any, doc: Any, count: Count) -> Iterable[tuple[Any, Any]]: ...
+
+    def decide(self, engine: Any, emitted: Any) -> Any: ...
+
+    def apply(
+        self, loc: Any, doc: Any, decisions: Iterable[Any], count: Count
+    ) -> Iterable[Any]: ...
+
+
+READ_STAGE = "wet"  # the read step's counter namespace, WARC input too (c4_rules.md §13)
