@@ -1,56 +1,191 @@
-"""A progress display (``c4forge.progress``) of input files read, for Beam jobs whose workers run on this machine.
+"""Progress of a Beam job per stage (``c4forge.progress``), for jobs whose workers run on
+this machine (the DirectRunner/FnApiRunner).
 
-Beam gives the driver no live metrics on the local FnApiRunner (counters arrive when the
-pipeline ends), and the workers are other processes. So the reading DoFn drops an empty marker
-file per finished input into a temporary folder, and a driver thread counts them. Reading,
-parsing and the length cap run fused in that stage; the corpus-wide steps (URL dedup, dedup,
-langdetect, writing) follow, which the bar says once every file is read. On remote runners
-(Dataflow, Flink, Spark) the runner's own UI shows progress and the bar is off.
+Why files: Beam gives the driver no live metrics on the local FnApiRunner (counters arrive
+when the pipeline ends), and the workers are other processes. So each step's DoFn counts the
+elements it processed and, once a second at most and when its bundle finishes, drops a tally
+(``write_tally``: its step label, the elements since its last tally, and the pages-read
+counter's increase) into a temporary folder; ``StepTallies`` on the driver sums them per
+stage (``engines.base.stage_of``, the names the local engine's displays use) and shows one
+display per stage, titled from the job's ``ProgressPlan``, with the pages read so far.
+
+What a stage's figures are: the elements processed by its first step (the read: the input
+chunks, ``ProgressPlan.units``; a group: its keys; a map: its items). A total, so a % and an
+ETA, is known where the step is a ``source`` (the read: its input chunks; the chunk list of
+a per-chunk pass). A step behind a shuffle has no total the driver could know before the
+shuffle ends (its keys are counted nowhere), so it shows its count, elapsed and rate; every
+display ends at 100 % when the pipeline completes (the tallies are read once more first).
+Stages fused by the runner run at once, so their displays are open together (tqdm stacks
+them on a terminal; a log gets a line from each per ``C4FORGE_PROGRESS_SECONDS``).
+
+On remote runners (Dataflow, Flink, Spark) the runner's own UI shows progress and the
+displays are off.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import threading
+import uuid
+from collections.abc import Mapping, Sequence
 from types import TracebackType
+from typing import Any
 
+from c4forge.engines.base import stage_of
 from c4forge.io import tempdirs
 
+TALLY_EVERY_S = 1.0  # a DoFn's tallies while a bundle runs: at most one per this many seconds
+POLL_S = 0.5  # the driver reads the new tallies this often
+UNIT = "item"  # a stage's unit where the plan names none (elements, not the local engine's tasks)
 
-class FileProgress:
-    def __init__(self, total: int, *, enabled: bool, interval: float = 0.5) -> None:
-        self.total = total
+
+def write_tally(
+    directory: str,
+    label: str,
+    items: int,
+    pages: int,
+    started: bool = False,
+    finished: bool = False,
+) -> None:
+    """One tally into ``directory``: a uniquely named small JSON file, renamed into place so
+    the driver never reads half of one (it skips the dot-names being written); ``started`` /
+    ``finished``: a bundle of the step starts (its first element) or ends here."""
+    name = uuid.uuid4().hex
+    tmp = os.path.join(directory, f".{name}")
+    tally = {"label": label, "items": items, "pages": pages}
+    tally.update(started=int(started), finished=int(finished))
+    with open(tmp, "w") as f:
+        json.dump(tally, f)
+    os.replace(tmp, os.path.join(directory, name))
+
+
+def stage_of_step(label: str) -> str:
+    """The stage of a Beam step label (``dedup/resolve#2``: a second job's step of ``dedup``)."""
+    return stage_of(re.sub(r"#\d+$", "", label))
+
+
+class StepTallies:
+    """``with StepTallies(plan, steps, totals, enabled=…) as t:`` then the DoFns write into
+    ``t.directory``; ``steps`` (the engine's DoFn step labels, in the order built) and
+    ``totals`` (``{step label: elements}`` where known) are read live, as the engine builds
+    the pipeline inside the ``with``."""
+
+    def __init__(
+        self,
+        plan: Any,
+        steps: Sequence[str],
+        totals: Mapping[str, int],
+        *,
+        enabled: bool,
+        interval: float = POLL_S,
+    ) -> None:
+        self.plan = plan
+        self.steps = steps
+        self.totals = totals
         self.enabled = enabled
         self.interval = interval
         self.directory: str | None = None
+        self.items: dict[str, int] = {}  # step label → elements tallied
+        self.running: dict[str, int] = {}  # step label → its bundles started, not finished
+        self.pages = 0
+        self.bars: dict[str, Any] = {}  # stage → its display, in the order the stages showed
+        self.closed: set[str] = set()
+        self.now: dict[str, str | None] = {}  # stage → the step of it named as running
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._bar = None
-        self._done_reading = False
 
-    def __enter__(self) -> FileProgress:
-        if not self.enabled:
-            return self
+    # -- the tallies ------------------------------------------------------------------------
+    def _read(self) -> None:
+        """Add the tallies written since the last read."""
+        assert self.directory is not None
+        for name in sorted(os.listdir(self.directory)):
+            if name.startswith(".") or name in self._seen:
+                continue
+            try:
+                with open(os.path.join(self.directory, name)) as f:
+                    tally = json.load(f)
+            except (OSError, ValueError):
+                continue  # not a tally of ours: read none of it
+            self._seen.add(name)
+            label = str(tally["label"])
+            self.items[label] = self.items.get(label, 0) + int(tally["items"])
+            self.pages += int(tally["pages"])
+            open_now = int(tally["started"]) - int(tally["finished"])
+            self.running[label] = self.running.get(label, 0) + open_now
+
+    def _stages(self) -> dict[str, list[str]]:
+        """``{stage: its steps}`` in the order built; a display counts the first one's
+        elements (the same step all along: a stage's later steps count other things)."""
+        steps: dict[str, list[str]] = {}
+        for label in list(self.steps):
+            steps.setdefault(stage_of_step(label), []).append(label)
+        return steps
+
+    # -- the displays -----------------------------------------------------------------------
+    def _desc(self, stage: str, now: str | None) -> str:
+        title = self.plan.titles.get(stage)
+        if now:
+            title = f"{title}; running {now}" if title else f"running {now}"
+        return f"{self.plan.job} {stage}" + (f" ({title})" if title else "")
+
+    def _show(self, final: bool = False) -> None:
+        """The figures into the displays; ``final`` (the pipeline completed): each at 100 %.
+        A display opens when a step of its stage starts; it writes its periodic line (and
+        tqdm redraws elapsed and rate) while a step of it runs or its figures move, so a
+        stage waiting on another is not repeated in a log."""
         from c4forge.progress import progress
 
-        self.directory = tempdirs.make("c4forge-progress-")
-        # A bar on a terminal, periodic plain lines in a log.
-        self._bar = progress(total=self.total, unit="file", desc="reading WET")
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-        return self
+        for stage, labels in self._stages().items():
+            if stage in self.closed or not any(lbl in self.running for lbl in labels):
+                continue  # done, or not started
+            label = labels[0]
+            done = self.items.get(label, 0)
+            total = self.totals.get(label)
+            running = [lbl for lbl in labels if self.running.get(lbl, 0) > 0]
+            now = running[-1] if running and running[-1] != label else None
+            bar = self.bars.get(stage)
+            if bar is None:
+                unit = self.plan.units.get(stage, UNIT)
+                desc = self._desc(stage, now)
+                bar = self.bars[stage] = progress(total=total, desc=desc, unit=unit)
+                self.now[stage] = now
+            elif now != self.now.get(stage) and not final:
+                self.now[stage] = now
+                bar.set_description(self._desc(stage, now), refresh=False)
+            if final:  # every element of every step was processed
+                done = max(done, total or 0)
+                total = done
+            if total is not None and bar.total != total:
+                bar.total = total
+            if self.plan.pages is not None:
+                bar.set_postfix(pages=f"{self.pages:,}", refresh=False)
+            if running or done != bar.n or final:
+                bar.update(done - bar.n)  # a line in a log when the period has passed
+                if not final and getattr(bar, "disable", True) is False:
+                    bar.refresh()  # tqdm: elapsed and rate move while no tally arrives
+            if final or (total is not None and done >= total):
+                bar.close()  # at 100 %: a source's every item, or the pipeline, is done
+                self.closed.add(stage)
 
     def _poll(self) -> None:
         while not self._stop.wait(self.interval):
-            self._count()
+            with self._lock:
+                self._read()
+                self._show()
 
-    def _count(self) -> None:
-        n = len(os.listdir(self.directory)) if self.directory else 0
-        self._bar.update(n - self._bar.n)
-        if n >= self.total and not self._done_reading:
-            self._done_reading = True
-            self._bar.set_description("read; now URL dedup → clean → dedup → langid → write")
+    # -- lifetime ---------------------------------------------------------------------------
+    def __enter__(self) -> StepTallies:
+        if not self.enabled:
+            return self
+        self.directory = tempdirs.make("c4forge-progress-")
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
 
     def __exit__(
         self,
@@ -63,9 +198,10 @@ class FileProgress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self._bar is not None:
-            if exc_type is None:  # the pipeline ran: count the markers once more (a run
-                self._count()  # shorter than one polling period would end below 100 %)
-            self._bar.close()
+        with self._lock:
+            self._read()  # the pipeline ran: the tallies of its last second
+            self._show(final=exc_type is None)
+            for bar in self.bars.values():
+                bar.close()  # failed: the figures stay where the work stopped
         if self.directory:
             shutil.rmtree(self.directory, ignore_errors=True)
