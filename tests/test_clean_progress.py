@@ -100,13 +100,41 @@ def test_spark_prints_its_jobs_progress_and_names_its_web_ui(sample_wet, tmp_pat
     assert len(lines) > 5, done.stderr  # the JVM and the read alone take seconds
 
 
-def test_beam_reads_its_files_to_100_percent(sample_wet, tmp_path):
+# Beam's displays: a stage behind a shuffle has no total until the pipeline ends ("1,855 item")
+BEAM_LINE = re.compile(
+    r"^clean (?P<stage>\w+)(?: \((?P<title>[^)]*)\))?: (?P<done>\d+)(?:/(?P<total>\d+))? "
+    r"(?P<unit>\w+)(?: \((?P<pct>\d+)%\))? \[[^\]]*pages=(?P<pages>[\d,]+)\]$"
+)
+
+
+def shard_bytes(out: str) -> dict[str, bytes]:
+    names = sorted(n for n in os.listdir(out) if n.startswith("c4-"))
+    assert names, os.listdir(out)
+    return {n: open(os.path.join(out, n), "rb").read() for n in names}
+
+
+def test_beam_shows_each_stage_to_100_percent(sample_wet, tmp_path):
     out = str(tmp_path / "beam")
     done = run_clean(sample_wet, out, "--engine", "beam")
-    lines = re.findall(
-        r"^(?:reading WET|read; now [^:]+): (\d+)/3 file \((\d+)%\)", done.stderr, re.M
-    )
-    assert lines and lines[-1] == ("3", "100"), done.stderr
+    lines = [m for m in map(BEAM_LINE.match, done.stderr.splitlines()) if m]
+    stages = list(dict.fromkeys(m["stage"] for m in lines))
+    # the read, a corpus-wide stage (a shuffle of every chunk's keys) and the per-chunk passes
+    assert {"wet", "url_dedup", "dedup", "pass0", "pass1", "output"} <= set(stages), done.stderr
+    for stage in stages:  # every display ends at 100 %, with a count
+        last = [m for m in lines if m["stage"] == stage][-1]
+        assert last["total"] == last["done"] and last["pct"] == "100", last.string
+        assert int(last["done"]) > 0, last.string
+    read = [m for m in lines if m["stage"] == "wet"]
+    assert (read[-1]["done"], read[-1]["unit"]) == ("3", "file")
+    assert read[-1]["title"] == "read → length → clean"
+    assert int(lines[-1]["pages"].replace(",", "")) == pages_read(out)
+    # the URL dedup groups every page's URL: its keys are the distinct URLs read
+    url = [m for m in lines if m["stage"] == "url_dedup"][-1]
+    assert 0 < int(url["done"]) <= pages_read(out)
+    # the tallies change no output: the same shards as the run without progress
+    quiet = str(tmp_path / "quiet")
+    run_clean(sample_wet, quiet, "--engine", "beam", "--quiet")
+    assert shard_bytes(out) == shard_bytes(quiet)
 
 
 def test_stage_bars_end_each_stage_at_100_percent(capsys):
