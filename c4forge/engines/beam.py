@@ -436,6 +436,8 @@ class BeamEngine(Engine):
         self.pages_counter: tuple[str, str] | None = None
         self.steps: list[str] = []
         self.step_totals: dict[str, int] = {}
+        self.finished_before: dict[str, frozenset[str]] = {}  # ``_follows``
+        self._lineage: dict[int, tuple[frozenset[str], frozenset[str], Any]] = {}
         self._labels: Counter[str] = Counter()
         self._counters: dict[str, dict[str, int]] = {}
         self.keep_samples = 0
@@ -479,6 +481,29 @@ class BeamEngine(Engine):
         n = self._labels[label]
         return label if n == 1 else f"{label}#{n}"
 
+    # -- what a step's start says about others (the progress displays) ------------------------
+    def _up(self, coll: Any) -> frozenset[str]:
+        """The counted steps ``coll`` comes from (``_follows``)."""
+        return self._lineage.get(id(coll), (frozenset(), frozenset(), None))[0]
+
+    def _sealed(self, coll: Any) -> frozenset[str]:
+        """The counted steps finished whenever an element of ``coll`` exists."""
+        return self._lineage.get(id(coll), (frozenset(), frozenset(), None))[1]
+
+    def _follows(
+        self, out: Any, step: str | None, up: frozenset[str], sealed: frozenset[str]
+    ) -> Any:
+        """Record ``out``'s lineage: made by ``step`` (a counted DoFn; None: a combine, a
+        distinct) from ``up``, the steps ``sealed`` finished before ``step`` runs (those
+        before a shuffle or a side input: a batch runner groups a key, or hands a side
+        input, only once its input is whole). So a step's first bundle tells the driver
+        that the steps ``sealed`` before it are done (``finished_before``)."""
+        if step is not None:
+            self.finished_before[step] = sealed
+            up = up | {step}
+        self._lineage[id(out)] = (up, sealed, out)  # ``out`` kept: its id stays its own
+        return out
+
     # -- primitives -----------------------------------------------------------------------------
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
         lbl = self._label(label)
@@ -489,11 +514,12 @@ class BeamEngine(Engine):
             | lbl >> self._par_do(_MapFn(fn), label=lbl)
         )
         self.step_totals[lbl] = len(items)  # a source's display knows its total
-        return self._sized(out, lbl)
+        return self._follows(self._sized(out, lbl), lbl, frozenset(), frozenset())
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
-        return self._sized(coll | lbl >> self._par_do(_MapFn(fn), label=lbl), lbl)
+        out = self._sized(coll | lbl >> self._par_do(_MapFn(fn), label=lbl), lbl)
+        return self._follows(out, lbl, self._up(coll), self._sealed(coll))
 
     def broadcast(self, label: str, value: Any) -> Any:
         """A one-element PCollection, read by ``flat_map_with`` as a singleton side input."""
@@ -505,17 +531,22 @@ class BeamEngine(Engine):
         else:
             value = beam.pvalue.AsSingleton(side)
         lbl = self._label(label)
-        return self._sized(coll | lbl >> self._par_do(_SideMapFn(fn), value, label=lbl), lbl)
+        out = self._sized(coll | lbl >> self._par_do(_SideMapFn(fn), value, label=lbl), lbl)
+        # a side input is whole before its reader starts
+        side_up = self._up(side.coll if isinstance(side, _SideList) else side)
+        return self._follows(out, lbl, self._up(coll) | side_up, self._sealed(coll) | side_up)
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
         grouped = self._measured(coll, lbl) | f"{lbl}/group" >> beam.GroupByKey()
         grouped = self._sized(grouped, f"{lbl}/group", grouped=True)
-        return self._sized(grouped | lbl >> self._par_do(_GroupFn(fn), label=lbl), lbl)
+        out = self._sized(grouped | lbl >> self._par_do(_GroupFn(fn), label=lbl), lbl)
+        return self._follows(out, lbl, self._up(coll), self._up(coll))
 
     def combine(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
-        return self._sized(self._measured(coll, lbl) | lbl >> beam.CombinePerKey(fn), lbl)
+        out = self._sized(self._measured(coll, lbl) | lbl >> beam.CombinePerKey(fn), lbl)
+        return self._follows(out, None, self._up(coll), self._up(coll))
 
     def cogroup(self, label: str, left: Any, right: Any, fn: Fn) -> Any:
         lbl = self._label(label)
@@ -524,11 +555,14 @@ class BeamEngine(Engine):
             "right": self._measured(right, f"{lbl}/right"),
         }
         joined = self._sized(sides | f"{lbl}/join" >> beam.CoGroupByKey(), f"{lbl}/join", True)
-        return self._sized(joined | lbl >> self._par_do(_CoGroupFn(fn), label=lbl), lbl)
+        out = self._sized(joined | lbl >> self._par_do(_CoGroupFn(fn), label=lbl), lbl)
+        up = self._up(left) | self._up(right)
+        return self._follows(out, lbl, up, up)
 
     def distinct(self, coll: Any, label: str) -> Any:
         lbl = self._label(label)
-        return self._sized(self._measured(coll, lbl, keyed=False) | lbl >> beam.Distinct(), lbl)
+        out = self._sized(self._measured(coll, lbl, keyed=False) | lbl >> beam.Distinct(), lbl)
+        return self._follows(out, None, self._up(coll), self._up(coll))
 
     def loop(self, coll: Any, label: str, body: Fn, rounds: int) -> Any:
         for r in range(rounds):  # unrolled: a round on a converged edge set changes nothing
@@ -548,7 +582,9 @@ class BeamEngine(Engine):
 
         enabled = self.choice.local and not quiet and plan is not None
         self.pages_counter = plan.pages if plan is not None else None
-        with StepTallies(plan, self.steps, self.step_totals, enabled=enabled) as tallies:
+        with StepTallies(
+            plan, self.steps, self.step_totals, self.finished_before, enabled=enabled
+        ) as tallies:
             self.progress_dir = tallies.directory
             try:
                 yield

@@ -78,6 +78,7 @@ class StepTallies:
         plan: Any,
         steps: Sequence[str],
         totals: Mapping[str, int],
+        finished_before: Mapping[str, frozenset[str]] | None = None,
         *,
         enabled: bool,
         interval: float = POLL_S,
@@ -85,6 +86,7 @@ class StepTallies:
         self.plan = plan
         self.steps = steps
         self.totals = totals
+        self.finished_before = finished_before if finished_before is not None else {}
         self.enabled = enabled
         self.interval = interval
         self.directory: str | None = None
@@ -140,9 +142,13 @@ class StepTallies:
         stage waiting on another is not repeated in a log."""
         from c4forge.progress import progress
 
+        finished: set[str] = set()  # the steps a started step says are done
+        for label in list(self.running):
+            finished.update(self.finished_before.get(label, ()))
         for stage, labels in self._stages().items():
             if stage in self.closed or not any(lbl in self.running for lbl in labels):
                 continue  # done, or not started
+            complete = final or all(lbl in finished for lbl in labels)
             label = labels[0]
             done = self.items.get(label, 0)
             total = self.totals.get(label)
@@ -154,22 +160,22 @@ class StepTallies:
                 desc = self._desc(stage, now)
                 bar = self.bars[stage] = progress(total=total, desc=desc, unit=unit)
                 self.now[stage] = now
-            elif now != self.now.get(stage) and not final:
+            elif now != self.now.get(stage) and not complete:
                 self.now[stage] = now
                 bar.set_description(self._desc(stage, now), refresh=False)
-            if final:  # every element of every step was processed
+            if complete:  # every element of every step of it was processed
                 done = max(done, total or 0)
                 total = done
             if total is not None and bar.total != total:
                 bar.total = total
             if self.plan.pages is not None:
                 bar.set_postfix(pages=f"{self.pages:,}", refresh=False)
-            if running or done != bar.n or final:
+            if running or done != bar.n or complete:
                 bar.update(done - bar.n)  # a line in a log when the period has passed
-                if not final and getattr(bar, "disable", True) is False:
+                if not complete and getattr(bar, "disable", True) is False:
                     bar.refresh()  # tqdm: elapsed and rate move while no tally arrives
-            if final or (total is not None and done >= total):
-                bar.close()  # at 100 %: a source's every item, or the pipeline, is done
+            if complete or (total is not None and done >= total):
+                bar.close()  # at 100 %: a source's every item, or the stage, is done
                 self.closed.add(stage)
 
     def _poll(self) -> None:
