@@ -164,3 +164,53 @@ def test_stage_bars_end_each_stage_at_100_percent(capsys):
         bars.advance()
         raise RuntimeError("a worker died")
     assert capsys.readouterr().err.splitlines()[-1].startswith("clean wet (read): 1/3 file (33%)")
+
+
+def test_beam_step_tallies_make_one_display_per_stage(capsys, monkeypatch):
+    """The driver's side of Beam's displays, fed tallies as the DoFns write them: a source's
+    display closes at its total, a stage behind a shuffle shows a count (no total) and closes
+    at 100 % once a step behind its shuffle starts, a stage waiting on nothing new writes no
+    line, the last stage ends at 100 % with the pipeline, a failed one where it stopped."""
+    from c4forge.engines.progress_bar import StepTallies, write_tally
+
+    monkeypatch.setenv(EVERY_ENV, "0")  # a line on every update: the lines are the figures
+    plan = ProgressPlan("clean", {"wet": "read"}, {"wet": "file"}, ("wet", "pages"))
+    steps = ["wet", "url_dedup", "url_dedup/route", "pass0"]
+    after = {"url_dedup": {"wet"}, "url_dedup/route": {"wet"}}
+    after["pass0"] = {"wet", "url_dedup", "url_dedup/route"}
+    finished = {k: frozenset(v) for k, v in after.items()}
+
+    def lines() -> list[str]:
+        return capsys.readouterr().err.splitlines()
+
+    with StepTallies(plan, steps, {"wet": 2}, finished, enabled=True, interval=3600) as t:
+        assert t.directory is not None
+
+        def tally(label: str, items: int, pages: int = 0, **edge: bool) -> None:
+            write_tally(t.directory, label, items, pages, **edge)
+            t._read()
+            t._show()
+
+        tally("wet", 0, started=True)
+        assert lines()[-1].startswith("clean wet (read): 0/2 file (0%)")
+        tally("wet", 1, 40)
+        tally("wet", 1, 60, finished=True)
+        assert lines()[-1].startswith("clean wet (read): 2/2 file (100%)")
+        tally("url_dedup", 0, started=True)
+        tally("url_dedup", 5)
+        last = lines()[-1]
+        assert last.startswith("clean url_dedup: 5 item [") and last.endswith("pages=100]")
+        tally("url_dedup", 0, finished=True)
+        t._show()
+        assert lines() == []  # idle, unchanged: no line
+        tally("pass0", 0, started=True)  # behind URL dedup's shuffle: URL dedup is done
+        out = lines()
+        assert out[0].startswith("clean url_dedup: 5/5 item (100%)"), out
+        assert out[1].startswith("clean pass0: 0 item"), out
+        tally("pass0", 3)
+    assert lines()[-1].startswith("clean pass0: 3/3 item (100%)")
+
+    with pytest.raises(RuntimeError), StepTallies(plan, steps, {"wet": 2}, enabled=True) as t:
+        write_tally(t.directory, "wet", 1, 7, started=True)
+        raise RuntimeError("a worker died")
+    assert lines()[-1].startswith("clean wet (read): 1/2 file (50%)")
