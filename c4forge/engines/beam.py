@@ -29,6 +29,7 @@ from apache_beam.metrics import Metrics
 from c4forge import faults
 from c4forge.corpus import drop_samples as ds
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
+from c4forge.engines.progress_bar import TALLY_EVERY_S
 from c4forge.errors import TaskFailedError, VerificationError
 from c4forge.io import storage
 
@@ -141,28 +142,25 @@ class _MapFn(CountingDoFn):
             )
         self._processed = 0
 
-    def _done_one(self, items: Iterable[Any]) -> Iterator[Any]:
-        """``items``, then one element counted as processed (its outputs all taken)."""
-        from c4forge.engines.progress_bar import TALLY_EVERY_S
-
-        if not self._running:
-            self._running = True
-            self._tally(started=True)
-        yield from items
+    def _processed_one(self) -> None:
+        """One more element processed (its outputs all taken); a tally once a second."""
         self._processed += 1
         if time.monotonic() - self._tallied_at >= TALLY_EVERY_S:
             self._tally()
 
     def _run(self, call: Callable[[Any], Iterable[Any]]) -> Iterable[Any]:
         """``call(count)``'s items; under the fault hook, as a runner that retries attempts."""
+        if self.progress_dir and not self._running:  # the bundle's first element
+            self._running = True
+            self._tally(started=True)
         if not self.faulty:
-            items = self._out(call(self.count))
-        else:
-            items = self._out(_attempted(call, self.count, self.label))
-        return self._done_one(items) if self.progress_dir else items
+            return self._out(call(self.count))
+        return self._out(_attempted(call, self.count, self.label))
 
     def process(self, item: Any) -> Iterator[Any]:
         yield from self._run(lambda count: self.fn(item, count))
+        if self.progress_dir:
+            self._processed_one()
 
 
 def _attempted(call: Callable[[Any], Iterable[Any]], count: Any, label: str) -> list[Any]:
@@ -198,18 +196,24 @@ class _SideMapFn(_MapFn):
 
     def process(self, item: Any, value: Any) -> Iterator[Any]:
         yield from self._run(lambda count: self.fn(item, count, value))
+        if self.progress_dir:
+            self._processed_one()
 
 
 class _GroupFn(_MapFn):
     def process(self, element: tuple[Any, Iterable[Any]]) -> Iterator[Any]:
         key, values = element  # re-iterable grouped values; never copied into a list here
         yield from self._run(lambda count: self.fn(key, values, count))
+        if self.progress_dir:
+            self._processed_one()
 
 
 class _CoGroupFn(_MapFn):
     def process(self, element: tuple[Any, dict]) -> Iterator[Any]:
         key, joined = element
         yield from self._run(lambda count: self.fn(key, joined["left"], joined["right"], count))
+        if self.progress_dir:
+            self._processed_one()
 
 
 def _worker_lost(err: BaseException) -> bool:
