@@ -158,7 +158,10 @@ class StepTallies:
             if bar is None:
                 unit = self.plan.units.get(stage, UNIT)
                 desc = self._desc(stage, now)
-                bar = self.bars[stage] = progress(total=total, desc=desc, unit=unit)
+                # what it did before this display opened (a stage begun and done between
+                # two reads) is no part of its rate: a rate of what it saw, or none
+                bar = progress(total=total, desc=desc, unit=unit, initial=done)
+                self.bars[stage] = bar
                 self.now[stage] = now
             elif now != self.now.get(stage) and not complete:
                 self.now[stage] = now
