@@ -166,7 +166,7 @@ def test_stage_bars_end_each_stage_at_100_percent(capsys):
     assert capsys.readouterr().err.splitlines()[-1].startswith("clean wet (read): 1/3 file (33%)")
 
 
-def test_beam_step_tallies_make_one_display_per_stage(capsys, monkeypatch):
+def test_beam_step_tallies_make_one_display_per_stage(capsys, monkeypatch, tmp_path):
     """The driver's side of Beam's displays, fed tallies as the DoFns write them: a source's
     display closes at its total, a stage behind a shuffle shows a count (no total) and closes
     at 100 % once a step behind its shuffle starts, a stage waiting on nothing new writes no
@@ -214,3 +214,4 @@ def test_beam_step_tallies_make_one_display_per_stage(capsys, monkeypatch):
         write_tally(t.directory, "wet", 1, 7, started=True)
         raise RuntimeError("a worker died")
     assert lines()[-1].startswith("clean wet (read): 1/2 file (50%)")
+    write_tally(str(tmp_path / "gone"), "wet", 1, 0)  # a tally that cannot be written: no error

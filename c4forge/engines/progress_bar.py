@@ -62,9 +62,12 @@ def write_tally(
     tmp = os.path.join(directory, f".{name}")
     tally = {"label": label, "items": items, "pages": pages}
     tally.update(started=int(started), finished=int(finished))
-    with open(tmp, "w") as f:
-        json.dump(tally, f)
-    os.replace(tmp, os.path.join(directory, name))
+    try:
+        with open(tmp, "w") as f:
+            json.dump(tally, f)
+        os.replace(tmp, os.path.join(directory, name))
+    except OSError:  # a full temp disk: the display lags (and ends at 100 %); the job goes on
+        pass
 
 
 def stage_of_step(label: str) -> str:
