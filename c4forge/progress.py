@@ -78,6 +78,7 @@ class LineProgress:
         self.last_line = self.start
         self.lines = 0
         self.written_n: float | None = None
+        self.written_total: float | None = None
         self.closed = False
 
     # -- tqdm's interface -------------------------------------------------------------------
@@ -102,7 +103,10 @@ class LineProgress:
         if self.closed:
             return
         self.closed = True
-        if (self.leave or self.lines) and self.written_n != self.n:
+        # the last line: unless the last one written already shows these figures (a total
+        # learnt at the end, as a Beam stage's, is a change of figures too)
+        changed = self.written_n != self.n or self.written_total != self.total
+        if (self.leave or self.lines) and changed:
             self._write(time.monotonic())
 
     def __iter__(self) -> Iterator[Any]:
@@ -140,6 +144,7 @@ class LineProgress:
         self.last_line = now
         self.lines += 1
         self.written_n = self.n
+        self.written_total = self.total
         print(self.format_line(now), file=self.file, flush=True)
 
 

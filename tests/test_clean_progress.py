@@ -100,17 +100,41 @@ def test_spark_prints_its_jobs_progress_and_names_its_web_ui(sample_wet, tmp_pat
     assert len(lines) > 5, done.stderr  # the JVM and the read alone take seconds
 
 
-def test_beam_reads_its_files_to_100_percent(sample_wet, tmp_path):
+# Beam's displays: a stage behind a shuffle has no total until the pipeline ends ("1,855 item")
+BEAM_LINE = re.compile(
+    r"^clean (?P<stage>\w+)(?: \((?P<title>[^)]*)\))?: (?P<done>\d+)(?:/(?P<total>\d+))? "
+    r"(?P<unit>\w+)(?: \((?P<pct>\d+)%\))? \[[^\]]*pages=(?P<pages>[\d,]+)\]$"
+)
+
+
+def shard_bytes(out: str) -> dict[str, bytes]:
+    names = sorted(n for n in os.listdir(out) if n.startswith("c4-"))
+    assert names, os.listdir(out)
+    return {n: open(os.path.join(out, n), "rb").read() for n in names}
+
+
+def test_beam_shows_each_stage_to_100_percent(sample_wet, tmp_path):
     out = str(tmp_path / "beam")
     done = run_clean(sample_wet, out, "--engine", "beam")
-    lines = re.findall(
-        r"^(?:reading WET|read; now [^:]+): (\d+)/3 file \((\d+)%\) \[\d\d:\d\d<[^,]+, [^\]]+\]$",
-        done.stderr,
-        re.M,
-    )
-    assert lines and lines[-1] == ("3", "100"), done.stderr
-    # a line per period, not one at the end: Beam's start and read alone take seconds
-    assert len(lines) >= 3, done.stderr
+    lines = [m for m in map(BEAM_LINE.match, done.stderr.splitlines()) if m]
+    stages = list(dict.fromkeys(m["stage"] for m in lines))
+    # the read, a corpus-wide stage (a shuffle of every chunk's keys) and the per-chunk passes
+    assert {"wet", "url_dedup", "dedup", "pass0", "pass1", "output"} <= set(stages), done.stderr
+    for stage in stages:  # every display ends at 100 %, with a count
+        last = [m for m in lines if m["stage"] == stage][-1]
+        assert last["total"] == last["done"] and last["pct"] == "100", last.string
+        assert int(last["done"]) > 0, last.string
+    read = [m for m in lines if m["stage"] == "wet"]
+    assert (read[-1]["done"], read[-1]["unit"]) == ("3", "file")
+    assert read[-1]["title"] == "read → length → clean"
+    assert int(lines[-1]["pages"].replace(",", "")) == pages_read(out)
+    # the URL dedup groups every page's URL: its keys are the distinct URLs read
+    url = [m for m in lines if m["stage"] == "url_dedup"][-1]
+    assert 0 < int(url["done"]) <= pages_read(out)
+    # the tallies change no output: the same shards as the run without progress
+    quiet = str(tmp_path / "quiet")
+    run_clean(sample_wet, quiet, "--engine", "beam", "--quiet")
+    assert shard_bytes(out) == shard_bytes(quiet)
 
 
 def test_stage_bars_end_each_stage_at_100_percent(capsys):
@@ -140,3 +164,54 @@ def test_stage_bars_end_each_stage_at_100_percent(capsys):
         bars.advance()
         raise RuntimeError("a worker died")
     assert capsys.readouterr().err.splitlines()[-1].startswith("clean wet (read): 1/3 file (33%)")
+
+
+def test_beam_step_tallies_make_one_display_per_stage(capsys, monkeypatch, tmp_path):
+    """The driver's side of Beam's displays, fed tallies as the DoFns write them: a source's
+    display closes at its total, a stage behind a shuffle shows a count (no total) and closes
+    at 100 % once a step behind its shuffle starts, a stage waiting on nothing new writes no
+    line, the last stage ends at 100 % with the pipeline, a failed one where it stopped."""
+    from c4forge.engines.progress_bar import StepTallies, write_tally
+
+    monkeypatch.setenv(EVERY_ENV, "0")  # a line on every update: the lines are the figures
+    plan = ProgressPlan("clean", {"wet": "read"}, {"wet": "file"}, ("wet", "pages"))
+    steps = ["wet", "url_dedup", "url_dedup/route", "pass0"]
+    after = {"url_dedup": {"wet"}, "url_dedup/route": {"wet"}}
+    after["pass0"] = {"wet", "url_dedup", "url_dedup/route"}
+    finished = {k: frozenset(v) for k, v in after.items()}
+
+    def lines() -> list[str]:
+        return capsys.readouterr().err.splitlines()
+
+    with StepTallies(plan, steps, {"wet": 2}, finished, enabled=True, interval=3600) as t:
+        assert t.directory is not None
+
+        def tally(label: str, items: int, pages: int = 0, **edge: bool) -> None:
+            write_tally(t.directory, label, items, pages, **edge)
+            t._read()
+            t._show()
+
+        tally("wet", 0, started=True)
+        assert lines()[-1].startswith("clean wet (read): 0/2 file (0%)")
+        tally("wet", 1, 40)
+        tally("wet", 1, 60, finished=True)
+        assert lines()[-1].startswith("clean wet (read): 2/2 file (100%)")
+        tally("url_dedup", 0, started=True)
+        tally("url_dedup", 5)
+        last = lines()[-1]
+        assert last.startswith("clean url_dedup: 5 item [") and last.endswith("pages=100]")
+        tally("url_dedup", 0, finished=True)
+        t._show()
+        assert lines() == []  # idle, unchanged: no line
+        tally("pass0", 0, started=True)  # behind URL dedup's shuffle: URL dedup is done
+        out = lines()
+        assert out[0].startswith("clean url_dedup: 5/5 item (100%)"), out
+        assert out[1].startswith("clean pass0: 0 item"), out
+        tally("pass0", 3)
+    assert lines()[-1].startswith("clean pass0: 3/3 item (100%)")
+
+    with pytest.raises(RuntimeError), StepTallies(plan, steps, {"wet": 2}, enabled=True) as t:
+        write_tally(t.directory, "wet", 1, 7, started=True)
+        raise RuntimeError("a worker died")
+    assert lines()[-1].startswith("clean wet (read): 1/2 file (50%)")
+    write_tally(str(tmp_path / "gone"), "wet", 1, 0)  # a tally that cannot be written: no error

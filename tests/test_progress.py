@@ -39,6 +39,19 @@ def test_lines_wait_for_the_interval_and_the_last_one_is_always_written():
     assert out.getvalue().startswith("docs: 1000/1000 doc (100%)")
 
 
+def test_a_total_learnt_after_the_last_line_gets_a_last_line():
+    """A display without a total (a Beam stage behind a shuffle) given one at the end: its
+    last line shows it, though the count did not move since the line before."""
+    out = io.StringIO()
+    bar = LineProgress(total=None, desc="clean dedup", unit="item", file=out, every=0)
+    bar.update(5)
+    bar.total = 5
+    bar.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("clean dedup: 5 item [")
+    assert lines[-1].startswith("clean dedup: 5/5 item (100%)") and len(lines) == 2
+
+
 def test_a_terminal_gets_tqdm_and_a_pipe_gets_lines(tmp_path):
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

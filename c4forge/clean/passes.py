@@ -267,15 +267,9 @@ def chunk_pass(
                 yield from corpus.emit((chunk.index, i), d, count)
 
 
-def chunk_paths(chunk: resume_state.Chunk) -> list[str]:
-    """The input files a chunk covers (the progress bar of Beam marks each one read)."""
-    return [f.path for f in chunk.files]
-
-
 def progress_plan(plan: Plan, files: int, chunks: int) -> Any:
     """What the engine's progress displays call each stage of this plan (the step labels of
-    ``documents`` and ``output.write_shards``), the pages-read counter they show, and the step
-    that reads the inputs (a source over chunks: ``chunk_paths``)."""
+    ``documents`` and ``output.write_shards``) and the pages-read counter they show."""
     from c4forge.engines.stage_progress import ProgressPlan
 
     front = ["read", *(s.name for s in plan.page_stages), plan.clean.name]
@@ -291,10 +285,7 @@ def progress_plan(plan: Plan, files: int, chunks: int) -> Any:
         if corpus is not None:
             previous = corpus.name
     units = {READ_STAGE: "file" if files == chunks else "chunk"}
-    reading = ("reading WET", "read; now URL dedup → clean → dedup → langid → write")
-    return ProgressPlan(
-        "clean", titles, units, (READ_STAGE, "pages"), (READ_STAGE, chunk_paths), reading
-    )
+    return ProgressPlan("clean", titles, units, (READ_STAGE, "pages"))
 
 
 def run_plan(

@@ -31,8 +31,8 @@ Primitives (``label`` names the step: Beam needs unique labels, the others use i
 
 Job level: ``start`` (samples kept, partitions), ``list_inputs`` (the engine's filesystem),
 ``holds_collections`` (everything in this machine's memory: the job checks its inputs against
-it), ``progress`` (a display per stage, ``stage_progress.ProgressPlan``, which also names the
-step that reads the inputs; Beam: its files read), ``samples``, ``close``. Nothing here knows a
+it), ``progress`` (a display per stage, described by ``stage_progress.ProgressPlan``; Beam's
+from its steps' tallies, ``progress_bar``), ``samples``, ``close``. Nothing here knows a
 stage: ``clean`` (``clean.passes``) and ``shards`` (``shards.stage``) are written once against
 these primitives. Counters (``count(stage, reason, n)``) and dropped-item samples are generic
 engine concepts; their types live in the base room ``c4forge.corpus``, below the engines.

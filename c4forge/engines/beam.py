@@ -18,6 +18,7 @@ import contextlib
 import functools
 import json
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -28,6 +29,7 @@ from apache_beam.metrics import Metrics
 from c4forge import faults
 from c4forge.corpus import drop_samples as ds
 from c4forge.engines.base import Engine, Fn, profile_path, stage_of, write_profile
+from c4forge.engines.progress_bar import TALLY_EVERY_S
 from c4forge.errors import TaskFailedError, VerificationError
 from c4forge.io import storage
 
@@ -47,9 +49,13 @@ class BeamCount:
     emits the queue on its samples output (an item this worker already beat ``keep`` times
     cannot be in the global sample, so nothing else needs to leave the worker)."""
 
-    def __init__(self, keep: int = 0) -> None:
+    def __init__(self, keep: int = 0, watch: tuple[str, str] | None = None) -> None:
         self._counters: dict[tuple[str, str], Any] = {}
         self.keep = keep
+        # the progress displays' pages counter (``ProgressPlan.pages``): its increase is
+        # tallied here too, for the next progress tally (``_MapFn``)
+        self.watch = watch
+        self.watched = 0
         self.pending: list[tuple[str, tuple]] = []
         self._bag: Any = None
 
@@ -69,6 +75,8 @@ class BeamCount:
 
     def __call__(self, stage: str, reason: str, n: int = 1) -> None:
         key = (stage, reason)
+        if key == self.watch:
+            self.watched += n
         c = self._counters.get(key)
         if c is None:
             c = self._counters[key] = Metrics.counter(stage, reason)
@@ -77,9 +85,13 @@ class BeamCount:
 
 class CountingDoFn(beam.DoFn):
     keep = 0  # --keep-samples; the engine sets it on the instance
+    # the progress displays (local runners; the engine sets both on the instance): the folder
+    # of the tallies (``progress_bar.write_tally``), and the pages counter they carry
+    progress_dir: str | None = None
+    watch: tuple[str, str] | None = None
 
     def setup(self) -> None:
-        self.count = BeamCount(self.keep)
+        self.count = BeamCount(self.keep, self.watch if self.progress_dir else None)
         self.faulty = faults.FAULT_ENV in os.environ  # the test hook (c4forge.faults) is set
 
     def _out(self, items: Iterable[Any]) -> Iterable[Any]:
@@ -99,19 +111,56 @@ class CountingDoFn(beam.DoFn):
 
 
 class _MapFn(CountingDoFn):
+    """A step's DoFn. With a ``progress_dir``, it counts the elements it processed and drops
+    a tally of them (``progress_bar.write_tally``) once a second at most and when its bundle
+    finishes: no file per element, and nothing at all when progress is off."""
+
     label = ""  # the step's label (the engine sets it): what a ``duplicate`` fault matches
 
     def __init__(self, fn: Fn) -> None:
         self.fn = fn
 
+    def start_bundle(self) -> None:
+        self._processed = 0
+        self._running = False  # the bundle told the driver it started (its first element)
+        self._tallied_at = time.monotonic()
+
+    def finish_bundle(self) -> None:
+        if self.progress_dir and self._running:
+            self._tally(finished=True)
+
+    def _tally(self, started: bool = False, finished: bool = False) -> None:
+        """The elements and pages since the last tally, into the progress folder; ``started``
+        / ``finished``: the bundle starts or ends here (the driver knows which steps run)."""
+        from c4forge.engines.progress_bar import write_tally
+
+        self._tallied_at = time.monotonic()
+        pages, self.count.watched = self.count.watched, 0
+        if self._processed or pages or started or finished:
+            write_tally(
+                self.progress_dir, self.label, self._processed, pages, started, finished
+            )
+        self._processed = 0
+
+    def _processed_one(self) -> None:
+        """One more element processed (its outputs all taken); a tally once a second."""
+        self._processed += 1
+        if time.monotonic() - self._tallied_at >= TALLY_EVERY_S:
+            self._tally()
+
     def _run(self, call: Callable[[Any], Iterable[Any]]) -> Iterable[Any]:
         """``call(count)``'s items; under the fault hook, as a runner that retries attempts."""
+        if self.progress_dir and not self._running:  # the bundle's first element
+            self._running = True
+            self._tally(started=True)
         if not self.faulty:
             return self._out(call(self.count))
         return self._out(_attempted(call, self.count, self.label))
 
     def process(self, item: Any) -> Iterator[Any]:
         yield from self._run(lambda count: self.fn(item, count))
+        if self.progress_dir:
+            self._processed_one()
 
 
 def _attempted(call: Callable[[Any], Iterable[Any]], count: Any, label: str) -> list[Any]:
@@ -147,18 +196,24 @@ class _SideMapFn(_MapFn):
 
     def process(self, item: Any, value: Any) -> Iterator[Any]:
         yield from self._run(lambda count: self.fn(item, count, value))
+        if self.progress_dir:
+            self._processed_one()
 
 
 class _GroupFn(_MapFn):
     def process(self, element: tuple[Any, Iterable[Any]]) -> Iterator[Any]:
         key, values = element  # re-iterable grouped values; never copied into a list here
         yield from self._run(lambda count: self.fn(key, values, count))
+        if self.progress_dir:
+            self._processed_one()
 
 
 class _CoGroupFn(_MapFn):
     def process(self, element: tuple[Any, dict]) -> Iterator[Any]:
         key, joined = element
         yield from self._run(lambda count: self.fn(key, joined["left"], joined["right"], count))
+        if self.progress_dir:
+            self._processed_one()
 
 
 def _worker_lost(err: BaseException) -> bool:
@@ -192,35 +247,6 @@ def counters_from_metrics(result: Any) -> tuple[dict[str, dict[str, int]], str]:
             value, source = m.attempted, "attempted"
         bag(m.key.metric.namespace, m.key.metric.name, int(value or 0))
     return bag.counts, source
-
-
-def mark_file_read(progress_dir: str | None, path: str) -> None:
-    """An empty marker per finished input, counted by the driver's progress bar."""
-    if progress_dir:
-        import hashlib
-        import os
-
-        marker = hashlib.md5(path.encode("utf-8")).hexdigest()
-        with open(os.path.join(progress_dir, marker), "wb"):
-            pass
-
-
-class _SourceFn(_MapFn):
-    """One source item → its items; ``progress_dir`` (local runners, the step that reads the
-    job's inputs): a marker per input file the item covers (``paths(item)``)."""
-
-    def __init__(
-        self, fn: Fn, progress_dir: str | None, paths: Callable[[Any], Iterable[str]] | None
-    ) -> None:
-        super().__init__(fn)
-        self.progress_dir = progress_dir
-        self.paths = paths
-
-    def process(self, item: Any) -> Iterator[Any]:
-        yield from self._run(lambda count: self.fn(item, count))
-        if self.progress_dir and self.paths is not None:
-            for path in self.paths(item):
-                mark_file_read(self.progress_dir, path)
 
 
 # --- shuffle bytes (the stage profile, ``C4FORGE_ENGINE_PROFILE``) -----------------------------
@@ -408,8 +434,14 @@ class BeamEngine(Engine):
         self._ran = False
         # where ``collect`` hands items to the driver: the job's output (``start``)
         self.scratch = job.output if job is not None else "."
+        # the progress displays (``progress``): the tallies' folder, the plan's pages counter,
+        # the counted steps in the order built, and the totals known ({label: elements})
         self.progress_dir: str | None = None
-        self.reads: Any = None  # the progress plan's input-reading step (``progress``)
+        self.pages_counter: tuple[str, str] | None = None
+        self.steps: list[str] = []
+        self.step_totals: dict[str, int] = {}
+        self.finished_before: dict[str, frozenset[str]] = {}  # ``_follows``
+        self._lineage: dict[int, tuple[frozenset[str], frozenset[str], Any]] = {}
         self._labels: Counter[str] = Counter()
         self._counters: dict[str, dict[str, int]] = {}
         self.keep_samples = 0
@@ -432,6 +464,10 @@ class BeamEngine(Engine):
         """``ParDo(dofn)``; with ``--keep-samples`` its samples output is collected too."""
         if isinstance(dofn, _MapFn):
             dofn.label = label  # what a ``duplicate`` fault (c4forge.faults) matches
+            if self.progress_dir:  # the progress displays (``progress``) count its elements
+                dofn.progress_dir = self.progress_dir
+                dofn.watch = self.pages_counter
+                self.steps.append(label)
         if not self.keep_samples:
             return beam.ParDo(dofn, *side)
         dofn.keep = self.keep_samples
@@ -449,6 +485,29 @@ class BeamEngine(Engine):
         n = self._labels[label]
         return label if n == 1 else f"{label}#{n}"
 
+    # -- what a step's start says about others (the progress displays) ------------------------
+    def _up(self, coll: Any) -> frozenset[str]:
+        """The counted steps ``coll`` comes from (``_follows``)."""
+        return self._lineage.get(id(coll), (frozenset(), frozenset(), None))[0]
+
+    def _sealed(self, coll: Any) -> frozenset[str]:
+        """The counted steps finished whenever an element of ``coll`` exists."""
+        return self._lineage.get(id(coll), (frozenset(), frozenset(), None))[1]
+
+    def _follows(
+        self, out: Any, step: str | None, up: frozenset[str], sealed: frozenset[str]
+    ) -> Any:
+        """Record ``out``'s lineage: made by ``step`` (a counted DoFn; None: a combine, a
+        distinct) from ``up``, the steps ``sealed`` finished before ``step`` runs (those
+        before a shuffle or a side input: a batch runner groups a key, or hands a side
+        input, only once its input is whole). So a step's first bundle tells the driver
+        that the steps ``sealed`` before it are done (``finished_before``)."""
+        if step is not None:
+            self.finished_before[step] = sealed
+            up = up | {step}
+        self._lineage[id(out)] = (up, sealed, out)  # ``out`` kept: its id stays its own
+        return out
+
     # -- primitives -----------------------------------------------------------------------------
     def source(self, label: str, items: list[Any], fn: Fn) -> Any:
         lbl = self._label(label)
@@ -456,21 +515,15 @@ class BeamEngine(Engine):
         out = (
             self._measured(created, lbl, keyed=False)
             | f"{lbl}/spread" >> beam.Reshuffle()
-            # the progress bar counts the job's input files only (not, e.g., a URL list)
-            | lbl >> self._par_do(self._source_fn(label, fn), label=lbl)
+            | lbl >> self._par_do(_MapFn(fn), label=lbl)
         )
-        return self._sized(out, lbl)
-
-    def _source_fn(self, label: str, fn: Fn) -> _SourceFn:
-        """The source's DoFn; the one that reads the job's inputs (the progress plan's
-        ``reads``) marks each input file read for the progress bar."""
-        if self.reads is not None and label == self.reads[0]:
-            return _SourceFn(fn, self.progress_dir, self.reads[1])
-        return _SourceFn(fn, None, None)
+        self.step_totals[lbl] = len(items)  # a source's display knows its total
+        return self._follows(self._sized(out, lbl), lbl, frozenset(), frozenset())
 
     def flat_map(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
-        return self._sized(coll | lbl >> self._par_do(_MapFn(fn), label=lbl), lbl)
+        out = self._sized(coll | lbl >> self._par_do(_MapFn(fn), label=lbl), lbl)
+        return self._follows(out, lbl, self._up(coll), self._sealed(coll))
 
     def broadcast(self, label: str, value: Any) -> Any:
         """A one-element PCollection, read by ``flat_map_with`` as a singleton side input."""
@@ -482,17 +535,22 @@ class BeamEngine(Engine):
         else:
             value = beam.pvalue.AsSingleton(side)
         lbl = self._label(label)
-        return self._sized(coll | lbl >> self._par_do(_SideMapFn(fn), value, label=lbl), lbl)
+        out = self._sized(coll | lbl >> self._par_do(_SideMapFn(fn), value, label=lbl), lbl)
+        # a side input is whole before its reader starts
+        side_up = self._up(side.coll if isinstance(side, _SideList) else side)
+        return self._follows(out, lbl, self._up(coll) | side_up, self._sealed(coll) | side_up)
 
     def group(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
         grouped = self._measured(coll, lbl) | f"{lbl}/group" >> beam.GroupByKey()
         grouped = self._sized(grouped, f"{lbl}/group", grouped=True)
-        return self._sized(grouped | lbl >> self._par_do(_GroupFn(fn), label=lbl), lbl)
+        out = self._sized(grouped | lbl >> self._par_do(_GroupFn(fn), label=lbl), lbl)
+        return self._follows(out, lbl, self._up(coll), self._up(coll))
 
     def combine(self, coll: Any, label: str, fn: Fn) -> Any:
         lbl = self._label(label)
-        return self._sized(self._measured(coll, lbl) | lbl >> beam.CombinePerKey(fn), lbl)
+        out = self._sized(self._measured(coll, lbl) | lbl >> beam.CombinePerKey(fn), lbl)
+        return self._follows(out, None, self._up(coll), self._up(coll))
 
     def cogroup(self, label: str, left: Any, right: Any, fn: Fn) -> Any:
         lbl = self._label(label)
@@ -501,11 +559,14 @@ class BeamEngine(Engine):
             "right": self._measured(right, f"{lbl}/right"),
         }
         joined = self._sized(sides | f"{lbl}/join" >> beam.CoGroupByKey(), f"{lbl}/join", True)
-        return self._sized(joined | lbl >> self._par_do(_CoGroupFn(fn), label=lbl), lbl)
+        out = self._sized(joined | lbl >> self._par_do(_CoGroupFn(fn), label=lbl), lbl)
+        up = self._up(left) | self._up(right)
+        return self._follows(out, lbl, up, up)
 
     def distinct(self, coll: Any, label: str) -> Any:
         lbl = self._label(label)
-        return self._sized(self._measured(coll, lbl, keyed=False) | lbl >> beam.Distinct(), lbl)
+        out = self._sized(self._measured(coll, lbl, keyed=False) | lbl >> beam.Distinct(), lbl)
+        return self._follows(out, None, self._up(coll), self._up(coll))
 
     def loop(self, coll: Any, label: str, body: Fn, rounds: int) -> Any:
         for r in range(rounds):  # unrolled: a round on a converged edge set changes nothing
@@ -518,15 +579,21 @@ class BeamEngine(Engine):
     # -- job level ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def progress(self, files: int, quiet: bool, plan: Any = None) -> Iterator[None]:
-        """Input files read (``FileProgress``): the DirectRunner reports no live metrics, and
-        a cluster runner's UI shows its own progress."""
-        from c4forge.engines.progress_bar import FileProgress
+        """A display per stage from the steps' tallies (``progress_bar.StepTallies``): the
+        local FnApiRunner reports no live metrics, and a cluster runner's UI shows its own
+        progress (off there, as without a plan or with ``quiet``)."""
+        from c4forge.engines.progress_bar import StepTallies
 
-        self.reads = plan.reads if plan is not None else None
-        titles = plan.read_titles if plan is not None else ("reading", "read")
-        with FileProgress(files, enabled=self.choice.local and not quiet, titles=titles) as bar:
-            self.progress_dir = bar.directory
-            yield
+        enabled = self.choice.local and not quiet and plan is not None
+        self.pages_counter = plan.pages if plan is not None else None
+        with StepTallies(
+            plan, self.steps, self.step_totals, self.finished_before, enabled=enabled
+        ) as tallies:
+            self.progress_dir = tallies.directory
+            try:
+                yield
+            finally:
+                self.progress_dir = None
 
     def side_list(self, coll: Any, label: str) -> Any:
         return _SideList(coll)

@@ -16,7 +16,7 @@ even while no task ends (a stage of one long task).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from c4forge.engines.base import stage_of
@@ -38,11 +38,6 @@ class ProgressPlan(NamedTuple):
     titles: Mapping[str, str] = {}
     units: Mapping[str, str] = {}
     pages: tuple[str, str] | None = None
-    # the ``source`` step that reads the job's input files, and ``paths(item)``: the input files
-    # one of its items covers (a module-level function: Beam's workers mark each one read)
-    reads: tuple[str, Callable[[Any], Iterable[str]]] | None = None
-    # a file bar's description while the inputs are read, and once they are (Beam's)
-    read_titles: tuple[str, str] = ("reading", "read")
 
 
 class StageBars:
