@@ -83,7 +83,8 @@ def job_engine(
 
 
 def engine_label(engine: Any, why: str) -> str:
-    """``local=4 workers (auto: …)``: the engine in the first log line, and why it was chosen."""
+    """``engine=local (4 worker processes, …) (auto: …)``: the engine in the first log line
+    (Beam's as ``runner=…``), and why it was chosen."""
     return f"{engine.tag}={engine.description}{f' ({why})' if why else ''}"
 
 
