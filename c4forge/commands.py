@@ -42,6 +42,7 @@ RUNNERS: dict[str, str] = {
     "ShardsJob": "c4forge.shards.command",
     "TaskShardsRequest": "c4forge.shards.command",
     "TrainOptions": "c4forge.trainers.command",
+    "ExportOptions": "c4forge.trainers.command",
     "FinetuneOptions": "c4forge.finetune.command",
     "EvaluateOptions": "c4forge.finetune.command",
     "GlueOptions": "c4forge.finetune.command",

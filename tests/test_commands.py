@@ -23,6 +23,7 @@ from c4forge.finetune.options import EvaluateOptions, FinetuneOptions
 from c4forge.io.storage import sha256
 from c4forge.shards.job import ShardsJob
 from c4forge.shards.tasks import TaskShardsRequest
+from c4forge.trainers.cli_export import ExportOptions
 from c4forge.trainers.options import TrainOptions
 from c4forge.vocab.options import VocabOptions
 
@@ -37,17 +38,24 @@ def test_every_command_package_runs_its_requests_into_a_typed_result() -> None:
         assert module.run is commands.runner_for(_bare(module, name))
         packages.add(module_name.rsplit(".", 1)[0])
         results = [
-            v for v in vars(module).values()
-            if isinstance(v, type) and v.__module__ == module.__name__ and v.__name__.endswith("Result")
-        ]  # fmt: skip
+            v
+            for v in vars(module).values()
+            if isinstance(v, type)
+            and v.__module__ == module.__name__
+            and v.__name__.endswith("Result")
+        ]
         assert results, module_name
         for result in results:
             assert dataclasses.is_dataclass(result) and result.__dataclass_params__.frozen
             assert "output" in {f.name for f in dataclasses.fields(result)}
             assert callable(result.text) and callable(result.fingerprint)
     assert packages == {
-        "c4forge.clean", "c4forge.vocab", "c4forge.shards", "c4forge.trainers", "c4forge.finetune"
-    }  # fmt: skip
+        "c4forge.clean",
+        "c4forge.vocab",
+        "c4forge.shards",
+        "c4forge.trainers",
+        "c4forge.finetune",
+    }
 
 
 def _bare(module, name: str):
@@ -74,16 +82,27 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> dict:
     )
     shards = commands.run(
         ShardsJob(
-            docs=clean.output, vocab=vocab.output, output=str(root / "shards"),
-            inputs_length=64, workers=1, quiet=True,
+            docs=clean.output,
+            vocab=vocab.output,
+            output=str(root / "shards"),
+            inputs_length=64,
+            workers=1,
+            quiet=True,
         )
-    )  # fmt: skip
+    )
     train = commands.run(
         TrainOptions(
-            shards=shards.output, output=str(root / "run"), preset="tiny", steps=2,
-            batch_size=4, vocab=vocab.output, eval_rows=8, progress=False, device="cpu",
+            shards=shards.output,
+            output=str(root / "run"),
+            preset="tiny",
+            steps=2,
+            batch_size=4,
+            vocab=vocab.output,
+            eval_rows=8,
+            progress=False,
+            device="cpu",
         )
-    )  # fmt: skip
+    )
     return {"root": root, "clean": clean, "vocab": vocab, "shards": shards, "train": train}
 
 
@@ -132,14 +151,33 @@ def test_vocab_shards_and_train_results(chain: dict) -> None:
     assert train.text() == train.summary.text()
 
 
+def test_export_through_run(chain: dict) -> None:
+    root, train = chain["root"], chain["train"]
+    res = commands.run(ExportOptions(checkpoint=train.output, output=str(root / "hf")))
+    assert res.summary["step"] == 2 and res.summary["architecture"] == "T5ForConditionalGeneration"
+    assert "model.safetensors" in res.summary["files"]
+    assert res.fingerprint() == sha256(str(root / "hf" / "model.safetensors"))
+    assert res.text().splitlines()[0].startswith(f"exported {train.checkpoint} (step 2, ffn ")
+    with pytest.raises(OutputExistsError):  # an HF folder is not replaced without --overwrite
+        commands.run(ExportOptions(checkpoint=train.output, output=str(root / "hf")))
+
+
 def test_finetune_and_evaluate_through_run(chain: dict) -> None:
     root, train = chain["root"], chain["train"]
     ft = commands.run(
         FinetuneOptions(
-            checkpoint=train.output, task="sst2", data=GLUE, output=str(root / "ft"),
-            head="cls", steps=2, batch_size=4, max_length=32, device="cpu", progress=False,
+            checkpoint=train.output,
+            task="sst2",
+            data=GLUE,
+            output=str(root / "ft"),
+            head="cls",
+            steps=2,
+            batch_size=4,
+            max_length=32,
+            device="cpu",
+            progress=False,
         )
-    )  # fmt: skip
+    )
     results = json.loads(Path(ft.output, "results.json").read_text())
     assert ft.results == results and ft.stopped_at is None
     assert set(ft.metrics["dev"]) >= {"accuracy"}
@@ -148,10 +186,14 @@ def test_finetune_and_evaluate_through_run(chain: dict) -> None:
 
     ev = commands.run(
         EvaluateOptions(
-            ft=ft.output, task="sst2", data=GLUE, output=str(root / "ev"), device="cpu",
+            ft=ft.output,
+            task="sst2",
+            data=GLUE,
+            output=str(root / "ev"),
+            device="cpu",
             progress=False,
         )
-    )  # fmt: skip
+    )
     assert ev.output == str(root / "ev")
     assert ev.metrics["dev"]["accuracy"] == ft.metrics["dev"]["accuracy"]  # the same model
     assert ev.text().startswith("c4forge evaluate: sst2 with head cls")
@@ -161,10 +203,15 @@ def test_task_shards_through_run(chain: dict) -> None:
     root, vocab = chain["root"], chain["vocab"]
     res = commands.run(
         TaskShardsRequest(
-            task="rte", vocab=vocab.output, output=str(root / "rte"), data=GLUE,
-            inputs_length=32, targets_length=4, quiet=True,
+            task="rte",
+            vocab=vocab.output,
+            output=str(root / "rte"),
+            data=GLUE,
+            inputs_length=32,
+            targets_length=4,
+            quiet=True,
         )
-    )  # fmt: skip
+    )
     index = json.loads(Path(res.output, "index.json").read_text())
     assert res.fingerprint() == index["dataset_fingerprint"]
     assert res.truncated  # RTE's premises do not fit 32 tokens: said, with the length that fits

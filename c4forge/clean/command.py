@@ -24,10 +24,7 @@ class CleanResult:
 
     @property
     def stats_path(self) -> str:
-        from c4forge.clean.stats import STATS_NAME
-        from c4forge.io import storage
-
-        return storage.join(self.output, STATS_NAME)
+        return _stats_path(self.output)
 
     @property
     def documents(self) -> dict[str, int]:
@@ -58,5 +55,11 @@ def run(job: CleanJob) -> CleanResult:
 
     quiet_beam_logging()
     run_clean(job)
-    result = CleanResult(job.output, {})
-    return CleanResult(job.output, storage.read_json(result.stats_path))
+    return CleanResult(job.output, storage.read_json(_stats_path(job.output)))
+
+
+def _stats_path(output: str) -> str:
+    from c4forge.clean.stats import STATS_NAME
+    from c4forge.io import storage
+
+    return storage.join(output, STATS_NAME)
