@@ -16,6 +16,7 @@ run of the same job, anything else starts clean.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -214,67 +215,64 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
     started = time.monotonic()
     if engine is None:  # a bad output fails before the engine starts
         check_output(job)
-    with job_driver.job_engine(job, engine, choose_engine) as (job, engine, why):
-        locked = False
+    with (
+        job_driver.job_engine(job, engine, choose_engine) as (job, engine, why),
+        contextlib.ExitStack() as held,  # the folder, from the lock to the end
+    ):
+        check_output(job)
+        files = engine.list_inputs(list(job.inputs), job.input_format)
+        inputs = inputs_block(files)
+        config = job.record()
+        stats_path = storage.join(job.output, cs.STATS_NAME)
+        if serve_finished(job, stats_path, config, inputs, files):
+            return 0
+        readers.check_inputs([f.path for f in files], job.input_format)
+        created = not storage.exists(job.output)  # before the lock makes it
+        held.enter_context(ownership.owned_output(job.output, "clean"))  # before any write here
+        existing = cs.read_existing(stats_path)
+        work_root = storage.join(job.output, pg.WORK_DIR)
+        has_work = pg.is_clean_work(work_root)
+        if cs.finished_run(job, stats_path, config, inputs, summary, verify(job, files)):
+            return 0  # finished by a run that held the folder until now
+        owned = co.owned_shards(job.output, existing, has_work)
+        prepare_output(job)
+        job_driver.log(
+            job,
+            f"c4forge clean: {inputs['count']} input file(s), {summary.human_bytes(inputs['bytes'])}"
+            f" → {job.output} [variant={job.variant}, dedup={job.dedup}, near-dedup={job.near_dedup}, "
+            f"{job_driver.engine_label(engine, why)}]",
+        )
+        engine.check_inputs(inputs["bytes"], job)
+        plan = build_plan(job)
+        backend = langdetect_backend(plan)
+        work, chunks = start_work(engine, job, files, config)
         try:
-            check_output(job)
-            files = engine.list_inputs(list(job.inputs), job.input_format)
-            inputs = inputs_block(files)
-            config = job.record()
-            stats_path = storage.join(job.output, cs.STATS_NAME)
-            if serve_finished(job, stats_path, config, inputs, files):
-                return 0
-            readers.check_inputs([f.path for f in files], job.input_format)
-            created = not storage.exists(job.output)  # before the lock makes it
-            ownership.acquire(job.output, "clean")  # before the first write (or removal) here
-            locked = True
-            existing = cs.read_existing(stats_path)
-            work_root = storage.join(job.output, pg.WORK_DIR)
-            has_work = pg.is_clean_work(work_root)
-            if cs.finished_run(job, stats_path, config, inputs, summary, verify(job, files)):
-                return 0  # finished by a run that held the folder until now
-            owned = co.owned_shards(job.output, existing, has_work)
-            prepare_output(job)
-            job_driver.log(
-                job,
-                f"c4forge clean: {inputs['count']} input file(s), {summary.human_bytes(inputs['bytes'])}"
-                f" → {job.output} [variant={job.variant}, dedup={job.dedup}, near-dedup={job.near_dedup}, "
-                f"{job_driver.engine_label(engine, why)}]",
-            )
-            engine.check_inputs(inputs["bytes"], job)
-            plan = build_plan(job)
-            backend = langdetect_backend(plan)
-            work, chunks = start_work(engine, job, files, config)
-            try:
-                shard_stats = passes.run_plan(engine, plan, files, job, chunks)
-            except C4ForgeError:
-                raise
-            except Exception as err:  # a worker's c4forge error inside the engine's own wrapping
-                user_error = user_error_from(err)
-                if user_error is not None:
-                    raise user_error from None
-                raise
-            raw = dict(engine.counters())
-            resumed = raw.pop(pg.RESUME_NAMESPACE, {})
-            refuse_no_page(job, raw, files, shard_stats, work, created)
-            job_driver.log_resume(
-                job,
-                f"{resumed.get('skipped', 0)} chunk(s) done by an earlier run, "
-                f"skipped; {resumed.get('processed', 0)} processed now",
-            )
-            if job.keep_samples:  # before stats.json, which marks the output complete
-                from c4forge.clean.drop_samples import write_samples
+            shard_stats = passes.run_plan(engine, plan, files, job, chunks)
+        except C4ForgeError:
+            raise
+        except Exception as err:  # a worker's c4forge error inside the engine's own wrapping
+            user_error = user_error_from(err)
+            if user_error is not None:
+                raise user_error from None
+            raise
+        raw = dict(engine.counters())
+        resumed = raw.pop(pg.RESUME_NAMESPACE, {})
+        refuse_no_page(job, raw, files, shard_stats, work, created)
+        job_driver.log_resume(
+            job,
+            f"{resumed.get('skipped', 0)} chunk(s) done by an earlier run, "
+            f"skipped; {resumed.get('processed', 0)} processed now",
+        )
+        if job.keep_samples:  # before stats.json, which marks the output complete
+            from c4forge.clean.drop_samples import write_samples
 
-                write_samples(job.output, engine.samples(), job.keep_samples)
-            digests = input_digests.from_chunks(work, chunks)
-            inputs = {**inputs, cs.INPUT_FILES_KEY: input_digests.files_block(files, digests)}
-            input_digests.write_seen(job.output, files, digests)
-            stats = finish(job, plan, config, inputs, shard_stats, raw, backend, owned)
-            work.finish()
-            remove_debris(job.output, None)
-        finally:
-            if locked:
-                ownership.release(job.output)
+            write_samples(job.output, engine.samples(), job.keep_samples)
+        digests = input_digests.from_chunks(work, chunks)
+        inputs = {**inputs, cs.INPUT_FILES_KEY: input_digests.files_block(files, digests)}
+        input_digests.write_seen(job.output, files, digests)
+        stats = finish(job, plan, config, inputs, shard_stats, raw, backend, owned)
+        work.finish()
+        remove_debris(job.output, None)
 
     wall = time.monotonic() - started
     png = None
