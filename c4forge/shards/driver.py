@@ -3,7 +3,9 @@ folder needs, let the engine write the missing shards (``stage.run`` on its prim
 check the accounting, finish (index.json last), remove the runs and summarise.
 
 The engine policy and flags are ``clean``'s (``engines.choose``): ``--engine auto`` picks the
-local engine for a run on this machine; a Beam runner or Beam options mean Beam.
+local engine for a run on this machine; a Beam runner or Beam options mean Beam. The skeleton
+around the build (the engine held and closed, the log and ``--resume`` lines) is clean's too
+(``engines.job_driver``).
 """
 
 from __future__ import annotations
