@@ -72,6 +72,20 @@ def test_every_option_has_help_and_shows_its_default() -> None:
     assert not hidden, "defaults the help does not show:\n" + "\n".join(hidden)
 
 
+def test_no_default_is_said_twice() -> None:
+    """A help that already calls a value the default (``0 = off (default)``, ``off by
+    default``) but not next to the value gets the formatter's ``(default: X)`` as well: the
+    user reads the default twice. The help names it once, and the formatter adds it."""
+    twice = []
+    for parser in _parsers():
+        for action in _options(parser):
+            text = _rendered(parser, action) if action.help else ""
+            head, appended, _ = text.rpartition(" (default: ")
+            if appended and re.search(r"\(default\)|by default|\Wdefault\)", head, re.I):
+                twice.append(f"{parser.prog} {'/'.join(action.option_strings)}: {text}")
+    assert not twice, "defaults said twice:\n" + "\n".join(twice)
+
+
 def test_no_stale_words_no_raw_rst_and_sane_usage_lines() -> None:
     for parser in _parsers():
         text = parser.format_help()

@@ -97,7 +97,7 @@ class CleanJob(CliConfig):
         "--format",
         default="jsonl",
         choices=list(FORMATS),
-        help="jsonl = c4-*.json.gz as the C4 release (default); parquet = c4-*.parquet",
+        help="jsonl = c4-*.json.gz as the C4 release; parquet = c4-*.parquet",
     )
     language: str = option("--language", default="en", help="target language (only 'en' today)")
     workers: int | None = workers_option()
@@ -129,7 +129,7 @@ class CleanJob(CliConfig):
         "--near-dedup",
         default="none",
         choices=list(NEAR_DEDUP_MODES),
-        help="MinHash-LSH near-duplicate removal after exact dedup (off by default)",
+        help="minhash = MinHash-LSH near-duplicate removal after exact dedup; none = off",
     )
     ngram: int = option("--ngram", default=5, type=int, help="near-dedup word n-gram size")
     num_perm: int = option(
@@ -145,14 +145,14 @@ class CleanJob(CliConfig):
         metavar="N",
         help="exact-substring dedup after every other filter (Lee et al. 2022): strike every "
         "N-byte window that occurs at least twice in the corpus (the reference tool's examples "
-        "use 100); 0 = off (default)",
+        "use 100); 0 = off",
     )
     substrings_keep: str = option(
         "--substrings-keep",
         default="none",
         choices=["none", "first"],
-        help="with --dedup-substrings: none = strike every copy (the paper's semantics, "
-        "default); first = keep the copy in the page with the smallest md5 of its URL",
+        help="with --dedup-substrings: none = strike every copy (the paper's semantics); "
+        "first = keep the copy in the page with the smallest md5 of its URL",
     )
     badwords_fraction: float | None = option(
         "--badwords-fraction",

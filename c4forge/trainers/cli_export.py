@@ -52,11 +52,15 @@ class ExportOptions(CliConfig):
 
 
 # transformers 5.x's T5Config ties the head whatever config.json says, then finds two different
-# tensors and logs that it will not tie them (model.md §8): expected, and its advice is wrong.
+# tensors and logs that it will not tie them (model.md §8 gives the lines read on 5.24, and
+# tests/test_export_tie_warning.py the layouts tried): expected, and its advice is wrong.
 UNTIED_NOTE = (
     "  transformers 5.x logs that it will NOT tie shared.weight and lm_head.weight: expected (the "
     "model is untied, as T5.1.1); do not pass tie_word_embeddings=False, which also unties and "
-    "randomly initialises the encoder's and decoder's input embeddings"
+    "randomly initialises the encoder's and decoder's input embeddings\n"
+    "  (its T5Config sets tie_word_embeddings=True whatever config.json says, reading the file's "
+    "false only to turn off the d^-1/2 logit scaling; no folder layout loads silently with these "
+    "logits: model.md §8; transformers.logging.set_verbosity_error() hides it)"
 )
 
 def register(subparsers) -> None:

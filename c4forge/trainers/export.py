@@ -10,7 +10,9 @@ checkpoint's config.json.
 ``tie_word_embeddings: false`` is written explicitly (model.md §8). transformers 5.x's
 ``T5Config`` nevertheless forces ``tie_word_embeddings = True`` internally and, finding two
 different tensors, logs "…so we will NOT tie them" on every load of an untied T5 (HF's own
-t5-v1_1 checkpoints included); no config key silences it there. 4.x reads the flag and is quiet.
+t5-v1_1 checkpoints and its own ``save_pretrained`` output included); no config key or weights
+layout silences it there without changing the logits (model.md §8 has the lines of 5.24 that
+decide it). 4.x reads the flag and is quiet.
 """
 
 from __future__ import annotations

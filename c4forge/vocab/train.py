@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -21,13 +22,14 @@ from typing import TYPE_CHECKING, Any
 from c4forge import __version__
 from c4forge.errors import ConfigError, InputError, OutputExistsError
 from c4forge.formats import clean_docs
-from c4forge.io import ownership
+from c4forge.io import ownership, tempdirs
 from c4forge.io.storage import check_output_folder, sha256, write_bytes, write_json
 
 if TYPE_CHECKING:
     from c4forge.vocab.options import VocabOptions
 from c4forge.proctree import available_memory
 from c4forge.vocab.memory import TYPICAL_LINE_CHARS, Need, check_fits, fit_text, gb
+from c4forge.vocab.train_progress import TrainerProgress, log_path_in
 from c4forge.vocab.vocab import (
     DEFAULT_EXTRA_IDS,
     DESCRIPTOR_FILE,
@@ -406,18 +408,34 @@ def native_log_to(path: str | None) -> Iterator[None]:
             opened.close()
 
 
-def train_model(lines: list[str], options: dict[str, Any], *, verbose: bool = False) -> bytes:
-    """Run SentencePiece on `lines` (in this order); SentencePiece errors become ConfigErrors."""
+def train_model(
+    lines: list[str], options: dict[str, Any], *, verbose: bool = False, progress: bool = False
+) -> bytes:
+    """Run SentencePiece on `lines` (in this order); SentencePiece errors become ConfigErrors.
+    With ``progress`` (and not ``verbose``, which shows the log itself) the trainer's hidden log
+    feeds a progress display (``train_progress``)."""
     import io
 
     import sentencepiece as spm
 
     sink = io.BytesIO()
+    log_dir = tempdirs.make("c4forge-spm-log-") if progress and not verbose else None
     try:
-        with native_log_to(None if verbose else os.devnull):
-            spm.SentencePieceTrainer.Train(
-                sentence_iterator=iter(lines), model_writer=sink, **options
-            )
+        if log_dir is None:
+            with native_log_to(None if verbose else os.devnull):
+                spm.SentencePieceTrainer.Train(
+                    sentence_iterator=iter(lines), model_writer=sink, **options
+                )
+        else:
+            log_path = log_path_in(log_dir)
+            # the display first: it keeps the terminal's descriptor before the log takes fd 2
+            with (
+                TrainerProgress(log_path, int(options["vocab_size"])),
+                native_log_to(log_path),
+            ):
+                spm.SentencePieceTrainer.Train(
+                    sentence_iterator=iter(lines), model_writer=sink, **options
+                )
     except RuntimeError as err:
         msg = str(err)
         if m := _TOO_HIGH.search(msg):
@@ -433,6 +451,9 @@ def train_model(lines: list[str], options: dict[str, Any], *, verbose: bool = Fa
                 f"--vocab-size {int(m.group(2)) + 1} or more, or lower --character-coverage"
             ) from None
         raise ConfigError(f"SentencePiece training failed: {msg}") from None
+    finally:
+        if log_dir is not None:
+            shutil.rmtree(log_dir, ignore_errors=True)
     return sink.getvalue()
 
 
@@ -529,7 +550,7 @@ def build_vocab(
         input_sentence_size=len(lines),
     )
     sampled = time.monotonic()
-    proto = train_model(lines, options, verbose=verbose)
+    proto = train_model(lines, options, verbose=verbose, progress=progress)
     os.makedirs(output, exist_ok=True)
     if os.path.exists(desc_path):  # --overwrite: the folder is incomplete until vocab.json is back
         os.remove(desc_path)
