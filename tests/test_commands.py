@@ -235,3 +235,43 @@ def test_failures_raise_instead_of_returning_a_code(chain: dict, tmp_path: Path)
                 docs=str(tmp_path / "none"), vocab=str(root / "vocab"), output=str(tmp_path / "s")
             )
         )
+
+
+def test_the_demo_is_a_table_of_command_requests(tmp_path: Path, capsys) -> None:
+    """Every demo step is a command's request (run by ``commands.run``) or, for the datasheet,
+    a function; a step whose marker exists is said to be complete and not run."""
+    import argparse
+
+    from c4forge import demo
+
+    parser = argparse.ArgumentParser()
+    demo.register(parser.add_subparsers())
+    args = parser.parse_args(["demo", "--output", str(tmp_path), "--workers", "1"])
+    work = str(tmp_path)
+    folders = [os.path.join(work, d) for d in ("clean", "vocab", "shards", "report", "run")]
+    steps = demo._t5_steps(args, ["in.wet.gz"], *folders)
+    steps += demo._bert_steps(
+        args, folders[0], folders[1], f"{work}/shards_bert", f"{work}/run_bert"
+    )
+    titles = [s.title for s in steps]
+    assert titles == [
+        "clean",
+        "vocab",
+        "shards",
+        "report",
+        "train",
+        "shards (bert_mlm_nsp)",
+        "train (bert-tiny)",
+    ]
+    for step in steps:
+        if step.title != "report":
+            commands.runner_for(step.request)  # a command's request, or TypeError
+    for step in steps:  # every stage already done: nothing runs, each is said complete
+        os.makedirs(os.path.dirname(step.marker), exist_ok=True)
+        Path(step.marker).touch()
+    demo._run_steps(steps, overwrite=False)
+    said = [line for line in capsys.readouterr().out.splitlines() if line]
+    assert said == [
+        f"=== {os.path.basename(os.path.dirname(s.marker))}: already complete ({s.marker})"
+        for s in steps
+    ]
