@@ -20,9 +20,8 @@ import torch
 from train import describe, report
 
 from c4forge.trainers.data import DataPlan, TrainStream, open_shard_set
-from c4forge.trainers.families import BERT_COLUMNS, BertTraining
 from c4forge.trainers.flops import bert_flops_per_example
-from c4forge.trainers.models.bert import BertForPreTraining, make_config
+from c4forge.trainers.models.bert import BERT_COLUMNS, BertForPreTraining, BertTraining, make_config
 from c4forge.trainers.optim import build_optimizer, weight_decay_groups
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # hf_reference

@@ -21,7 +21,7 @@ from c4forge.formats.shards import ShardSet  # noqa: E402
 from c4forge.io.storage import read_json  # noqa: E402
 from c4forge.trainers import models  # noqa: E402
 from c4forge.trainers.data import eval_batches  # noqa: E402
-from c4forge.trainers.families import BERT_COLUMNS, BertTraining  # noqa: E402
+from c4forge.trainers.models.bert import BERT_COLUMNS, BertTraining  # noqa: E402
 from c4forge.trainers.train import TrainOptions, train  # noqa: E402
 from c4forge.vocab.vocab import Vocabulary  # noqa: E402
 

@@ -200,8 +200,8 @@ def test_sparse_mlm_head_gives_the_dense_loss_and_counts_only_its_flops():
     head, so MFU is not inflated."""
     import torch.nn.functional as F
 
-    from c4forge.trainers.families import BertTraining
     from c4forge.trainers.flops import bert_flops_breakdown
+    from c4forge.trainers.models.bert import BertTraining
 
     ids, tt = _batch()
     positions = torch.tensor([[1, 4, 7, 0], [2, 3, 9, 0], [5, 6, 8, 11]])  # last: padded for 2 rows

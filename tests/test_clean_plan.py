@@ -182,3 +182,26 @@ def test_accounting_is_the_plans_own(name) -> None:
         assert [s for s in catalog if s in plan.funnel] == list(plan.funnel)
         assert plan.funnel[0] == "wet" and plan.funnel[-1] == "split"
         assert ("clean" in plan.funnel) == variant.clean
+
+
+def test_a_recorded_plan_reads_every_job_field_a_stage_may_read(monkeypatch) -> None:
+    """A stage reading any ``CleanJob`` field, even one stats.json does not record, builds its
+    recorded plan: the job read back is a ``CleanJob``, unrecorded fields at their defaults."""
+    from c4forge.clean.plan import recorded_job
+    from c4forge.rules import paragraphs
+
+    job = _job(near_dedup="minhash", ngram=3, keep_samples=2)
+    fields = [f.name for f in dataclasses.fields(CleanJob)]
+    seen: dict[str, object] = {}
+    real_stage = paragraphs.stage
+
+    def reading_stage(j):  # a stage that reads every field of its job
+        seen.update({name: getattr(j, name) for name in fields})
+        return real_stage(j)
+
+    monkeypatch.setattr(paragraphs, "stage", reading_stage)
+    assert recorded_plan(job.record()).accounts == build_plan(job).accounts
+    assert seen["ngram"] == 3 and seen["keep_samples"] == 2 and seen["near_dedup"] == "minhash"
+    assert seen["decontaminate_ngram"] == 13 and seen["resume"] is False  # not recorded: default
+    back = recorded_job(job.record())
+    assert isinstance(back, CleanJob) and back.minhash_params() == job.minhash_params()

@@ -391,3 +391,42 @@ def test_deterministic_mode_keeps_the_masked_path(deterministic):
     masked = _full_rows_step("sdpa", False)
     assert torch.equal(fast[0], masked[0])
     assert all(torch.equal(fast[1][n], g) for n, g in masked[1].items())
+
+
+def _encoder_walk(model: GLUTransformer, ids: torch.Tensor):
+    """The block-by-block walk fine-tuning ran before ``encode`` gave hidden states: the
+    stack's own mask, dropout on the embeddings, each block, the final norm and dropout."""
+    from c4forge.trainers.models.t5 import MaskSpec
+
+    stack, seg = model.encoder, (ids != 0).to(torch.int32)
+    x = model.shared(ids)
+    mask, _ = stack._masks(x, MaskSpec(seg, seg, False), None, None)
+    x = stack.dropout(x)
+    states = [x]
+    for block in stack.block:
+        x = block(x, mask)
+        states.append(x)
+    return states, stack.dropout(stack.final_layer_norm(x))
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_encode_hidden_states_equal_the_block_by_block_walk(training):
+    """Every layer's states from ``encode`` are bit-identical to walking the blocks (with
+    dropout drawn in the same order), and asking for them leaves the output unchanged."""
+    from c4forge.trainers.models.t5 import hidden_states
+
+    model = tiny(dropout_rate=0.1).train(training)
+    ids = packed_batch()[0]
+    torch.manual_seed(7)
+    want_states, want_final = _encoder_walk(model, ids)
+    torch.manual_seed(7)
+    states: list[torch.Tensor] = []
+    final, _ = model.encode(ids, hidden_states=states)
+    assert len(states) == len(want_states) == model.config.num_layers + 1
+    assert all(torch.equal(a, b) for a, b in zip(states, want_states))
+    assert torch.equal(final, want_final)
+    torch.manual_seed(7)
+    assert torch.equal(model.encode(ids)[0], want_final)
+    torch.manual_seed(7)
+    got_states, got_final = hidden_states(model, {"input_ids": ids})  # the family's, for heads
+    assert torch.equal(got_final, want_final) and torch.equal(got_states[-1], want_states[-1])

@@ -12,7 +12,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from c4forge.clean.variants import DEFAULT_VARIANT, variants_help
+from c4forge.clean.variants import DEDUP_MODES, DEFAULT_VARIANT, variants_help
 from c4forge.cliconfig import CliConfig, option
 from c4forge.engines.choose import ENGINES, check_runner
 from c4forge.engines.options import (
@@ -25,7 +25,6 @@ from c4forge.errors import ConfigError
 from c4forge.io.storage import is_remote
 
 SUPPORTED_LANGUAGES = ("en",)  # D5: the language is a parameter; only English has resources
-DEDUP_MODES = ("spans", "lines", "none")
 FORMATS = ("jsonl", "parquet")
 INPUT_FORMATS = ("auto", "wet", "warc", "c4")
 NEAR_DEDUP_MODES = ("none", "minhash")

@@ -38,9 +38,12 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from c4forge.clean.counting import Count, Flow
+
+if TYPE_CHECKING:
+    from c4forge.clean.config import CleanJob
 
 Fn = Callable[..., Any]
 
@@ -237,7 +240,7 @@ class Plan:
         return out
 
 
-def build_plan(job: Any) -> Plan:
+def build_plan(job: CleanJob) -> Plan:
     """The stages of c4_rules.md §1 for ``job`` (a ``CleanJob``), in the reference order; the
     job's corpus variant (TFDS ``_get_pages_pcollection``) adds, swaps or drops stages:
     read → length → [realnews] → URL dedup → clean or [as-is] → [webtext join] →
@@ -290,52 +293,54 @@ def build_plan(job: Any) -> Plan:
     )
 
 
-@dataclass(frozen=True)
-class _RecordedJob:
-    """The fields of a ``CleanJob`` that choose its stages, read back from stats.json's
-    ``config``. Resources are not loaded (the plan is read for its accounting, never run)."""
+def recorded_job(config: dict[str, Any]) -> CleanJob:
+    """The ``CleanJob`` a finished run's stats.json ``config`` records, for reading its plan.
 
-    variant: str
-    dedup: str
-    near_dedup: str = "none"
-    decontaminate: bool = False
-    input_format: str = "auto"
-    max_record_bytes: int = 0
-    language: str = "en"
-    badwords_fraction: float = 1.0
-    domains: Any = None
-    url_list_files: tuple[str, ...] = ()
-    languages: tuple[str, ...] = ()
-    benchmarks: tuple[Any, Any] = (None, None)
-    dedup_substrings: int = 0
-    substrings_keep: str = "none"
+    Every field the record leaves out keeps ``CleanJob``'s default, so a stage that reads a
+    new field finds it here too. Built without ``__post_init__``: its checks load the variant's
+    resources (URL lists, the domain list, CLD3, the evaluation sets), which a plan read for its
+    accounting never uses; they are left empty (``domains`` None, no URL-list files, no
+    n-gram index)."""
+    from c4forge.clean.config import CleanJob
+    from c4forge.clean.variants import get_variant
 
-    @property
-    def spec(self) -> Any:
-        from c4forge.clean.variants import get_variant
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(CleanJob):
+        if f.default is not dataclasses.MISSING:
+            values[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            values[f.name] = f.default_factory()
+    variant = get_variant(config.get("variant", {}).get("name", "en"))
+    substrings = config.get("dedup_substrings") or {}
+    shards = config.get("shards") or {}
+    as_recorded = ("language", "format", "input_format", "max_record_bytes", "near_dedup",
+                   "keep_samples")  # fmt: skip
+    values.update({k: config[k] for k in as_recorded if k in config})
+    values.update({f"{s}_shards": shards[s] for s in ("train", "validation") if s in shards})
+    values.update(config.get("near_dedup_params") or {})  # ngram, num_perm, threshold
+    values.update(
+        inputs=(),
+        output="",
+        variant=variant.name,
+        dedup=config.get("dedup") or "spans",
+        badwords_fraction=config.get("badwords_fraction", variant.badwords_fraction),
+        decontaminate=tuple(config.get("decontaminate") or ()),  # the benchmarks' names
+        languages=tuple(config.get("languages") or ()),
+        dedup_substrings=int(substrings.get("bytes", 0)),
+        substrings_keep=substrings.get("keep", "none"),
+    )
+    job = object.__new__(CleanJob)
+    for name, value in values.items():
+        object.__setattr__(job, name, value)
+    for name, empty in (("domains", None), ("url_list_files", ()), ("benchmarks", (None, None))):
+        object.__setattr__(job, name, empty)  # the cached resources, never loaded
+    return job
 
-        return get_variant(self.variant)
 
-    def minhash_params(self) -> Any:
-        return None
-
-
-def recorded_plan(config: Any) -> Plan:
+def recorded_plan(config: dict[str, Any]) -> Plan:
     """The plan of a finished run, from its stats.json ``config`` (a summary or a chart of a
     run read back with no job at hand); only its accounting may be used."""
-    variant = config.get("variant", {}).get("name", "en")
-    substrings = config.get("dedup_substrings") or {}
-    return build_plan(
-        _RecordedJob(
-            variant,
-            config.get("dedup") or "spans",
-            config.get("near_dedup", "none"),
-            bool(config.get("decontaminate")),
-            config.get("input_format", "auto"),
-            dedup_substrings=int(substrings.get("bytes", 0)),
-            substrings_keep=substrings.get("keep", "none"),
-        )
-    )
+    return build_plan(recorded_job(config))
 
 
 def all_accounts() -> tuple[tuple[str, Flow], ...]:
@@ -349,7 +354,9 @@ def all_accounts() -> tuple[tuple[str, Flow], ...]:
     flows: dict[str, Flow] = {}
     for v in VARIANTS.values():
         for mode in v.dedup_modes:
-            plan = build_plan(_RecordedJob(v.name, mode, "minhash", True, dedup_substrings=1))
+            every = {"variant": {"name": v.name}, "dedup": mode, "near_dedup": "minhash",
+                     "decontaminate": {"any": {}}, "dedup_substrings": {"bytes": 1}}  # fmt: skip
+            plan = build_plan(recorded_job(every))
             names = plan.funnel
             for i, (name, flow) in enumerate(plan.accounts):
                 if name in flows:

@@ -14,11 +14,10 @@ from typing import Any
 import c4forge
 from c4forge.clean import counting
 from c4forge.errors import OutputExistsError, VerificationError
+from c4forge.formats.clean_docs import CLEAN_STATS_FORMAT, STATS_NAME
 from c4forge.io.storage import check_format, dumps_pretty
 
-FORMAT = "c4forge.clean.stats"
 FORMAT_VERSION = 1
-STATS_NAME = "stats.json"
 # stats.json's inputs: per input file, its name and the sha256 of the bytes the run read
 # (``clean.input_digests``); not part of the cheap same-inputs check, verified after it.
 INPUT_FILES_KEY = "files"
@@ -120,7 +119,7 @@ def make_stats(
     if written != split_total:
         errors.append(f"documents written: {written} != split total {split_total}")
     stats = {
-        "format": FORMAT,
+        "format": CLEAN_STATS_FORMAT,
         "format_version": FORMAT_VERSION,
         "c4forge_version": c4forge.__version__,
         "config": config,
@@ -196,7 +195,7 @@ def check_existing(
     """
     if existing is None or overwrite:
         return False
-    check_format(existing, path, FORMAT, (FORMAT_VERSION,))
+    check_format(existing, path, CLEAN_STATS_FORMAT, (FORMAT_VERSION,))
     listed = {k: v for k, v in (existing.get("inputs") or {}).items() if k != INPUT_FILES_KEY}
     same = existing.get("config") == normalized(config) and listed == normalized(inputs)
     if same:

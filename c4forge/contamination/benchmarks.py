@@ -17,14 +17,11 @@ import re
 from dataclasses import dataclass
 
 from c4forge.contamination.ngrams import Example
+from c4forge.data import BUNDLED_GLUE
 from c4forge.errors import ConfigError, InputError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 GLUE_ORDER = ("cola", "mrpc", "rte", "sst2", "stsb")
-
-
-def bundled_glue_dir() -> str:
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "glue")
 
 
 @dataclass(frozen=True)
@@ -92,7 +89,7 @@ def parse_specs(specs: tuple[str, ...] | list[str]) -> list[Source]:
 def glue_sources() -> list[Source]:
     from c4forge.finetune.tasks import GLUE_TASKS
 
-    root = bundled_glue_dir()
+    root = BUNDLED_GLUE
     out = []
     for task in GLUE_ORDER:
         spec = GLUE_TASKS[task]

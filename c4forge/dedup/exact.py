@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from c4forge.clean import drop_samples as ds
 from c4forge.clean.counting import Count, Flow
 from c4forge.clean.documents import Doc
+from c4forge.io.storage import md5_hex
 
 STAGE = "dedup"
 SPAN_WINDOW = 3  # sentences per window (§2)
@@ -40,10 +41,6 @@ FLOWS: dict[str, Flow] = {
         title="dedup", detail="lines/sentences",
     ),
 }
-
-
-def md5_hex(text: str) -> str:
-    return hashlib.md5(text.encode("utf-8")).hexdigest()
 
 
 # --------------------------------------------------------------------------------------------

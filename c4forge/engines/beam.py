@@ -34,13 +34,8 @@ from c4forge.proctree import available_memory
 
 COLLECT_NAME = "_c4forge_collect-{}.json"  # a collected collection, handed to the driver
 # The DirectRunner holds every collection in memory, so `--engine beam` on this machine checks
-# the input against MemAvailable before any work. Since documents stopped crossing shuffles (the
-# last pass writes sorted runs), what it holds is keys and decisions: peak PSS of the process
-# tree with 2 workers (benchmarks/scale.py) was 2.50 GiB for 659 MB of WET.gz (250k pages) and
-# 5.72 GiB for 2,623 MB (1M pages; all 679,530 documents written, the same bytes as the local
-# engine's), a fit of 1.42 GiB + 1.76 bytes per input byte. The check takes 1.5 GiB + 2.5 bytes
-# per byte: 21 % above the 250k figure, 33 % above the 1M one (the whole-shard groups of the
-# older plan needed 11 bytes per byte, which refused 1M pages on a 24 GB machine).
+# the input against MemAvailable before any work: a measured fit of peak PSS with a margin
+# (benchmarks/RESULTS.md §16, "The check, recalibrated").
 DIRECT_MEMORY_PER_INPUT_BYTE = 2.5
 DIRECT_MEMORY_BASE = 1536 << 20
 

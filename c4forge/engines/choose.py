@@ -2,21 +2,30 @@
 
 One policy for every stage (``clean``, ``shards``), so the same flags mean the same engine: a
 Beam runner or Beam options given → Beam; otherwise (a run on this machine) the local engine,
-whatever the input size. Why not Beam's DirectRunner for small inputs, as before: measured on
-a 20-file, 20,000-page corpus (52 MB, RESULTS §15) the local engine used less CPU with one
-worker (25.9 vs 28.3 s) and far less memory (324 vs 527 MB), and its second worker cost 9 %
-more CPU against Beam's 27 % (gRPC, element encoding, a runner process), so a second core
-pays more on it at every size. The job object only needs ``engine``, ``runner``,
-``workers``, ``master`` and ``passthrough`` (``CleanJob`` and ``ShardsJob`` are such requests).
+whatever the input size: it uses less CPU and memory than Beam's DirectRunner even on small
+inputs (benchmarks/RESULTS.md §15, "Small inputs").
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from c4forge.errors import ConfigError
 
 ENGINES = ("auto", "beam", "spark", "local")
+
+
+class EngineRequest(Protocol):
+    """What building an engine reads of a command's request (``CleanJob`` and ``ShardsJob``
+    are such requests): the engine, its workers and runner or master, Beam's own options, and
+    the output folder (Beam hands collected items to the driver there)."""
+
+    engine: str
+    runner: str | None
+    workers: int | None
+    master: str | None
+    passthrough: tuple[str, ...]
+    output: str | None  # set by the time an engine is built (ShardsJob checks it)
 
 
 def check_runner(engine: str, runner: str | None) -> None:
@@ -42,7 +51,7 @@ def choose(engine: str, runner: str | None, passthrough: tuple[str, ...], size: 
     return "local", f"auto: {size / 1e6:,.1f} MB of input on this machine"
 
 
-def make_engine(job: Any, spark_context: Any = None) -> Any:
+def make_engine(job: EngineRequest, spark_context: Any = None) -> Any:
     """The engine ``job.engine`` names (``auto`` already resolved by ``choose``)."""
     if job.engine == "spark":
         from c4forge.engines.spark import SparkEngine

@@ -35,9 +35,9 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from c4forge.data import BUNDLED_GLUE
 from c4forge.errors import ConfigError, InputError
 
-BUNDLED_GLUE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "glue")
 SAMPLE = "sample"  # corpus.inputs: the bundled real sample (what `c4forge demo` cleans)
 
 # section -> key -> accepted Python types (bool is checked apart from int).

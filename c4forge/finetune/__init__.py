@@ -7,7 +7,7 @@ Modules, one job each:
 * ``encoding``   token ids for the text head and the encoder heads (truncation counted)
 * ``metrics``    scikit-learn / scipy metrics, task scores, the GLUE score
 * ``backbone``   loading a c4forge checkpoint (or a random model of its shape) + its vocabulary
-* ``t5_adapter`` hidden states of the T5 encoder and greedy decoding over the T5 modules
+* ``t5_adapter`` fine-tuning dropout and greedy decoding over the T5 modules
 * ``heads``      ``cls`` and ``hire`` classifier heads and the encoder + head model
 * ``loop``       the fine-tuning run: data order, optimiser, checkpoints, exact resume
 * ``evaluation`` predictions on a split and their metrics

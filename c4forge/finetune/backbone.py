@@ -19,7 +19,7 @@ from c4forge.errors import InputError
 @dataclass
 class Backbone:
     model: torch.nn.Module
-    family: str  # "t5" | "bert"
+    family: str  # a registered model family's name (trainers/models)
     config: Any  # the trainers' model config (ModelConfig for T5)
     vocab: Any  # c4forge.vocab.vocab.Vocabulary
     vocab_dir: str | None

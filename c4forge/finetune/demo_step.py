@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 
-BUNDLED_GLUE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "glue")
+from c4forge.data import BUNDLED_GLUE
+
 MAJORITY = 444 / 872  # SST-2 dev: 444 positive of 872
 STEPS = 120
 NLL_ROWS = 512  # the validation rows the training run's own eval uses (--eval-rows 512)
@@ -72,16 +73,17 @@ def summary_text(accuracy: dict[str, float], nll: dict[str, float] | None) -> st
 
 
 def heldout_nll(model, shards: str, rows: int = NLL_ROWS, batch_rows: int = 32) -> float:
-    """Mean NLL per target token of ``model`` on the first ``rows`` validation rows of the t5
-    shard set ``shards`` (the training run's eval, model.md §3)."""
+    """Mean NLL per target token of ``model`` on the first ``rows`` validation rows of the
+    shard set ``shards``, which its family trains (the training run's eval, model.md §3)."""
     import contextlib
 
     import torch
 
     from c4forge.trainers.data import eval_batches, open_shard_set
     from c4forge.trainers.families import training_for
+    from c4forge.trainers.models import family_of
 
-    fam = training_for("t5")
+    fam = training_for(family_of(model.config))
     shard_set = open_shard_set(shards)
     total, count = 0.0, 0.0
     model.eval()
@@ -100,11 +102,11 @@ def heldout_nll_pair(run_dir: str, shards: str) -> dict[str, float]:
     import torch
 
     from c4forge.trainers.export import load_model
-    from c4forge.trainers.models.t5 import GLUTransformer
+    from c4forge.trainers.models import build_model, family_of
 
     pretrained = load_model(run_dir)
     torch.manual_seed(0)
-    random = GLUTransformer(pretrained.config)
+    random = build_model(family_of(pretrained.config), pretrained.config)
     return {
         "pretrained": heldout_nll(pretrained, shards),
         "random": heldout_nll(random, shards),

@@ -25,7 +25,6 @@ __all__ = [
     "ClsHead",
     "EncoderClassifier",
     "HireHead",
-    "bert_hidden_states",
     "build_hire",
     "encoder_outputs",
 ]
@@ -37,17 +36,7 @@ def encoder_outputs(
     family: str, model: nn.Module, batch: dict[str, torch.Tensor]
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
     """``([H_0 … H_L], R)`` of the family's encoder (``Family.hidden_states``)."""
-    return get_family(family).hidden_states()(model, batch)
-
-
-def bert_hidden_states(
-    model: nn.Module, batch: dict[str, torch.Tensor]
-) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """BERT's: every layer's output from its own ``hidden_states``; R is the last."""
-    states = model.hidden_states(
-        batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
-    )
-    return list(states), states[-1]
+    return get_family(family).hidden_states(model, batch)
 
 
 class ClsHead(nn.Module):
@@ -115,8 +104,8 @@ def build_hire(family: str, d: int, num_labels: int) -> HireHead:
 
 
 class EncoderClassifier(nn.Module):
-    """Encoder (BERT, or T5's encoder; its decoder stays unused) + a classifier head
-    (``cls``, ``hire`` or any registered one: ``head_registry.HEADS``)."""
+    """A family's encoder (readied by ``Family.finetune_backbone``: T5's without its decoder)
+    + a classifier head (``cls``, ``hire`` or any registered one: ``head_registry.HEADS``)."""
 
     def __init__(self, family: str, backbone: nn.Module, head: str, d: int, num_labels: int):
         super().__init__()

@@ -14,13 +14,13 @@ from typing import Any
 from c4forge.cliconfig import CliConfig, flag, option, positive
 from c4forge.finetune.head_registry import HEADS
 from c4forge.finetune.recipe import LR_HELP  # torch-free at import
+from c4forge.trainers.options import DEVICES
 
 DEFAULT_EPOCHS = 3  # BERT's recipe
 DEFAULT_BATCH = 32
 DEFAULT_MAX_LENGTH = 128
 TASK_HELP = "cola sst2 mrpc stsb qqp mnli qnli rte wnli, or custom"
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
-DEVICES = ("auto", "cpu", "cuda", "xla")
 _FT, _RUN = "fine-tuning", "run"
 _CUSTOM = "--task custom (your own .tsv/.csv/.jsonl)"
 

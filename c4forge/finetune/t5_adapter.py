@@ -1,9 +1,7 @@
-"""Adapters over the T5 model's modules (c4forge.trainers T5 ``GLUTransformer``) that fine-tuning
-needs and pretraining does not: every hidden state of the encoder, and greedy decoding.
-
-The model's ``encoder.forward`` returns only the final output; HIRE needs ``H_0 … H_L``, so
-``encoder_states`` walks the same blocks with the same mask the stack builds (``Stack._masks``),
-in the same order and with the same dropouts, and returns the per-layer outputs too.
+"""Greedy decoding over the T5 model's modules (c4forge.trainers T5 ``GLUTransformer``): what
+fine-tuning's text head needs and pretraining does not. (Every hidden state of the encoder comes
+from the model itself, ``GLUTransformer.encode(..., hidden_states=[])``; the fine-tuning dropout
+from the family, ``models.t5.finetune_backbone``.)
 """
 
 from __future__ import annotations
@@ -13,35 +11,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from c4forge.trainers.models.t5 import MaskSpec
-
-
-def set_dropout(model: nn.Module, rate: float) -> None:
-    """Dropout ``rate`` everywhere in a T5 model (pretraining ran without; T5 fine-tuned with 0.1)."""
-    for module in model.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = rate
-        elif hasattr(module, "SelfAttention") or hasattr(module, "EncDecAttention"):
-            for attn_name in ("SelfAttention", "EncDecAttention"):
-                attn = getattr(module, attn_name, None)
-                if attn is not None:
-                    attn.dropout = rate
-
-
-def encoder_states(
-    model: nn.Module, input_ids: torch.Tensor
-) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """``([H_0 … H_L], R)``: H_0 = the (dropped-out) embeddings entering block 1, H_j = block j's
-    output (before the final norm), R = the encoder's output (final RMSNorm + dropout)."""
-    stack = model.encoder
-    seg = (input_ids != 0).to(torch.int32)
-    x = model.shared(input_ids)
-    mask, _ = stack._masks(x, MaskSpec(seg, seg, False), None, None)
-    x = stack.dropout(x)
-    states = [x]
-    for block in stack.block:
-        x = block(x, mask)
-        states.append(x)
-    return states, stack.dropout(stack.final_layer_norm(x))
 
 
 def decoder_logits(
@@ -88,10 +57,3 @@ def greedy_decode(
 def _enc_spec(input_ids: torch.Tensor) -> MaskSpec:
     seg = (input_ids != 0).to(torch.int32)
     return MaskSpec(seg, seg, False)
-
-
-def t5_hidden_states(
-    model: nn.Module, batch: dict[str, torch.Tensor]
-) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """The t5 family's ``Family.hidden_states``: :func:`encoder_states` of a batch."""
-    return encoder_states(model, batch["input_ids"])

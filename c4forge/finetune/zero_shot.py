@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from c4forge.errors import ConfigError
-from c4forge.finetune.head_registry import get_head
+from c4forge.finetune.head_registry import default_head, get_head
 from c4forge.finetune.outputs import RUN_CONFIG
 from c4forge.finetune.tasks import TaskSpec
 from c4forge.trainers.models import get_family
@@ -51,8 +51,8 @@ def load_pretrained_text_head(
         )
     run_cfg = {
         "task": spec.name,
-        "head": "text",
-        "family": "t5",
+        "head": head or default_head(backbone.family),  # the family's generating head
+        "family": backbone.family,
         "init": "pretrained (no fine-tuning)",
         "seed": None,
         "steps": 0,

@@ -20,6 +20,7 @@ from c4forge.io import storage
 from c4forge.io.storage import check_format
 
 CLEAN_STATS_FORMAT = "c4forge.clean.stats"
+STATS_NAME = "stats.json"  # a clean output's stats file (its format: CLEAN_STATS_FORMAT)
 # The one pattern of clean shard names, for the writer (``clean.output``: which files in an
 # output folder are shards) and every reader: ``c4-{split}.{index:05d}-of-{count:05d}.{ext}``,
 # the split ``train``/``validation`` or a language's sets (mC4: ``c4-de``, ``c4-de-validation``,
@@ -208,7 +209,7 @@ def _iter_parquet(path: str) -> Iterator[dict[str, Any]]:
 
 
 def clean_stats_path(directory: str) -> str:
-    return _join(directory, "stats.json")
+    return _join(directory, STATS_NAME)
 
 
 def clean_stats(directory: str) -> dict | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -20,13 +20,27 @@ PACKINGS = ("concat", "per_document")
 MASKS = ("random", "regular")
 DOC_SEPARATORS = ("none", "eos")
 
-# An example builder: the rows of one clean shard, as (columns, row keys) blocks in example
-# order. Arguments: the documents' texts, the Vocabulary, and keywords clean_shard_index, seed,
-# config, stats (the objective's counters, updated in place), dtype (the token dtype),
-# chunk_examples (examples per block, a memory bound that must not change the rows) and
-# first_document (the clean-shard index of the first text: a part of the shard, only where
-# ``ObjectiveConfig.splittable``; 0 otherwise).
-RowBuilder = Callable[..., Iterator[tuple[dict[str, np.ndarray], np.ndarray]]]
+RowBlock = tuple[dict[str, np.ndarray], np.ndarray]  # (columns, row keys) of a block of rows
+
+
+class RowBuilder(Protocol):
+    """An example builder: the rows of one clean shard, as (columns, row keys) blocks in
+    example order (``examples.piece_rows``, ``bert.bert_row_blocks``)."""
+
+    def __call__(
+        self,
+        texts: Iterable[str],
+        vocab: Any,  # the Vocabulary
+        *,
+        clean_shard_index: int,
+        seed: int,
+        config: ObjectiveConfig,
+        stats: dict[str, int],  # the objective's counters, updated in place
+        dtype: Any,  # the token dtype
+        chunk_examples: int,  # examples per block: a memory bound that must not change the rows
+        first_document: int = 0,  # the clean-shard index of the first text (a part of the
+        # shard, only where ``ObjectiveConfig.splittable``; 0 otherwise)
+    ) -> Iterator[RowBlock]: ...
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from c4forge.errors import InputError, VerificationError
+from c4forge.formats.clean_docs import CLEAN_STATS_FORMAT, STATS_NAME
+from c4forge.formats.shards import INDEX_NAME
 from c4forge.io import storage
 from c4forge.io.names import member_name
 
@@ -79,7 +81,7 @@ def histogram(values: list[int]) -> dict[str, list]:
 def shard_files(stats: Mapping, clean_dir: str) -> list[tuple[str, str]]:
     """``(split, path)`` of every shard stats.json lists, split by split."""
     out = []
-    where = os.path.join(clean_dir, "stats.json")
+    where = os.path.join(clean_dir, STATS_NAME)
     for split, block in stats["outputs"].items():
         for f in block["files"]:
             path = os.path.join(clean_dir, member_name(f["file"], where, f"{split} file"))
@@ -226,7 +228,7 @@ def samples_block(clean_dir: str) -> dict[str, Any]:
 
 def shards_block(shards_dir: str) -> dict[str, Any]:
     """Tokens per document, packing efficiency and padding, objective, vocabulary (index.json)."""
-    path = os.path.join(shards_dir, "index.json")
+    path = os.path.join(shards_dir, INDEX_NAME)
     if not os.path.isfile(path):
         raise InputError(f"--shards {shards_dir}: no index.json (not a `c4forge shards` output)")
     index = storage.read_json(path)
@@ -268,14 +270,12 @@ def collect(
     progress: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(report, scan)``: the report.json dict and the raw per-document lists (for plots)."""
-    from c4forge.clean.stats import STATS_NAME
-
     stats_path = os.path.join(clean_dir, STATS_NAME)
     if not os.path.isfile(stats_path):
         raise InputError(f"{clean_dir}: no stats.json (not a finished `c4forge clean` output)")
     raw = open(stats_path, "rb").read()
     stats = storage.read_json(stats_path)
-    storage.check_format(stats, stats_path, "c4forge.clean.stats")
+    storage.check_format(stats, stats_path, CLEAN_STATS_FORMAT)
     vocab = None
     if vocab_path:
         from c4forge.vocab.vocab import Vocabulary

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from c4forge.formats.clean_docs import STATS_NAME
 from c4forge.io import ownership, storage
 
 HTML_NAME = "index.html"
@@ -29,7 +30,7 @@ def write_report(
 
     storage.check_output_folder(out_dir)  # before reading the corpus
     report, _ = collect(clean_dir, vocab, shards, contamination, progress)
-    stats = storage.read_json(os.path.join(clean_dir, "stats.json"))
+    stats = storage.read_json(os.path.join(clean_dir, STATS_NAME))
     pngs = figures(report, stats)
     name = title or f"{os.path.basename(os.path.normpath(os.path.abspath(clean_dir)))} datasheet"
     report["figures"] = sorted(pngs)

@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 
 from c4forge import __version__
+from c4forge.data import BUNDLED_GLUE
 from c4forge.errors import ConfigError, InputError, OutputExistsError
 from c4forge.formats import shards as fmt
 from c4forge.io import storage
 
 OBJECTIVE = "text_to_text"
-DEFAULT_GLUE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "glue")
 _SHUFFLE_TAG = 0x5441_534B  # "TASK"
 
 
@@ -79,7 +79,7 @@ def glue_pairs(task: str, data: str | None) -> tuple[dict[str, TaskPairs], list[
     from c4forge.finetune.tasks import get_task, load_glue, split_file
 
     spec = get_task(task)
-    folder = data or DEFAULT_GLUE
+    folder = data or BUNDLED_GLUE
     out = {}
     for split, name in (("train", "train"), ("validation", spec.dev_splits[0])):
         try:

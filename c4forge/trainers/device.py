@@ -17,8 +17,7 @@ import torch
 
 from c4forge.errors import ConfigError
 from c4forge.trainers.flops import device_peak
-
-DEVICES = ("auto", "cpu", "cuda", "xla")
+from c4forge.trainers.options import DEVICES
 
 
 def xla_available() -> bool:

@@ -117,11 +117,11 @@ def load_weights(ckpt: Checkpoint) -> dict:
 
 
 def load_model(path: str):
-    """A ``GLUTransformer`` with the weights of a run or checkpoint (eval mode, CPU)."""
-    from c4forge.trainers.models.t5 import GLUTransformer
+    """The model of its family with the weights of a run or checkpoint (eval mode, CPU)."""
+    from c4forge.trainers.models import build_model, family_of
 
     ckpt = read_checkpoint_meta(path)
-    model = GLUTransformer(ckpt.config)
+    model = build_model(family_of(ckpt.config), ckpt.config)
     model.load_state_dict(load_weights(ckpt))
     return model.eval()
 

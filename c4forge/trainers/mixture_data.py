@@ -352,10 +352,11 @@ def open_mixture(
             f"mixture sources train different model families: {fams[0][0]!r} is "
             f"{fams[0][1]}, {odd[0]!r} is {odd[1]}"
         )
-    from c4forge.trainers.models import get_family
+    from c4forge.trainers.models import families, get_family
 
-    if not get_family(fams[0][1]).encoder_decoder:
-        raise ConfigError("mixtures train the t5 family (encoder-decoder rows) only")
+    if get_family(fams[0][1]).mixture_training_ref is None:
+        mixing = [f.name for f in families().values() if f.mixture_training_ref is not None]
+        raise ConfigError(f"mixtures train the {'/'.join(mixing)} family (encoder-decoder rows) only")
     inputs_length, targets_length = _row_lengths(spec, opened)
     if lengths is not None and (inputs_length, targets_length) != (
         lengths["inputs_length"],

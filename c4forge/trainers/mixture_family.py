@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from c4forge.trainers.data import to_device
-from c4forge.trainers.families import T5Training
 from c4forge.trainers.loss import weighted_cross_entropy
+from c4forge.trainers.models.t5 import T5Training
 
 
 class MixtureT5Training(T5Training):

@@ -14,6 +14,7 @@ from c4forge.cliconfig import CliConfig, flag, non_negative, option, positive
 from c4forge.trainers.mixture_spec import STRATEGIES, MixtureSpec, load_mixture, spec_from_flags
 
 _M, _O, _X, _R = "model", "optimisation", "mixture", "run"  # groups of `train --help`
+DEVICES = ("auto", "cpu", "cuda", "xla")  # --device of train and finetune (trainers/device.py)
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ class TrainOptions(CliConfig):
     )  # fmt: skip
     # -- run
     device: str = option(
-        "--device", default="auto", group=_R, choices=("auto", "cpu", "cuda", "xla"),
+        "--device", default="auto", group=_R, choices=DEVICES,
         help="auto: a CUDA GPU, else a TPU (torch_xla), else the CPU",
     )  # fmt: skip
     resume: str | None = option(
@@ -235,13 +236,15 @@ class TrainOptions(CliConfig):
         help="stop after this step with a checkpoint, keeping the --steps schedule (resume later)",
     )  # fmt: skip
 
-    def resolved_training(self, family: str = "t5") -> dict[str, Any]:
-        """The trajectory options with defaults filled in (the family picks the optimizer)."""
-        from c4forge.trainers.models import get_family
+    def resolved_training(self, family: str | None = None) -> dict[str, Any]:
+        """The trajectory options with defaults filled in (the family picks the optimizer;
+        ``None``: the default family's, ``models.default_family``)."""
+        from c4forge.trainers.models import default_family, get_family
         from c4forge.trainers.optim import DEFAULT_GRAD_CLIP, DEFAULT_LR, DEFAULT_SCHEDULE
         from c4forge.trainers.schedules import default_warmup
 
-        opt = self.optimizer or get_family(family).optimizer  # the family's unless given
+        fam = default_family() if family is None else get_family(family)
+        opt = self.optimizer or fam.optimizer  # the family's unless given
         schedule = self.schedule or DEFAULT_SCHEDULE.get(opt, "isr_decay")
         return {
             "batch_size": 128 if self.batch_size is None else self.batch_size,

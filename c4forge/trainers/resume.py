@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from c4forge.errors import ConfigError, OutputExistsError, VerificationError
+from c4forge.formats.shards import INDEX_NAME
 from c4forge.io.storage import read_json
 from c4forge.trainers import checkpoint as ckpt
 from c4forge.trainers import models
@@ -23,6 +24,7 @@ from c4forge.vocab import vocab_files
 from c4forge.vocab.vocab_files import read_descriptor
 
 if TYPE_CHECKING:
+    from c4forge.trainers.models.family import ModelConfig
     from c4forge.trainers.run_data import RunData
 
 # Options that fix the data order or the optimisation trajectory: a resumed run takes them from
@@ -56,7 +58,7 @@ class ModelChoice:
     """The model a run trains: its preset name and the family's config object."""
 
     preset: str
-    cfg: Any
+    cfg: ModelConfig
 
 
 def find_resume(opts: TrainOptions, main: bool) -> Resume:
@@ -116,11 +118,11 @@ def family_of_shards(opts: TrainOptions, resume: Resume, path: str) -> str:
     """The family the shards at ``path`` train (read from index.json before anything else is
     checked); a preset or checkpoint of the other family is refused, naming both."""
     try:
-        index = read_json(os.path.join(path, "index.json"))
+        index = read_json(os.path.join(path, INDEX_NAME))
         objective = str(index["objective"]["name"])
         schema = {e["name"] for e in index["schema"]}
     except (OSError, ValueError, KeyError, TypeError):
-        return "t5"  # unreadable: open_shard_set reports it; nothing is trained anyway
+        return models.default_family().name  # unreadable: open_shard_set reports it
     family = models.family_of_objective(objective, schema, path)
     rows = f"{path} holds {objective} rows, which train the {family} family"
     if resume.config is not None:
@@ -226,7 +228,7 @@ def model_choice(opts: TrainOptions, data: RunData, resume: Resume, xla: bool) -
     one (options may repeat it, or change only ``--attn``); it must hold the vocabulary and,
     for bert (learned positions), the rows."""
     family, vocabulary = data.family, data.vocabulary
-    family_module = models.family_module(family)
+    make_config = models.get_family(family).make_config
     c = resume.config
     if c is not None:
         _, cfg = models.read_config(c["model"])
@@ -238,7 +240,7 @@ def model_choice(opts: TrainOptions, data: RunData, resume: Resume, xla: bool) -
                 overrides["tie_embeddings"] = (
                     cfg.tie_embeddings if opts.tie_embeddings is None else opts.tie_embeddings
                 )
-            wanted = family_module.make_config(
+            wanted = make_config(
                 opts.preset or c["preset"], cfg.embedding_size, **overrides
             )
             # attention implementation may change on resume (same maths); the shape may not
@@ -268,7 +270,7 @@ def model_choice(opts: TrainOptions, data: RunData, resume: Resume, xla: bool) -
         overrides = dict(ffn=opts.ffn, d_ff=opts.d_ff, attn=attn, dropout_rate=opts.dropout)
         if "tie_embeddings" in models.get_family(family).options:
             overrides["tie_embeddings"] = opts.tie_embeddings
-        cfg = family_module.make_config(opts.preset, int(vocabulary["embedding_size"]), **overrides)
+        cfg = make_config(opts.preset, int(vocabulary["embedding_size"]), **overrides)
     if cfg.embedding_size < int(vocabulary["vocab_size"]):
         raise ConfigError(
             f"model embedding_size {cfg.embedding_size} < vocabulary size "

@@ -21,6 +21,7 @@ from c4forge.trainers import resume as resumed_run
 from c4forge.trainers.data import DataPlan, ShardReader, TrainStream, eval_batches, open_shard_set
 from c4forge.trainers.device import DeviceInfo
 from c4forge.trainers.families import training_for
+from c4forge.trainers.models import get_family
 from c4forge.trainers.models.family import TrainingGlue
 from c4forge.trainers.options import TrainOptions, Trajectory
 from c4forge.vocab import vocab_files
@@ -33,8 +34,8 @@ RowCheck = Callable[[dict[str, np.ndarray], str], None]
 class RunData:
     """The verified shard set and how this rank reads it."""
 
-    family: str  # "t5" | "bert", from the shards' objective
-    fam: TrainingGlue  # families.T5Training | BertTraining | MixtureT5Training
+    family: str  # a registered model family's name, from the shards' objective
+    fam: TrainingGlue  # the family's training glue (a mixture's: Family.mixture_training)
     traj: Trajectory  # the trajectory options, defaults resolved (or the checkpoint's)
     plan: DataPlan
     shards: Any  # data.ShardSet (a mixture's first source)
@@ -120,9 +121,7 @@ def open_run_data(opts: TrainOptions, info: dist.DistInfo, resume: resumed_run.R
         shuffle_window=traj.shuffle_window,
     )
     if mixture is not None:
-        from c4forge.trainers.mixture_family import MixtureT5Training
-
-        fam: TrainingGlue = MixtureT5Training(mixture.names, mixture.columns)
+        fam: TrainingGlue = get_family(family).mixture_training(mixture.names, mixture.columns)
         lengths = (mixture.inputs_length, mixture.targets_length)
     else:
         obj = shards.index["objective"]

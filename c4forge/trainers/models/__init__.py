@@ -1,88 +1,86 @@
 """Model families: one module each, found through this small registry.
 
-A family module (``t5.py``, ``bert.py``) defines ``FAMILY`` (its name), ``PRESETS``, a config
-dataclass with ``to_dict``/``from_dict``, ``make_config(preset, embedding_size, **overrides)`` and
-``Model`` (the ``nn.Module``). Its :class:`~c4forge.trainers.models.family.Family` (registered
-here with :func:`register_family`) says the rest: presets, training glue, default optimizer, the
-objectives it trains, its own options and its shape (encoder-decoder, ``[CLS]`` inputs, learned
-positions). The trainer, the data loader, checkpoints, export and fine-tuning ask this registry
-which family a preset, a shard set or a checkpoint belongs to and read the family's attributes,
-so the next family is one more module and one more ``register_family`` line.
+A family module (``t5.py``, ``bert.py``) declares everything about its family in one
+:class:`~c4forge.trainers.models.family.Family` named ``FAMILY``: presets, config, model,
+training glue, exporter, encoder hidden states, default optimizer, the objectives it trains, its
+own options and its shape (encoder-decoder, ``[CLS]`` inputs, learned positions). Below, one
+``register_family`` line per family names its module. The trainer, the data loader,
+checkpoints, export and fine-tuning ask this registry which family a preset, a shard set or a
+checkpoint belongs to and read the family's attributes, so the next family is one more module
+and one more ``register_family`` line.
 
-The family of a checkpoint is read from its ``config.json``: the bert config carries
-``"family": "bert"``; a config without the key is the t5 family (the format predates families).
+A module named here is imported on the first lookup (it needs torch; importing the registry
+does not). The family of a checkpoint is read from its ``config.json``: the bert config carries
+``"family": "bert"``; a config without the key belongs to the family with ``unmarked_configs``
+(t5: the format predates families).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 from c4forge.errors import ConfigError, VerificationError
 from c4forge.trainers.models.family import Family, ModelConfig
 
-FAMILIES: dict[str, Family] = {}
+FAMILIES: dict[str, Family] = {}  # read it through families() / get_family: modules load lazily
+_PENDING: list[str] = []  # modules registered by name, not imported yet
 
 
-def register_family(family: Family) -> Family:
-    """Add a model family (registry order is the order presets are listed in); returns it."""
+def register_family(family: Family | str) -> Family | str:
+    """Add a model family: a :class:`Family`, or the name of a module whose ``FAMILY`` it is
+    (imported on the first lookup). Registry order is the order presets are listed in."""
+    if isinstance(family, str):
+        _PENDING.append(family)
+        return family
+    _load_pending()
     if family.name in FAMILIES:
         raise ValueError(f"model family {family.name!r} is already registered")
     FAMILIES[family.name] = family
     return family
 
 
-register_family(
-    Family(
-        "t5",
-        module="c4forge.trainers.models.t5",
-        presets="c4forge.trainers.config:PRESETS",
-        training="c4forge.trainers.families:T5Training",
-        exporter_ref="c4forge.trainers.export:T5_EXPORT",
-        hidden_states_ref="c4forge.finetune.t5_adapter:t5_hidden_states",
-        optimizer="adafactor",
-        options=frozenset({"tie_embeddings", "z_loss"}),
-        encoder_decoder=True,
-    )
-)
-# the shard set's objective decides the family (finetune.md §1): bert trains bert_mlm_nsp, t5
-# every inputs/targets objective
-register_family(
-    Family(
-        "bert",
-        module="c4forge.trainers.models.bert",
-        presets="c4forge.trainers.models.bert:PRESETS",
-        training="c4forge.trainers.families:BertTraining",
-        exporter_ref="c4forge.trainers.export_bert:BERT_EXPORT",
-        hidden_states_ref="c4forge.finetune.heads:bert_hidden_states",
-        optimizer="adamw",
-        objectives=("bert_mlm_nsp",),
-        cls_inputs=True,
-        learned_positions=True,
-    )
-)
+def _load_pending() -> None:
+    while _PENDING:
+        fam = importlib.import_module(_PENDING[0]).FAMILY
+        del _PENDING[0]  # after the import: a module that fails to import fails every lookup
+        if fam.name in FAMILIES:
+            raise ValueError(f"model family {fam.name!r} is already registered")
+        FAMILIES[fam.name] = fam
+
+
+register_family("c4forge.trainers.models.t5")
+register_family("c4forge.trainers.models.bert")
+
+
+def families() -> dict[str, Family]:
+    """Every registered family by name, in registry order (t5's first)."""
+    _load_pending()
+    return FAMILIES
 
 
 def get_family(name: str) -> Family:
-    if name not in FAMILIES:
-        raise ConfigError(f"unknown model family {name!r}; valid: {', '.join(FAMILIES)}")
-    return FAMILIES[name]
+    known = families()
+    if name not in known:
+        raise ConfigError(f"unknown model family {name!r}; valid: {', '.join(known)}")
+    return known[name]
 
 
-def family_module(name: str) -> ModuleType:
-    return get_family(name).model_module()
+def default_family() -> Family:
+    """The family of a ``config.json`` without a ``family`` key (``Family.unmarked_configs``)."""
+    return next(f for f in families().values() if f.unmarked_configs)
 
 
 def preset_families() -> dict[str, str]:
     """Every preset name → its family, in registry order (t5's first)."""
-    return {p: name for name, fam in FAMILIES.items() for p in fam.preset_names()}
+    return {p: name for name, fam in families().items() for p in fam.preset_names()}
 
 
 def option_owners(option: str) -> list[str]:
     """The families that take a family-specific trainer option."""
-    return [name for name, fam in FAMILIES.items() if option in fam.options]
+    return [name for name, fam in families().items() if option in fam.options]
 
 
 def family_of_preset(preset: str) -> str:
@@ -95,8 +93,9 @@ def family_of_preset(preset: str) -> str:
 def family_of_objective(objective: str, columns: set[str], where: str) -> str:
     """The family a shard set trains: one that names the objective (bert: ``bert_mlm_nsp``),
     else the first that trains any inputs/targets rows (t5)."""
-    named = [f for f in FAMILIES.values() if f.objectives is not None]
-    for fam in [*named, *(f for f in FAMILIES.values() if f.objectives is None)]:
+    known = families().values()
+    named = [f for f in known if f.objectives is not None]
+    for fam in [*named, *(f for f in known if f.objectives is None)]:
         if fam.trains(objective, columns):
             return fam.name
     raise ConfigError(
@@ -104,28 +103,28 @@ def family_of_objective(objective: str, columns: set[str], where: str) -> str:
     )
 
 
-def make_config(preset: str, embedding_size: int, **overrides: Any) -> tuple[str, Any]:
+def make_config(preset: str, embedding_size: int, **overrides: Any) -> tuple[str, ModelConfig]:
     """``(family, config)`` of a preset with overrides (None = not given)."""
     family = family_of_preset(preset)
-    return family, family_module(family).make_config(preset, embedding_size, **overrides)
+    return family, get_family(family).make_config(preset, embedding_size, **overrides)
 
 
 def config_family(data: dict[str, Any]) -> str:
-    return str(data.get("family", "t5"))
+    return str(data["family"]) if "family" in data else default_family().name
 
 
-def read_config(data: dict[str, Any]) -> tuple[str, Any]:
+def read_config(data: dict[str, Any]) -> tuple[str, ModelConfig]:
     """``(family, config)`` from a checkpoint's ``config.json`` (the family read from it)."""
     family = config_family(data)
-    return family, family_module(family).Config.from_dict(data)
+    return family, get_family(family).config.from_dict(data)
 
 
-def config_from_dict(family: str, data: dict[str, Any]) -> Any:
+def config_from_dict(family: str, data: dict[str, Any]) -> ModelConfig:
     """The ``family``'s config from its ``to_dict`` form; a config of another family is refused."""
     found = config_family(data) if "family" in data else family
     if found != family:
         raise ConfigError(f"a {found} model config is not a {family} config")
-    return family_module(family).Config.from_dict(data)
+    return get_family(family).config.from_dict(data)
 
 
 def family_of(config: ModelConfig) -> str:
@@ -133,11 +132,11 @@ def family_of(config: ModelConfig) -> str:
     return str(config.family)
 
 
-def build_model(family: str, config: Any):
+def build_model(family: str, config: ModelConfig) -> Any:
     """A randomly initialised model of the family and shape (torch's global RNG draws the init)."""
     if family_of(config) != family:
         raise ConfigError(f"a {family_of(config)} config cannot build a {family} model")
-    return family_module(family).Model(config)
+    return get_family(family).model(config)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,7 +146,7 @@ def build_model(family: str, config: Any):
 @dataclass
 class Pretrained:
     model: Any  # nn.Module in eval mode
-    family: str  # "t5" | "bert"
+    family: str  # a registered family's name
     config: ModelConfig  # the family's config dataclass
     vocab_dir: str | None  # RUN/vocab, or the vocabulary the run recorded, when present
     fingerprint: str  # sha256 of the checkpoint's model.safetensors

@@ -28,17 +28,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from c4forge.errors import ConfigError
+from c4forge.errors import ConfigError, InputError
+from c4forge.objectives.registry import BERT_COLUMNS
 from c4forge.trainers.config import FFN_VARIANTS, config_from_dict, preset_values
+from c4forge.trainers.families import no_padding, part_stats, widen
+from c4forge.trainers.models.family import Family
 
-FAMILY = "bert"
+NAME = "bert"
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
 
 # finetune.md §2 table (Turc et al. 2019 compact sizes; bert-base = the BERT paper's).
@@ -70,7 +75,7 @@ class BertConfig:
     dropout_rate: float = 0.1
     initializer_range: float = 0.02
     attn: str = "sdpa"
-    family: str = FAMILY  # marks config.json as this family's (the t5 config has no such key)
+    family: str = NAME  # marks config.json as this family's (the t5 config has no such key)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -93,8 +98,8 @@ class BertConfig:
         return _FAMILY_ACTIVATION.get(act, act)
 
     def validate(self) -> None:
-        if self.family != FAMILY:
-            raise ConfigError(f"bert config: family must be {FAMILY!r}, got {self.family!r}")
+        if self.family != NAME:
+            raise ConfigError(f"bert config: family must be {NAME!r}, got {self.family!r}")
         if self.ffn not in FFN_VARIANTS:
             raise ConfigError(f"unknown FFN variant {self.ffn!r}; valid: {', '.join(FFN_VARIANTS)}")
         if self.attn not in ATTN_IMPLEMENTATIONS:
@@ -409,5 +414,158 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
     return compute_dtype(x)
 
 
-Model = BertForPreTraining
-Config = BertConfig
+# ----------------------------------------------------------------------------------------------
+# What the trainer and fine-tuning read of this family (trainers/families.py has what glues share)
+
+
+@dataclass
+class BertBatch:
+    """One bert micro-batch on the device, widened."""
+
+    input_ids: torch.Tensor
+    token_type_ids: torch.Tensor
+    masked_lm_positions: torch.Tensor
+    masked_lm_ids: torch.Tensor
+    masked_lm_weights: torch.Tensor  # float32
+    next_sentence_label: torch.Tensor
+    full_rows: bool = False  # no padding in input_ids (checked on the host copy)
+
+
+class BertTraining:
+    """The encoder with MLM + NSP heads on ``bert_mlm_nsp`` rows (objectives.md §4.1)."""
+
+    name = "bert"
+    parts = ("mlm_loss", "nsp_loss")
+    stats = (("mlm_acc", 0), ("nsp_acc", 1))
+    columns = BERT_COLUMNS
+    checks_rows = True
+
+    def row_tokens(self, inputs_length: int, targets_length: int) -> int:
+        return inputs_length  # targets_length is max_predictions_per_seq: not extra tokens
+
+    def stats_record(self, sums: Sequence[float], weights: Sequence[float]) -> dict[str, float]:
+        return part_stats(self.stats, sums, weights)
+
+    def to_device(self, item: dict[str, Any], device: Any, non_blocking: bool = False) -> BertBatch:
+        def move(name: str, dtype: Any = torch.int64) -> torch.Tensor:
+            return widen(item, name, device, non_blocking, dtype)
+
+        return BertBatch(
+            move("input_ids"),
+            move("token_type_ids"),
+            move("masked_lm_positions"),
+            move("masked_lm_ids"),
+            move("masked_lm_weights", torch.float32),
+            move("next_sentence_label"),
+            no_padding(item["input_ids"]),
+        )
+
+    @staticmethod
+    def _rows(batch: BertBatch) -> torch.Tensor:
+        return (batch.input_ids[:, 0] != 0).float()  # real rows start with [CLS]
+
+    def counts(self, batch: BertBatch) -> torch.Tensor:
+        return torch.stack([batch.masked_lm_weights.sum(), self._rows(batch).sum()])
+
+    def nonpad(self, batch: BertBatch) -> torch.Tensor:
+        return (batch.input_ids != 0).sum()
+
+    def forward_sums(
+        self, model: Any, batch: BertBatch, z_loss: float, autocast: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        with autocast:
+            mlm, nsp = model(
+                batch.input_ids,
+                batch.token_type_ids,
+                batch.masked_lm_positions,
+                full_rows=batch.full_rows,
+            )
+        w = batch.masked_lm_weights.reshape(-1)
+        labels = batch.masked_lm_ids.reshape(-1)
+        flat = mlm.float().reshape(-1, mlm.shape[-1])
+        mlm_ce = F.cross_entropy(flat, labels, reduction="none")
+        rows = self._rows(batch)
+        nsp_ce = F.cross_entropy(nsp.float(), batch.next_sentence_label, reduction="none")
+        sums = torch.stack([(mlm_ce * w).sum(), (nsp_ce * rows).sum()])
+        with torch.no_grad():
+            mlm_hits = ((flat.argmax(-1) == labels).float() * w).sum()
+            nsp_hits = ((nsp.argmax(-1) == batch.next_sentence_label).float() * rows).sum()
+        return sums, torch.stack([mlm_hits, nsp_hits])
+
+    def check_rows(self, data: dict[str, np.ndarray], where: str, cfg: Any) -> None:
+        """Predictions must point inside the sequence (not at [CLS]) and name real ids."""
+        seq = data["input_ids"].shape[1]
+        real = data["masked_lm_weights"] > 0
+        pos = data["masked_lm_positions"].astype(np.int64)
+        bad = real & ((pos < 1) | (pos >= seq))
+        if bad.any():
+            row, slot = (int(v[0]) for v in np.nonzero(bad))
+            raise InputError(
+                f"{where}: row {row} has a masked-LM prediction at position {pos[row, slot]}, "
+                f"outside its {seq}-token sequence (positions 1…{seq - 1})"
+            )
+        top = max(int(data["masked_lm_ids"].max(initial=0)), int(data["input_ids"].max(initial=0)))
+        if top >= cfg.vocab_size:
+            raise InputError(
+                f"{where}: token id {top} is beyond the model's {cfg.vocab_size} embedding rows"
+            )
+
+    def eval_record(self, sums: list[float], counts: list[float], stats: list[float]) -> dict:
+        if counts[0] <= 0 or counts[1] <= 0:
+            return {}
+        mlm, nsp = sums[0] / counts[0], sums[1] / counts[1]
+        return {
+            "eval_loss": mlm + nsp,
+            "eval_mlm_loss": mlm,
+            "eval_nsp_loss": nsp,
+            "eval_mlm_acc": stats[0] / counts[0],
+            "eval_nsp_acc": stats[1] / counts[1],
+        }
+
+    def eval_text(self, record: dict) -> str:
+        return (
+            f"held-out MLM loss {record['eval_mlm_loss']:.4f} (acc {record['eval_mlm_acc']:.3f}), "
+            f"NSP loss {record['eval_nsp_loss']:.4f} (acc {record['eval_nsp_acc']:.3f})"
+        )
+
+    def flops_per_example(self, cfg: Any, inputs_length: int, targets_length: int) -> float:
+        from c4forge.trainers.flops import bert_flops_per_example
+
+        return bert_flops_per_example(cfg, inputs_length, targets_length)
+
+
+def hidden_states(
+    model: BertForPreTraining, batch: dict[str, torch.Tensor]
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """``([H_0 … H_L], R)`` for the fine-tuning heads (``Family.hidden_states``): every layer's
+    output from the model's own ``hidden_states``; R is the last."""
+    states = model.hidden_states(
+        batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+    )
+    return list(states), states[-1]
+
+
+def finetune_backbone(model: BertForPreTraining, generates: bool) -> BertForPreTraining:
+    """Its config's dropout; a classifier head never uses the MLM and NSP heads (the pooler
+    stays: the ``cls`` head reads it) (``Family.finetune_backbone``)."""
+    if not generates:
+        del model.cls
+    return model
+
+
+# the shard set's objective decides the family (finetune.md §1): bert trains bert_mlm_nsp rows
+FAMILY = Family(
+    name=NAME,
+    presets=PRESETS,
+    config=BertConfig,
+    make_config=make_config,
+    model=BertForPreTraining,
+    training=BertTraining(),
+    exporter_ref="c4forge.trainers.export_bert:BERT_EXPORT",
+    hidden_states=hidden_states,
+    finetune_backbone=finetune_backbone,
+    optimizer="adamw",
+    objectives=("bert_mlm_nsp",),
+    cls_inputs=True,
+    learned_positions=True,
+)

@@ -22,15 +22,22 @@ One file, read top to bottom (model.md §1). Design choices that matter:
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from c4forge.trainers.config import PRESETS, ModelConfig, make_config  # noqa: F401 (family API)
+from c4forge.trainers.config import PRESETS, ModelConfig, make_config
+from c4forge.trainers.data import T5_COLUMNS, to_device
+from c4forge.trainers.families import no_padding, part_stats
+from c4forge.trainers.loss import weighted_cross_entropy
+from c4forge.trainers.models.family import Family
 
 # ----------------------------------------------------------------------------------------------
 # Relative position buckets (model.md §1.1), written as HF's T5Attention._relative_position_bucket
@@ -353,14 +360,26 @@ class Stack(nn.Module):
             cross_mask = additive_mask(allowed, None, dtype)
         return self_mask, cross_mask
 
-    def forward(self, x, self_spec: MaskSpec, enc=None, cross_spec: MaskSpec | None = None):
+    def forward(
+        self,
+        x,
+        self_spec: MaskSpec,
+        enc=None,
+        cross_spec: MaskSpec | None = None,
+        states: list[torch.Tensor] | None = None,
+    ):
+        """The stack's output; ``states`` (if given) gets H_0 (input after dropout) … H_L."""
         self_mask, cross_mask = self._masks(x, self_spec, enc, cross_spec)
         x = self.dropout(x)
+        if states is not None:
+            states.append(x)
         for block in self.block:
             if self.gradient_checkpointing and self.training:
                 x = checkpoint(block, x, self_mask, enc, cross_mask, use_reentrant=False)
             else:
                 x = block(x, self_mask, enc, cross_mask)
+            if states is not None:
+                states.append(x)
         return self.dropout(self.final_layer_norm(x))
 
 
@@ -411,14 +430,17 @@ class GLUTransformer(nn.Module):
         input_ids: torch.Tensor,
         encoder_segment_ids: torch.Tensor | None = None,
         full_inputs: bool = False,
+        hidden_states: list[torch.Tensor] | None = None,
     ):
         """Encoder states and the segment ids the decoder's cross-attention masks with (None
-        for ``full_inputs`` rows outside deterministic mode: nothing to mask)."""
+        for ``full_inputs`` rows outside deterministic mode: nothing to mask). ``hidden_states``,
+        when given, receives every layer's states ``H_0 … H_L`` (``Stack.forward``)."""
         if full_inputs and not torch.are_deterministic_algorithms_enabled():
             enc_seg = None
         else:
             enc_seg = _segments(input_ids, encoder_segment_ids)
-        return self.encoder(self.shared(input_ids), MaskSpec(enc_seg, enc_seg, False)), enc_seg
+        spec = MaskSpec(enc_seg, enc_seg, False)
+        return self.encoder(self.shared(input_ids), spec, states=hidden_states), enc_seg
 
     def forward(
         self,
@@ -469,8 +491,110 @@ def _segments(ids: torch.Tensor, segment_ids: torch.Tensor | None) -> torch.Tens
 
 
 # ----------------------------------------------------------------------------------------------
-# Family registry entry (models/__init__.py)
+# The family: what the trainer and fine-tuning read of it (families.py: what glues share)
 
-FAMILY = "t5"
-Model = GLUTransformer
-Config = ModelConfig
+
+class T5Training:
+    """The encoder-decoder on inputs/targets rows."""
+
+    name = "t5"
+    parts = ("loss",)
+    stats: tuple[tuple[str, int], ...] = ()  # (metric name, index of the part count it divides)
+    columns = T5_COLUMNS
+    checks_rows = False  # span-corruption rows need no check beyond the shard set's own
+
+    def row_tokens(self, inputs_length: int, targets_length: int) -> int:
+        return inputs_length + targets_length
+
+    def stats_record(self, sums: Sequence[float], weights: Sequence[float]) -> dict[str, float]:
+        return part_stats(self.stats, sums, weights)
+
+    def to_device(self, item: dict[str, Any], device: Any, non_blocking: bool = False) -> Any:
+        batch = to_device(item, device, non_blocking)
+        full = "targets_segment_ids" not in item and no_padding(item["inputs"])
+        return dataclasses.replace(batch, full_inputs=full)
+
+    def counts(self, batch: Any) -> torch.Tensor:
+        return batch.weights().sum()[None]
+
+    def nonpad(self, batch: Any) -> torch.Tensor:
+        return (batch.input_ids != 0).sum() + (batch.targets != 0).sum()
+
+    def logits(self, model: Any, batch: Any, autocast: Any) -> torch.Tensor:
+        with autocast:
+            return model(
+                batch.input_ids,
+                batch.decoder_input_ids,
+                batch.encoder_segment_ids,
+                batch.decoder_segment_ids,
+                full_inputs=batch.full_inputs,
+            )
+
+    def forward_sums(
+        self, model: Any, batch: Any, z_loss: float, autocast: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        loss_sum, _ = weighted_cross_entropy(
+            self.logits(model, batch, autocast), batch.targets, z_loss
+        )
+        return loss_sum[None], loss_sum.new_zeros(0)
+
+    def check_rows(self, data: dict[str, np.ndarray], where: str, cfg: Any) -> None:
+        return None
+
+    def eval_record(self, sums: list[float], counts: list[float], stats: list[float]) -> dict:
+        if counts[0] <= 0:
+            return {}
+        nll = sums[0] / counts[0]
+        return {"eval_nll": nll, "eval_ppl": math.exp(min(nll, 700.0))}
+
+    def eval_text(self, record: dict) -> str:
+        return f"held-out NLL {record['eval_nll']:.4f} (ppl {record['eval_ppl']:.2f})"
+
+    def flops_per_example(self, cfg: Any, inputs_length: int, targets_length: int) -> float:
+        from c4forge.trainers.flops import flops_per_example
+
+        return flops_per_example(cfg, inputs_length, targets_length)
+
+
+def hidden_states(
+    model: GLUTransformer, batch: dict[str, torch.Tensor]
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """``([H_0 … H_L], R)`` of the encoder, as the fine-tuning heads read them (``encode``)."""
+    states: list[torch.Tensor] = []
+    final, _ = model.encode(batch["input_ids"], hidden_states=states)
+    return states, final
+
+
+FINETUNE_DROPOUT = 0.1  # T5's fine-tuning dropout
+
+
+def finetune_backbone(model: GLUTransformer, generates: bool) -> GLUTransformer:
+    """T5's fine-tuning dropout everywhere; for a classifier head, no decoder nor LM head."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = FINETUNE_DROPOUT
+        elif isinstance(module, Attention):  # SDPA's dropout_p
+            module.dropout = FINETUNE_DROPOUT
+    if not generates:
+        del model.decoder
+        if hasattr(model, "lm_head"):
+            del model.lm_head
+    return model
+
+
+FAMILY = Family(
+    name="t5",
+    presets=PRESETS,
+    config=ModelConfig,
+    make_config=make_config,
+    model=GLUTransformer,
+    training=T5Training(),
+    exporter_ref="c4forge.trainers.export:T5_EXPORT",
+    hidden_states=hidden_states,
+    finetune_backbone=finetune_backbone,
+    mixture_training_ref="c4forge.trainers.mixture_family:MixtureT5Training",
+    optimizer="adafactor",
+    options=frozenset({"tie_embeddings", "z_loss"}),
+    encoder_decoder=True,
+    unmarked_configs=True,
+)
