@@ -59,7 +59,7 @@ def run(job: CleanJob) -> CleanResult:
 
 
 def _stats_path(output: str) -> str:
-    from c4forge.clean.stats import STATS_NAME
+    from c4forge.formats.clean_docs import STATS_NAME
     from c4forge.io import storage
 
     return storage.join(output, STATS_NAME)

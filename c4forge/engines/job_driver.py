@@ -20,18 +20,16 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
+from c4forge.engines.choose import EngineRequest, choose, make_engine
 from c4forge.io import ownership
 
 J = TypeVar("J", bound="EngineJob")
 
 
-class EngineJob(Protocol):
-    """What the skeleton reads of a job (``CleanJob`` and ``ShardsJob`` are such requests;
-    ``engines.choose.make_engine`` reads ``workers`` and ``master`` too)."""
+class EngineJob(EngineRequest, Protocol):
+    """What the skeleton reads of a job besides what building its engine reads (``CleanJob``
+    and ``ShardsJob`` are such requests)."""
 
-    engine: str
-    runner: str | None
-    passthrough: tuple[str, ...]
     quiet: bool
     resume: bool
 
@@ -54,8 +52,6 @@ def choose_engine(job: J, input_bytes: Callable[[], int]) -> tuple[J, str]:
     """``--engine auto`` → the job with the engine it runs on, and why (for the first log
     line; empty when the engine was named). ``input_bytes`` is asked only when the size can
     matter: no Beam runner and no Beam options given (``engines.choose``'s policy)."""
-    from c4forge.engines.choose import choose
-
     if job.engine != "auto":
         return job, ""
     size = 0 if job.runner or job.passthrough else input_bytes()
@@ -65,16 +61,14 @@ def choose_engine(job: J, input_bytes: Callable[[], int]) -> tuple[J, str]:
 
 @contextlib.contextmanager
 def job_engine(
-    job: J, engine: Any, choose: Callable[[J], tuple[J, str]]
+    job: J, engine: Any, pick: Callable[[J], tuple[J, str]]
 ) -> Iterator[tuple[J, Any, str]]:
     """``(job, engine, why)`` for the run: ``engine`` as given (the caller's, left open), or
-    the job's own, chosen by ``choose``, built, and closed when the run ends, however it ends."""
+    the job's own, chosen by ``pick``, built, and closed when the run ends, however it ends."""
     if engine is not None:
         yield job, engine, ""
         return
-    from c4forge.engines.choose import make_engine
-
-    job, why = choose(job)
+    job, why = pick(job)
     own = make_engine(job)
     try:
         yield job, own, why
