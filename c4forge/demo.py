@@ -16,6 +16,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from c4forge.clean.config import CleanJob
@@ -57,6 +58,43 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
+@dataclass(frozen=True)
+class Step:
+    """One stage of the chain: ``request`` is a command's typed request (run by
+    ``c4forge.commands.run``, its options shown) or, for a stage that is no command of its own,
+    a function. ``marker``: the file whose presence means the stage is done (a rerun skips it
+    unless --overwrite). ``fresh``: a training run folder, removed first under --overwrite (a
+    run otherwise resumes from it)."""
+
+    title: str
+    marker: str
+    request: Any
+    fresh: str | None = None
+
+
+def _run_steps(steps: list[Step], overwrite: bool) -> None:
+    for step in steps:
+        if overwrite and step.fresh is not None and os.path.isdir(step.fresh):
+            shutil.rmtree(step.fresh)
+        if not overwrite and os.path.exists(step.marker):
+            where = os.path.basename(os.path.dirname(step.marker))
+            print(f"\n=== {where}: already complete ({step.marker})")
+            continue
+        if callable(step.request):
+            _call(step.title, step.request)
+        else:
+            _call(step.title, lambda r=step.request: _command(r), step.request)
+
+
+def _command(request: Any) -> None:
+    """Run a command's request and print the summary its command line prints."""
+    from c4forge.commands import run
+
+    text = run(request).text()
+    if text:
+        print(text)
+
+
 def _call(title: str, stage: Callable[[], Any], opts: Any = None) -> None:
     """Run a stage function (``opts``: the typed options it was built from, shown)."""
     print(f"\n=== {title}" + (f": {_shown(opts)}" if opts is not None else ""), flush=True)
@@ -82,91 +120,17 @@ def _default(f: dataclasses.Field) -> Any:
     return f.default
 
 
-def _clean(job: Any) -> None:
-    from c4forge.clean.driver import run_clean
-    from c4forge.errors import C4ForgeError
-
-    code = run_clean(job)
-    if code:
-        raise C4ForgeError(f"demo stage 'clean' failed with exit code {code}")
-
-
-def _vocab(opts: Any) -> None:
-    from c4forge.vocab.train import iter_summary, vocab_from_options
-
-    desc = vocab_from_options(opts)
-    for line in iter_summary(desc, opts.output):
-        print(line)
-
-
-def _shards(job: Any) -> None:
-    from c4forge.shards.driver import run_job
-
-    run_job(job)
-
-
-def _train(opts: Any) -> None:
-    from c4forge.trainers.train import train
-
-    print(train(opts).text())
-
-
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from c4forge.samples import demo_inputs
 
     work = os.path.abspath(args.output)
     os.makedirs(work, exist_ok=True)
     inputs = demo_inputs(os.path.join(work, "input"))
-    clean, vocab, shards, runs, bert_shards, bert_run = (
+    clean, vocab, shards, runs, bert_shards, bert_run, report = (
         os.path.join(work, d)
-        for d in ("clean", "vocab", "shards", "run", "shards_bert", "run_bert")
+        for d in ("clean", "vocab", "shards", "run", "shards_bert", "run_bert", "report")
     )
-
-    # Each stage leaves a completion marker; a rerun skips finished stages unless --overwrite.
-    def done(marker: str) -> bool:
-        if args.overwrite or not os.path.exists(marker):
-            return False
-        print(f"\n=== {os.path.basename(os.path.dirname(marker))}: already complete ({marker})")
-        return True
-
-    if not done(os.path.join(clean, "stats.json")):
-        job = CleanJob(
-            inputs=tuple(inputs), output=clean, report=True, workers=args.workers or None,
-            overwrite=args.overwrite,
-        )  # fmt: skip
-        _call("clean", lambda: _clean(job), job)
-    if not done(os.path.join(vocab, "vocab.json")):
-        vopts = VocabOptions(
-            docs=clean, output=vocab, vocab_size=args.vocab_size, overwrite=args.overwrite
-        )
-        _call("vocab", lambda: _vocab(vopts), vopts)
-    if not done(os.path.join(shards, "index.json")):
-        sjob = ShardsJob(
-            docs=clean, vocab=vocab, output=shards, inputs_length=args.inputs_length,
-            workers=args.workers or None, overwrite=args.overwrite,
-        )  # fmt: skip
-        _call("shards", lambda: _shards(sjob), sjob)
-    report = os.path.join(work, "report")
-    if not done(os.path.join(report, "report.json")):  # the corpus datasheet
-        from c4forge.report.write import write_report
-
-        def datasheet() -> None:
-            path = write_report(clean, report, vocab=vocab, shards=shards, progress=True)
-            print(f"c4forge report: {path}")
-
-        _call("report", datasheet)
-    if args.overwrite and os.path.isdir(runs):
-        shutil.rmtree(runs)
-    if not done(os.path.join(runs, "checkpoints", "latest")):
-        topts = TrainOptions(
-            shards=shards, preset="tiny", steps=args.steps, output=runs,
-            batch_size=args.batch_size, device="cpu", vocab=vocab,
-            eval_every=max(1, args.steps // 4), eval_rows=512, save_every=max(1, args.steps // 2),
-            optimizer="adamwscale", lr=3e-3, warmup=max(1, args.steps // 10),
-            threads=args.threads,
-        )  # fmt: skip
-        _call("train", lambda: _train(topts), topts)
-
+    steps = _t5_steps(args, inputs, clean, vocab, shards, report, runs)
     outputs = [
         ("clean documents + stats.json + funnel.png", clean),
         ("SentencePiece vocabulary", vocab),
@@ -174,11 +138,12 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         ("training run (checkpoints, metrics.jsonl, loss_curve.png)", runs),
     ]
     if args.bert_steps > 0:
-        _bert_stages(args, clean, vocab, bert_shards, bert_run, done)
+        steps += _bert_steps(args, clean, vocab, bert_shards, bert_run)
         outputs += [
             ("BERT MLM+NSP shards (bert_mlm_nsp) + index.json", bert_shards),
             ("bert-tiny pretraining run (metrics.jsonl, loss_curve.png)", bert_run),
         ]
+    _run_steps(steps, args.overwrite)
     from c4forge.finetune.demo_step import demo_transfer
 
     demo_transfer(runs, work, overwrite=args.overwrite, shards=shards, threads=args.threads)
@@ -200,23 +165,51 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-def _bert_stages(args, clean, vocab, shards, run, done) -> None:
+def _t5_steps(args, inputs, clean, vocab, shards, report, runs) -> list[Step]:
+    """clean → vocab → shards → the corpus datasheet → a short ``tiny`` run."""
+
+    def datasheet() -> None:
+        from c4forge.report.write import write_report
+
+        path = write_report(clean, report, vocab=vocab, shards=shards, progress=True)
+        print(f"c4forge report: {path}")
+
+    steps = args.steps
+    return [
+        Step("clean", os.path.join(clean, "stats.json"), CleanJob(
+            inputs=tuple(inputs), output=clean, report=True, workers=args.workers or None,
+            overwrite=args.overwrite,
+        )),
+        Step("vocab", os.path.join(vocab, "vocab.json"), VocabOptions(
+            docs=clean, output=vocab, vocab_size=args.vocab_size, overwrite=args.overwrite
+        )),
+        Step("shards", os.path.join(shards, "index.json"), ShardsJob(
+            docs=clean, vocab=vocab, output=shards, inputs_length=args.inputs_length,
+            workers=args.workers or None, overwrite=args.overwrite,
+        )),
+        Step("report", os.path.join(report, "report.json"), datasheet),
+        Step("train", os.path.join(runs, "checkpoints", "latest"), TrainOptions(
+            shards=shards, preset="tiny", steps=steps, output=runs,
+            batch_size=args.batch_size, device="cpu", vocab=vocab,
+            eval_every=max(1, steps // 4), eval_rows=512, save_every=max(1, steps // 2),
+            optimizer="adamwscale", lr=3e-3, warmup=max(1, steps // 10), threads=args.threads,
+        ), fresh=runs),
+    ]  # fmt: skip
+
+
+def _bert_steps(args, clean, vocab, shards, run) -> list[Step]:
     """BERT's rows from the same clean sample (128-token pairs, 20 predictions) and a short
     bert-tiny run with BERT's AdamW (a higher peak than bert-base's 1e-4: tiny, few steps)."""
-    if not done(os.path.join(shards, "index.json")):
-        job = ShardsJob(
+    steps = args.bert_steps
+    return [
+        Step("shards (bert_mlm_nsp)", os.path.join(shards, "index.json"), ShardsJob(
             docs=clean, vocab=vocab, output=shards, objective="bert_mlm_nsp", inputs_length=128,
             workers=args.workers or None, overwrite=args.overwrite,
-        )  # fmt: skip
-        _call("shards (bert_mlm_nsp)", lambda: _shards(job), job)
-    if args.overwrite and os.path.isdir(run):
-        shutil.rmtree(run)
-    if not done(os.path.join(run, "checkpoints", "latest")):
-        steps = args.bert_steps
-        opts = TrainOptions(
+        )),
+        Step("train (bert-tiny)", os.path.join(run, "checkpoints", "latest"), TrainOptions(
             shards=shards, preset="bert-tiny", steps=steps, output=run,
             batch_size=args.batch_size, device="cpu", vocab=vocab,
             eval_every=max(1, steps // 4), eval_rows=512, save_every=max(1, steps // 2), lr=2e-3,
             threads=args.threads,
-        )  # fmt: skip
-        _call("train (bert-tiny)", lambda: _train(opts), opts)
+        ), fresh=run),
+    ]  # fmt: skip

@@ -49,11 +49,12 @@ def job_from_args(args: argparse.Namespace, extra: list[str]) -> CleanJob:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from c4forge.clean.driver import run_clean
+    from c4forge.clean.command import run as run_clean
 
     job = job_from_args(args, extra)
     if getattr(args, "estimate", False):
         from c4forge.clean.estimate import run_estimate
 
         return run_estimate(job, args.estimate_mb, args.price_per_vcpu_hour)
-    return run_clean(job)
+    run_clean(job)
+    return 0

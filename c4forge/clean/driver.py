@@ -16,7 +16,7 @@ run of the same job, anything else starts clean.
 
 from __future__ import annotations
 
-import sys
+import contextlib
 import time
 from typing import Any
 
@@ -29,6 +29,7 @@ from c4forge.clean.config import CleanJob
 from c4forge.clean.memory_fit import check_memory
 from c4forge.clean.plan import Plan, build_plan
 from c4forge.corpus import counting
+from c4forge.engines import job_driver
 from c4forge.errors import C4ForgeError, VerificationError
 from c4forge.io import ownership, storage
 from c4forge.io.inputs import InputFile, inputs_block
@@ -39,29 +40,14 @@ DEBRIS_OF = (cs.STATS_NAME, FUNNEL_NAME, input_digests.SEEN_NAME)
 
 
 def choose_engine(job: CleanJob) -> tuple[CleanJob, str]:
-    """``--engine auto`` → the engine for this job, and why (for the first log line); the
-    policy every stage shares (``engines.choose``)."""
-    from c4forge.engines.choose import choose
+    """``--engine auto`` → the engine for this job, and why (for the first log line; the
+    inputs' size is for that line only); the policy every stage shares (``engines.choose``)."""
     from c4forge.io.inputs import resolve_inputs
 
-    if job.engine != "auto":
-        return job, ""
-    size = 0
-    if not job.runner and not job.passthrough:  # the size is for the first line only
-        size = sum(f.size for f in resolve_inputs(list(job.inputs), job.input_format))
-    engine, why = choose(job.engine, job.runner, job.passthrough, size)
-    return job.replace(engine=engine), why
+    def input_bytes() -> int:
+        return sum(f.size for f in resolve_inputs(list(job.inputs), job.input_format))
 
-
-def make_engine(job: CleanJob, spark_context: Any = None) -> Any:
-    from c4forge.engines.choose import make_engine as make
-
-    return make(job, spark_context)
-
-
-def _log(job: CleanJob, msg: str) -> None:
-    if not job.quiet:
-        print(msg, file=sys.stderr, flush=True)
+    return job_driver.choose_engine(job, input_bytes)
 
 
 def check_output(job: CleanJob) -> None:
@@ -143,9 +129,8 @@ def start_work(
         "chunk_files": chunk_files,
     }
     resumed = work.start(record, job.resume)
-    if job.resume:
-        what = "continuing the interrupted run in" if resumed else "recording progress in"
-        _log(job, f"  --resume: {what} {work.root}")
+    what = "continuing the interrupted run in" if resumed else "recording progress in"
+    job_driver.log_resume(job, f"{what} {work.root}")
     return work, chunks
 
 
@@ -219,8 +204,8 @@ def finish(
             "the counters do not add up (a page was lost without a reason): "
             + "; ".join(stats["conservation_errors"])
         )
-    ownership.check_owner(job.output)
-    storage.write_bytes(storage.join(job.output, cs.STATS_NAME), cs.stats_text(stats).encode())
+    path, text = storage.join(job.output, cs.STATS_NAME), cs.stats_text(stats).encode()
+    job_driver.commit_last(job.output, lambda: storage.write_bytes(path, text))
     return stats
 
 
@@ -230,14 +215,12 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
     from c4forge.engines.errors import user_error_from
 
     started = time.monotonic()
-    own = engine is None
-    why = ""
-    if own:
+    if engine is None:  # a bad output fails before the engine starts
         check_output(job)
-        job, why = choose_engine(job)
-    engine = engine or make_engine(job)
-    locked = False
-    try:
+    with (
+        job_driver.job_engine(job, engine, choose_engine) as (job, engine, why),
+        contextlib.ExitStack() as held,  # the folder, from the lock to the end
+    ):
         check_output(job)
         files = engine.list_inputs(list(job.inputs), job.input_format)
         inputs = inputs_block(files)
@@ -247,8 +230,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             return 0
         readers.check_inputs([f.path for f in files], job.input_format)
         created = not storage.exists(job.output)  # before the lock makes it
-        ownership.acquire(job.output, "clean")  # before the first write (or removal) here
-        locked = True
+        held.enter_context(ownership.owned_output(job.output, "clean"))  # before any write here
         existing = cs.read_existing(stats_path)
         work_root = storage.join(job.output, pg.WORK_DIR)
         has_work = pg.is_clean_work(work_root)
@@ -256,11 +238,11 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
             return 0  # finished by a run that held the folder until now
         owned = co.owned_shards(job.output, existing, has_work)
         prepare_output(job)
-        _log(
+        job_driver.log(
             job,
             f"c4forge clean: {inputs['count']} input file(s), {summary.human_bytes(inputs['bytes'])}"
             f" → {job.output} [variant={job.variant}, dedup={job.dedup}, near-dedup={job.near_dedup}, "
-            f"{engine.tag}={engine.description}{f' ({why})' if why else ''}]",
+            f"{job_driver.engine_label(engine, why)}]",
         )
         check_memory(engine, inputs["bytes"])
         plan = build_plan(job)
@@ -278,12 +260,11 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         raw = dict(engine.counters())
         resumed = raw.pop(pg.RESUME_NAMESPACE, {})
         refuse_no_page(job, raw, files, shard_stats, work, created)
-        if job.resume:
-            _log(
-                job,
-                f"  --resume: {resumed.get('skipped', 0)} chunk(s) done by an earlier run, "
-                f"skipped; {resumed.get('processed', 0)} processed now",
-            )
+        job_driver.log_resume(
+            job,
+            f"{resumed.get('skipped', 0)} chunk(s) done by an earlier run, "
+            f"skipped; {resumed.get('processed', 0)} processed now",
+        )
         if job.keep_samples:  # before stats.json, which marks the output complete
             from c4forge.corpus.drop_samples import write_samples
 
@@ -294,11 +275,6 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         stats = finish(job, plan, config, inputs, shard_stats, raw, backend, owned)
         work.finish()
         remove_debris(job.output, None)
-    finally:
-        if locked:
-            ownership.release(job.output)
-        if own:
-            engine.close()
 
     wall = time.monotonic() - started
     png = None

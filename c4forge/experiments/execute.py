@@ -1,9 +1,11 @@
-"""Run one stage into ``DIR/stages/<kind>-<key>/`` through the stage's own entry point.
+"""Run one stage into ``DIR/stages/<kind>-<key>/`` through its command's own ``run``.
 
-Each stage builds its command's typed request (``CleanJob``, ``VocabOptions``, ``ShardsJob``,
-``TaskShardsRequest``, ``TrainOptions``, ``FinetuneOptions``: the dataclasses the command line
-builds too) and calls the stage function, so a renamed option fails where the stage is written
-(and in its tests), not as an unrecognised flag in the middle of an experiment. A stage is done
+Each stage kind builds its command's typed request (``CleanJob``, ``VocabOptions``,
+``ShardsJob``, ``TaskShardsRequest``, ``TrainOptions``, ``FinetuneOptions``: the dataclasses
+the command line builds too; ``COMMANDS``, one entry per kind) and runs it with
+``c4forge.commands.run``, so a renamed option fails where the stage is written (and in its
+tests), not as an unrecognised flag in the middle of an experiment; the output's fingerprint is
+the result's. A stage is done
 when its ``stage.json`` exists: it is written atomically, last, and records the configuration,
 the input stages' keys, the output's own fingerprint (stats.json, index.json, checkpoint,
 predictions) and the CPU and wall seconds spent.
@@ -23,11 +25,11 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from c4forge.errors import C4ForgeError
 from c4forge.experiments.stages import Stage
-from c4forge.io.storage import sha256, write_json
+from c4forge.io.storage import write_json
 
 if TYPE_CHECKING:
     from c4forge.trainers.options import TrainOptions
@@ -110,7 +112,7 @@ def run_stage(
     with open(os.path.join(out, LOG), "a", encoding="utf-8") as log:
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             with torch_threads(threads if stage.kind in RESUMABLE else None):
-                fingerprint = RUNNERS[stage.kind](stage, out, dirs, device, workers)
+                fingerprint = run_command(stage, out, dirs, device, workers)
     marker = {
         "format": "c4forge.experiment.stage",
         "format_version": 1,
@@ -138,7 +140,21 @@ def _given(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def _clean(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
+def run_command(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
+    """Build the stage's request, run its command (``c4forge.commands.run``), write what the
+    stage's log keeps; returns the output's fingerprint (the result's own)."""
+    from c4forge.commands import run
+
+    command = COMMANDS[stage.kind]
+    result = run(command.request(stage, out, dirs, device, workers))
+    if command.echo:
+        print(result.text())
+    if command.note is not None:
+        print(command.note(stage), file=sys.stderr)
+    return result.fingerprint()
+
+
+def _clean(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> Any:
     from c4forge.clean.config import CleanJob
     from c4forge.experiments.schema import SAMPLE
     from c4forge.samples import demo_inputs
@@ -148,50 +164,32 @@ def _clean(stage: Stage, out: str, dirs: dict, device: str, workers: int | None)
     if inputs == SAMPLE:
         inputs = demo_inputs(os.path.join(os.path.dirname(out), "input"))
     fraction = c.get("badwords_fraction")
-    job = CleanJob.from_mapping(
+    return CleanJob.from_mapping(
         _given(
             inputs=tuple(inputs), output=out, variant=c["variant"], quiet=True,
             dedup=c.get("dedup"), url_list=p.get("url_list"), domain_list=p.get("domain_list"),
             badwords_fraction=None if fraction is None else float(fraction), workers=workers,
         )
     )  # fmt: skip
-    run_clean_job(job)
-    return sha256(os.path.join(out, "stats.json"))
 
 
-def run_clean_job(job: Any) -> None:
-    """``c4forge clean`` on a built ``CleanJob`` (Beam's import-time noise silenced, as the
-    command line does)."""
-    from c4forge.clean.driver import run_clean
-    from c4forge.engines.beam_options import quiet_beam_logging
-
-    quiet_beam_logging()
-    code = run_clean(job)
-    if code:
-        raise C4ForgeError(f"clean into {job.output} failed (exit {code})")
-
-
-def _vocab(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
+def _vocab(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> Any:
     from c4forge.vocab.options import VocabOptions
-    from c4forge.vocab.train import vocab_from_options
 
     c = stage.config
-    opts = VocabOptions.from_mapping(
+    return VocabOptions.from_mapping(
         _given(
             docs=dirs["clean"], output=out, vocab_size=int(c["size"]), quiet=True,
             sample_chars=_maybe(int, c.get("sample_chars")), seed=_maybe(int, c.get("seed")),
         )
     )  # fmt: skip
-    vocab_from_options(opts)
-    return sha256(os.path.join(out, "sentencepiece.model"))
 
 
-def _shards(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
-    from c4forge.shards.driver import run_job
+def _shards(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> Any:
     from c4forge.shards.job import ShardsJob
 
     c = stage.config
-    job = ShardsJob.from_mapping(
+    return ShardsJob.from_mapping(
         _given(
             docs=dirs["clean"], vocab=dirs["vocab"], output=out, quiet=True,
             objective=c["objective"], inputs_length=_maybe(int, c.get("inputs_length")),
@@ -201,7 +199,6 @@ def _shards(stage: Stage, out: str, dirs: dict, device: str, workers: int | None
             packing=c.get("packing"), seed=_maybe(int, c.get("seed")), workers=workers,
         )
     )  # fmt: skip
-    return run_job(job)["dataset_fingerprint"]
 
 
 def train_options(stage: Stage, out: str, dirs: dict, device: str) -> TrainOptions:
@@ -241,49 +238,35 @@ def train_options(stage: Stage, out: str, dirs: dict, device: str) -> TrainOptio
     )  # fmt: skip
 
 
-def _pretrain(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
-    from c4forge.trainers import checkpoint as ckpt
-    from c4forge.trainers.train import train
-
-    opts = dataclasses.replace(train_options(stage, out, dirs, device), threads=_pinned_threads())
-    print(train(opts).text())
-    latest = ckpt.latest_checkpoint(out)
-    if latest is None:
-        raise C4ForgeError(f"{out}: training finished without a checkpoint")
-    return sha256(os.path.join(latest, "model.safetensors"))
+def _pretrain(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> Any:
+    return dataclasses.replace(train_options(stage, out, dirs, device), threads=_pinned_threads())
 
 
-def _taskshards(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
-    from c4forge.shards.tasks import TaskShardsRequest, build_task_shards
+def _taskshards(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> Any:
+    from c4forge.shards.tasks import TaskShardsRequest
 
     c = stage.config
-    req = TaskShardsRequest(
+    return TaskShardsRequest(
         **_given(
             task=c["task"], vocab=dirs["vocab"], output=out, quiet=True,
             data=stage.params["data"], targets_length=int(c["targets_length"]),
             inputs_length=_maybe(int, c.get("inputs_length")),
         )
     )  # fmt: skip
-    return build_task_shards(req)["dataset_fingerprint"]
 
 
-def _zero_shot(stage: Stage, out: str, dirs: dict, device: str) -> str:
+def _zero_shot(stage: Stage, out: str, dirs: dict, device: str) -> Any:
     """finetune.steps = 0: the pretraining checkpoint's text head scored on the dev split."""
-    from c4forge.finetune.evaluate_run import evaluate_run
     from c4forge.finetune.options import EvaluateOptions
 
     c = stage.config
-    opts = EvaluateOptions(
+    return EvaluateOptions(
         ft=dirs["pretrain"], task=c["task"], data=stage.params["data"], output=out,
         batch_size=c["batch_size"], device=device, progress=False,
     )  # fmt: skip
-    evaluate_run(opts)
-    print(f"scored {c['task']} with the checkpoint's own text head", file=sys.stderr)
-    return sha256(os.path.join(out, "predictions.jsonl"))
 
 
-def _finetune(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> str:
-    from c4forge.finetune.loop import finetune
+def _finetune(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> Any:
     from c4forge.finetune.options import FinetuneOptions
 
     c = stage.config
@@ -291,7 +274,7 @@ def _finetune(stage: Stage, out: str, dirs: dict, device: str, workers: int | No
         return _zero_shot(stage, out, dirs, device)
     random = c["init"] == "random"
     checkpoint = dirs["after-pretrain"] if random else dirs["pretrain"]
-    opts = FinetuneOptions(
+    return FinetuneOptions(
         checkpoint=checkpoint, task=c["task"], data=stage.params["data"], output=out,
         head=c["head"], steps=c["steps"], lr=c["lr"], batch_size=c["batch_size"],
         max_length=c["max_length"], seed=c["seed"], device=device, resume=True,
@@ -299,16 +282,31 @@ def _finetune(stage: Stage, out: str, dirs: dict, device: str, workers: int | No
         save_every=c.get("save_every") or max(1, c["steps"] // 2), progress=False,
         threads=_pinned_threads(),
     )  # fmt: skip
-    finetune(opts)
-    print(f"finished {c['task']} ({c['init']})", file=sys.stderr)
-    return sha256(os.path.join(out, "predictions.jsonl"))
 
 
-RUNNERS = {
-    "clean": _clean,
-    "vocab": _vocab,
-    "shards": _shards,
-    "taskshards": _taskshards,
-    "pretrain": _pretrain,
-    "finetune": _finetune,
+def _finetuned(stage: Stage) -> str:
+    c = stage.config
+    if c["steps"] == 0:
+        return f"scored {c['task']} with the checkpoint's own text head"
+    return f"finished {c['task']} ({c['init']})"
+
+
+@dataclass(frozen=True)
+class StageCommand:
+    """How a stage kind runs: ``request`` builds its command's typed request from the stage
+    (``(stage, out, dirs, device, workers)``); ``echo``: the command's closing summary goes to
+    the stage's log (the stages that run quiet leave it out); ``note``: a last line for the log."""
+
+    request: Callable[[Stage, str, dict, str, int | None], Any]
+    echo: bool = False
+    note: Callable[[Stage], str] | None = None
+
+
+COMMANDS: dict[str, StageCommand] = {
+    "clean": StageCommand(_clean),
+    "vocab": StageCommand(_vocab),
+    "shards": StageCommand(_shards),
+    "taskshards": StageCommand(_taskshards),
+    "pretrain": StageCommand(_pretrain, echo=True),
+    "finetune": StageCommand(_finetune, note=_finetuned),
 }

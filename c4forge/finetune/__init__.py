@@ -14,4 +14,5 @@ Modules, one job each:
 * ``outputs``    results.json / predictions.jsonl
 * ``glue``       ``c4forge glue``: every task × head × init × seed, glue.json / glue.md
 * ``plots``      glue.png and the HIRE contribution-score heat map
+* ``command``    ``run(request) -> result`` of finetune, evaluate and glue (``c4forge.commands``)
 """

@@ -19,13 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from c4forge.finetune.clean_subset import summary_lines
-    from c4forge.finetune.evaluate_run import evaluate_run
-    from c4forge.finetune.outputs import summary_text
+    from c4forge.finetune.command import run as run_evaluate
 
-    res, out = evaluate_run(EvaluateOptions.from_args(args))
-    text = summary_text(res, out, command="evaluate")
-    if "clean_subset" in res:
-        text += "\n" + "\n".join(summary_lines(res["clean_subset"]))
-    print(text, file=sys.stdout)
+    print(run_evaluate(EvaluateOptions.from_args(args)).text(), file=sys.stdout)
     return 0

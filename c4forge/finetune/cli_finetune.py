@@ -23,13 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from c4forge.finetune.loop import finetune
-    from c4forge.finetune.outputs import summary_text
+    from c4forge.finetune.command import run as run_finetune
 
-    opts = FinetuneOptions.from_args(args)
-    res = finetune(opts)
-    if "stopped_at" in res:
-        print(f"c4forge finetune: stopped after step {res['stopped_at']} (resume with --resume)")
-        return 0
-    print(summary_text(res, opts.output), file=sys.stdout)
+    print(run_finetune(FinetuneOptions.from_args(args)).text(), file=sys.stdout)
     return 0

@@ -20,8 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from c4forge.finetune.glue import run_glue
+    from c4forge.finetune.command import run as run_glue
 
-    summary = run_glue(GlueOptions.from_args(args))
-    print(summary, file=sys.stdout)
+    print(run_glue(GlueOptions.from_args(args)).text(), file=sys.stdout)
     return 0

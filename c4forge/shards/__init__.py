@@ -15,5 +15,6 @@ so the local engine, Spark and Beam run the same build:
 - the shard set's own copy of its vocabulary (``SHARDS/vocab/``) is ``c4forge.vocab.vocab_files``'s;
 - ``report``: the summary and the progress bar; ``verify``: ``c4forge shards verify``;
 - ``driver``: one build start to end (resolve, output state, engine, finish, summary);
+- ``command``: ``run(request) -> result`` for a build or a task's set (``c4forge.commands``);
 - ``cli``: argparse.
 """

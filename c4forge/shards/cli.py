@@ -149,7 +149,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         return verify_command(
             args.target[1], args.vocab, quiet=args.quiet, extra_ids=args.extra_ids
         )
-    from c4forge.shards.driver import run_job
+    from c4forge.shards.command import run as run_shards
 
-    run_job(job_from_args(args, extra))
+    run_shards(job_from_args(args, extra))
     return 0

@@ -3,15 +3,18 @@ folder needs, let the engine write the missing shards (``stage.run`` on its prim
 check the accounting, finish (index.json last), remove the runs and summarise.
 
 The engine policy and flags are ``clean``'s (``engines.choose``): ``--engine auto`` picks the
-local engine for a run on this machine; a Beam runner or Beam options mean Beam.
+local engine for a run on this machine; a Beam runner or Beam options mean Beam. The skeleton
+around the build (the engine held and closed, the log and ``--resume`` lines) is clean's too
+(``engines.job_driver``).
 """
 
 from __future__ import annotations
 
-import sys
+import functools
 import time
 from typing import Any
 
+from c4forge.engines import job_driver
 from c4forge.formats import shards as fmt
 from c4forge.io import ownership, storage
 from c4forge.shards.build import ShardsBuild, resolve
@@ -22,16 +25,15 @@ from c4forge.shards.report import ProgressWatcher, summary_lines
 
 
 def choose_engine(job: ShardsJob, build: ShardsBuild) -> tuple[ShardsJob, str]:
-    """``--engine auto`` → the engine for this build and why (``engines.choose``)."""
-    from c4forge.engines.choose import choose
+    """``--engine auto`` → the engine for this build and why (``engines.choose``; the clean
+    files' size, for the first log line, is not read from a bucket)."""
 
-    if job.engine != "auto":
-        return job, ""
-    size = 0
-    if not storage.is_remote(job.docs):
-        size = sum(storage.size(p) for files in build.clean_files.values() for p in files)
-    engine, why = choose(job.engine, job.runner, job.passthrough, size)
-    return job.replace(engine=engine), why
+    def input_bytes() -> int:
+        if storage.is_remote(job.docs):
+            return 0
+        return sum(storage.size(p) for files in build.clean_files.values() for p in files)
+
+    return job_driver.choose_engine(job, input_bytes)
 
 
 def plan_units(job: ShardsJob, build: ShardsBuild) -> list[Part]:
@@ -65,11 +67,6 @@ def _file_sizes(docs: str, paths: list[str]) -> dict[str, int]:
     return {p: storage.size(p) for p in paths}
 
 
-def _log(job: ShardsJob, msg: str) -> None:
-    if not job.quiet:
-        print(msg, file=sys.stderr, flush=True)
-
-
 def run_job(job: ShardsJob, engine: Any = None) -> dict[str, Any]:
     """Build (or finish) the shard set of ``job`` on ``engine`` (default: the job's own,
     closed at the end); returns index.json's content."""
@@ -82,26 +79,20 @@ def run_job(job: ShardsJob, engine: Any = None) -> dict[str, Any]:
 
 
 def _run_owned(job: ShardsJob, build: Any, engine: Any, started: float) -> dict[str, Any]:
-    from c4forge.engines.choose import make_engine
     from c4forge.shards import stage
 
     state = prepare_output(build, job.overwrite)
     runner = ""
     if state != "done":
-        own = engine is None
-        why = ""
-        if own:
-            job, why = choose_engine(job, build)
-            engine = make_engine(job)
-        runner = engine.description
-        try:
+        choose = functools.partial(choose_engine, build=build)
+        with job_driver.job_engine(job, engine, choose) as (job, engine, why):
+            runner = engine.description
             files = sum(len(f) for f in build.clean_files.values())
             obj = build.objective
-            _log(
+            job_driver.log(
                 job,
                 f"c4forge shards: {files} clean file(s) → {job.output} [objective={obj.name} "
-                f"{obj.inputs_length}/{obj.targets_length}, {engine.tag}={runner}"
-                f"{f' ({why})' if why else ''}]",
+                f"{obj.inputs_length}/{obj.targets_length}, {job_driver.engine_label(engine, why)}]",
             )
             units = plan_units(job, build)
             with ProgressWatcher(build, job.quiet, len(units)):
@@ -109,15 +100,12 @@ def _run_owned(job: ShardsJob, build: Any, engine: Any, started: float) -> dict[
             if job.resume:
                 done = engine.counters().get("shards", {})
                 of_parts = " or parts" if any(u.count > 1 for u in units) else ""
-                _log(
+                job_driver.log_resume(
                     job,
-                    f"  --resume: {done.get('clean_shards_reused', 0)} clean shard(s){of_parts} "
+                    f"{done.get('clean_shards_reused', 0)} clean shard(s){of_parts} "
                     f"tokenized by an earlier run, reused; {done.get('clean_shards_built', 0)} "
                     "built now",
                 )
-        finally:
-            if own:
-                engine.close()
         index = finish(build, gather_stats(build, units))  # removes _progress/ after index.json
     else:
         index = storage.read_json(storage.join(job.output, fmt.INDEX_NAME))

@@ -10,11 +10,12 @@ import math
 import re
 from typing import Any
 
+from c4forge.engines import job_driver
 from c4forge.errors import InputError, OutputExistsError
 from c4forge.formats import shards as fmt
 from c4forge.formats.shards import VOCAB_DIR, copy_is_current, write_vocab_copy
 from c4forge.formats.shards import VOCAB_INDEX_KEY as INDEX_KEY
-from c4forge.io import ownership, storage
+from c4forge.io import storage
 from c4forge.shards.build import ShardsBuild
 from c4forge.shards.parts import Part, wholes
 from c4forge.shards.rows import check_rows, clean_stats_path, empty_stats, write_one_shard
@@ -207,6 +208,5 @@ def finish(build: ShardsBuild, stats: dict[str, dict[str, int]]) -> dict[str, An
     index[INDEX_KEY] = write_vocab_copy(
         build.job.output, build.vocab_files, build.manifest["vocabulary"]
     )
-    ownership.check_owner(build.job.output)  # a folder taken over meanwhile: commit nothing
-    fmt.write_index(build.job.output, index)
+    job_driver.commit_last(build.job.output, lambda: fmt.write_index(build.job.output, index))
     return index

@@ -35,7 +35,7 @@ from c4forge import __version__
 from c4forge.data import BUNDLED_GLUE
 from c4forge.errors import ConfigError, InputError, OutputExistsError
 from c4forge.formats import shards as fmt
-from c4forge.io import ownership, storage
+from c4forge.io import storage
 
 OBJECTIVE = "text_to_text"
 _SHUFFLE_TAG = 0x5441_534B  # "TASK"
@@ -297,10 +297,7 @@ def task_flags() -> list[Any]:
 
 def task_command(args: Any, extra: Sequence[str]) -> int:
     """``c4forge shards task NAME …``: build, then one summary block."""
-    import time
-
     from c4forge.shards.job import parse_num_shards
-    from c4forge.shards.report import summary_lines
 
     if len(args.target) != 2:
         raise ConfigError("usage: c4forge shards task NAME --vocab VOCAB --output DIR [options]")
@@ -331,17 +328,12 @@ def task_command(args: Any, extra: Sequence[str]) -> int:
         overwrite=args.overwrite,
         quiet=args.quiet,
     )
-    start = time.perf_counter()
-    longest: dict[str, dict[str, int]] = {}
-    with ownership.owned_output(req.output, "shards task"):
-        index = build_task_shards(req, longest)
-    cut = truncation_lines(index, longest)
+    from c4forge.shards.command import run
+
+    result = run(req)
     if not req.quiet:
-        for line in summary_lines(index, req.output, time.perf_counter() - start, "local"):
-            print(line, file=sys.stdout)
-        for line in cut:
-            print(f"  {line}", file=sys.stdout)
-    for line in cut:  # a cut input changes what the model sees: said even with --quiet
+        print(result.text(), file=sys.stdout)
+    for line in result.truncated:  # a cut input changes what the model sees: said even with --quiet
         print(f"c4forge shards task: warning: {line}", file=sys.stderr)
     return 0
 

@@ -82,30 +82,13 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from c4forge.errors import ConfigError
-    from c4forge.trainers.export import export
 
     output = args.output or args.output_pos
     if not output:
         raise ConfigError("export: give the output folder (--output DIR)")
     if args.output and args.output_pos and args.output != args.output_pos:
         raise ConfigError("export: two different output folders given")
-    o = ExportOptions.from_args(args, output=output)
-    summary = export(
-        o.checkpoint,
-        o.output,
-        vocab_path=o.vocab,
-        overwrite=o.overwrite,
-        embed_token_copies=o.embed_token_copies,
-        dropout_rate=o.dropout_rate,
-        model_max_length=o.model_max_length,
-    )
-    print(
-        f"exported {summary['checkpoint']} (step {summary['step']}, ffn {summary['ffn']}, "
-        f"{summary['parameters'] / 1e6:.1f}M parameters, vocab {summary['vocab_size']} / "
-        f"embedding {summary['embedding_size']})\n"
-        f"  -> {summary['output']}: {', '.join(summary['files'])}\n"
-        f"  load with: transformers.{summary['architecture']}.from_pretrained({output!r})"
-    )
-    if summary["architecture"] == "T5ForConditionalGeneration" and not summary["tied"]:
-        print(UNTIED_NOTE)
+    from c4forge.trainers.command import run as run_export
+
+    print(run_export(ExportOptions.from_args(args, output=output)).text())
     return 0

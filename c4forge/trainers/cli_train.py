@@ -32,12 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from c4forge.trainers.train import train
+    import os
 
-    summary = train(TrainOptions.from_args(args))
-    if summary is not None:
-        import os
+    from c4forge.trainers.command import run as run_train
 
-        if int(os.environ.get("RANK", "0")) == 0:
-            print(summary.text(), file=sys.stdout)
+    result = run_train(TrainOptions.from_args(args))
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(result.text(), file=sys.stdout)
     return 0

@@ -28,11 +28,10 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from c4forge.vocab.train import iter_summary, vocab_from_options
+    from c4forge.vocab.command import run as run_vocab
 
     opts = VocabOptions.from_args(args)
-    desc = vocab_from_options(opts)
+    result = run_vocab(opts)
     if not opts.quiet:
-        for line in iter_summary(desc, opts.output):
-            print(line)
+        print(result.text())
     return 0

@@ -1,7 +1,7 @@
 """``VocabOptions``: the request of one `c4forge vocab` run, with its flags (``cliconfig``).
 
 Argparse-light (no SentencePiece) so ``--help`` stays instant; the field order is the order of
-``vocab --help``. ``c4forge.vocab.train.vocab_from_options`` runs it.
+``vocab --help``. ``c4forge.vocab.command.run`` runs it (``vocab.train.vocab_from_options``).
 """
 
 from __future__ import annotations
