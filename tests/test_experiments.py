@@ -14,7 +14,7 @@ from c4forge.cli import main
 from c4forge.errors import ConfigError
 from c4forge.experiments import runner, schema, stats
 from c4forge.experiments.cli import CONFIGS
-from c4forge.experiments.stages import build_plan
+from c4forge.experiments.stages import experiment_plan
 
 BASE = """
 [experiment]
@@ -103,7 +103,7 @@ def test_shipped_configs_load_and_plan():
             "t5_multitask.toml", "c4_mixtures.toml"} <= set(names)  # fmt: skip
     for name in names:
         exp = schema.load(os.path.join(CONFIGS, name))
-        plan = build_plan(exp)
+        plan = experiment_plan(exp)
         assert len(plan.runs) == len(exp.arms) * len(exp.seeds)
 
 
@@ -123,7 +123,7 @@ def test_glu_table1_is_the_papers_eight_ffns_at_equal_parameters():
 def test_shared_stages_run_once_and_keys_follow_content(tmp_path):
     text = BASE + "[arms.relu]\nmodel.ffn = 'relu'\n[arms.prefix]\nshards.objective = 'prefix_lm'\n"
     exp = schema.load(write(tmp_path, text))
-    plan = build_plan(exp)
+    plan = experiment_plan(exp)
     kinds = [s.kind for s in plan.stages]
     assert kinds.count("clean") == 1 and kinds.count("vocab") == 1
     assert kinds.count("shards") == 2  # span corruption (geglu, relu) and prefix LM
@@ -142,7 +142,7 @@ def test_shared_stages_run_once_and_keys_follow_content(tmp_path):
     # changing one arm changes only that arm's keys
     exp2 = schema.load(write(tmp_path, text.replace("model.ffn = 'relu'", "model.ffn = 'swiglu'")))
     before = {s.key for s in plan.stages}
-    after = build_plan(exp2)
+    after = experiment_plan(exp2)
     changed = [s for s in after.stages if s.key not in before]
     assert changed and all(s.config.get("model", {}).get("ffn") == "swiglu" or
                            s.kind == "finetune" for s in changed)  # fmt: skip
@@ -156,9 +156,9 @@ def test_shared_stages_run_once_and_keys_follow_content(tmp_path):
 def test_unshared_vocabulary_follows_each_corpus(tmp_path):
     text = BASE.replace("shared_vocab = true", "shared_vocab = false")
     text += "[arms.noclean]\ncorpus.variant = 'en.noclean'\n"
-    plan = build_plan(schema.load(write(tmp_path, text)))
+    plan = experiment_plan(schema.load(write(tmp_path, text)))
     assert [s.kind for s in plan.stages].count("vocab") == 2
-    shared = build_plan(schema.load(write(tmp_path, text.replace("= false", "= true"))))
+    shared = experiment_plan(schema.load(write(tmp_path, text.replace("= false", "= true"))))
     kinds = [s.kind for s in shared.stages]
     assert kinds.count("vocab") == 1 and kinds.count("clean") == 2
 
@@ -166,7 +166,7 @@ def test_unshared_vocabulary_follows_each_corpus(tmp_path):
 def test_gpu_scheduling_without_cuda(tmp_path):
     text = BASE + "".join(f"[arms.a{i}]\ntrain.steps = {11 + i}\n" for i in range(5))
     exp = schema.load(write(tmp_path, text))
-    plan = build_plan(exp)
+    plan = experiment_plan(exp)
     units = runner.units(plan)
     assert len(units) == len(plan.runs)
     keys = [s.key for u in units for s in u]
@@ -247,7 +247,7 @@ def test_a_mixture_arm_plans_its_sources_and_shares_its_pretraining(tmp_path):
         finetune.head = "text"
         finetune.random_baseline = false
         """)
-    plan = build_plan(schema.load(write(tmp_path, text)))
+    plan = experiment_plan(schema.load(write(tmp_path, text)))
     by = {(r.arm, r.seed): r.stages for r in plan.runs}
     mt, ft, base = by[("mt", 0)], by[("mt_ft", 0)], by[("geglu", 0)]
     assert mt["pretrain"] is ft["pretrain"] and mt["pretrain"] is not base["pretrain"]
@@ -257,7 +257,7 @@ def test_a_mixture_arm_plans_its_sources_and_shares_its_pretraining(tmp_path):
     assert mt["ft-sst2-pretrained"].config["steps"] == 0  # scored as it is
     assert ft["ft-sst2-pretrained"].config["steps"] > 0
     # the sources' stage keys are key material: another task source, another pretraining
-    other = build_plan(schema.load(write(tmp_path, text.replace("task:sst2", "task:cola"))))
+    other = experiment_plan(schema.load(write(tmp_path, text.replace("task:sst2", "task:cola"))))
     keys = {s.key for s in plan.stages}
     changed = {s.kind for s in other.stages if s.key not in keys}
     assert changed == {"taskshards", "pretrain", "finetune"}

@@ -2,7 +2,7 @@
 
 A packed document round-trips exactly, sorts as the plain one, and shards written from sorted
 runs of packed documents (``chunk_runs`` → ``split_run`` → ``write_run_shard``) are
-byte-identical, in both formats, to ``write_shard`` of the plain documents, on real C4
+byte-identical, in both formats, to ``write_document_shard`` of the plain documents, on real C4
 documents."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_real_documents_pack_smaller_and_sort_the_same() -> None:
 def test_shards_from_sorted_runs_are_byte_identical(tmp_path: Path, fmt: str) -> None:
     """Real C4 documents in 3 train shards, written as every engine writes them (two chunks'
     sorted runs, split by shard, merged by each shard's writer; the empty validation shard
-    written on the driver), against ``write_shard`` of the plain documents."""
+    written on the driver), against ``write_document_shard`` of the plain documents."""
     docs = _real_docs()
     assert len(docs) > 50
     options = {"train": 3, "validation": "auto"}
@@ -86,9 +86,9 @@ def test_shards_from_sorted_runs_are_byte_identical(tmp_path: Path, fmt: str) ->
         for s in clean_output.write_run_shard(key, shard_runs, None, directory=str(out), fmt=fmt)
     ]
     for key, index, n in clean_output.empty_shards(stats, options):
-        stats.append(clean_output.write_shard(str(out), key, index, n, [], fmt))
+        stats.append(clean_output.write_document_shard(str(out), key, index, n, [], fmt))
     expected = [
-        clean_output.write_shard(
+        clean_output.write_document_shard(
             str(before),
             "train",
             i,
@@ -98,7 +98,7 @@ def test_shards_from_sorted_runs_are_byte_identical(tmp_path: Path, fmt: str) ->
         )
         for i in range(3)
     ]
-    expected.append(clean_output.write_shard(str(before), "validation", 0, 1, [], fmt))
+    expected.append(clean_output.write_document_shard(str(before), "validation", 0, 1, [], fmt))
     assert sorted(stats, key=lambda s: (s["split"], s["index"])) == expected
     for path in before.iterdir():
         assert (out / path.name).read_bytes() == path.read_bytes()

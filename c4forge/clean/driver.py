@@ -21,10 +21,9 @@ import time
 from typing import Any
 
 from c4forge import readers
-from c4forge.clean import input_digests, passes
-from c4forge.clean import output as co
-from c4forge.clean import resume_state as pg
-from c4forge.clean import stats as cs
+from c4forge.clean import input_digests, passes, resume_state
+from c4forge.clean import output as clean_output
+from c4forge.clean import stats as clean_stats
 from c4forge.clean.config import CleanJob
 from c4forge.clean.memory_fit import check_memory
 from c4forge.clean.plan import Plan, build_plan
@@ -36,7 +35,7 @@ from c4forge.io.inputs import InputFile, inputs_block
 
 FUNNEL_NAME = "funnel.png"
 # Files clean writes at the top of its folder (besides shards): their temporaries are its own.
-DEBRIS_OF = (cs.STATS_NAME, FUNNEL_NAME, input_digests.SEEN_NAME)
+DEBRIS_OF = (clean_stats.STATS_NAME, FUNNEL_NAME, input_digests.SEEN_NAME)
 
 
 def choose_engine(job: CleanJob) -> tuple[CleanJob, str]:
@@ -63,7 +62,7 @@ def prepare_output(job: CleanJob) -> None:
     from c4forge.corpus.drop_samples import SAMPLES_DIR
 
     storage.makedirs(job.output)
-    co.remove_files(job.output, [FUNNEL_NAME])
+    clean_output.remove_files(job.output, [FUNNEL_NAME])
     storage.rmtree(storage.join(job.output, SAMPLES_DIR))  # an older run's samples
 
 
@@ -87,15 +86,15 @@ def serve_finished(
     recorded versions are updated)."""
     from c4forge.clean import summary
 
-    existing = cs.read_existing(stats_path)
+    existing = clean_stats.read_existing(stats_path)
     if existing is None or job.overwrite:
         return False
-    if not cs.check_existing(existing, stats_path, config, inputs, False):
+    if not clean_stats.check_existing(existing, stats_path, config, inputs, False):
         return False
     update = input_digests.verify(job.output, existing, files)
-    work_root = storage.join(job.output, pg.WORK_DIR)
-    has_work = pg.is_clean_work(work_root)
-    if update is not None or has_work or co.own_debris(job.output, DEBRIS_OF):
+    work_root = storage.join(job.output, resume_state.WORK_DIR)
+    has_work = resume_state.is_clean_work(work_root)
+    if update is not None or has_work or clean_output.own_debris(job.output, DEBRIS_OF):
         with ownership.owned_output(job.output, "clean"):
             if update is not None:
                 input_digests.write_seen(job.output, files, update)
@@ -107,21 +106,21 @@ def serve_finished(
 
 def remove_debris(output: str, work_root: str | None) -> None:
     """A finished folder holds no debris: the temporary files of writes a killed run left
-    (``co.remove_own_debris``) and, when given, the ``_work/`` of a run killed after its
+    (``clean_output.remove_own_debris``) and, when given, the ``_work/`` of a run killed after its
     stats.json was written (``work_root``, proven a clean run's by its job record)."""
-    co.remove_own_debris(output, DEBRIS_OF)
+    clean_output.remove_own_debris(output, DEBRIS_OF)
     if work_root is not None:
-        pg.WorkDir(output).remove()
+        resume_state.WorkDir(output).remove()
 
 
 def start_work(
     engine: Any, job: CleanJob, files: list[InputFile], config: dict
-) -> tuple[pg.WorkDir, list[pg.Chunk]]:
+) -> tuple[resume_state.WorkDir, list[resume_state.Chunk]]:
     """The ``_work`` folder of this run and its chunks (continuing an interrupted run of the
     same job with ``--resume``; anything else removes an old ``_work`` first)."""
-    work = pg.WorkDir(job.output, pg.BEAM_DATA_SUFFIX)
-    chunk_files = pg.chunk_files_setting()
-    chunks = pg.plan_chunks(files, chunk_files)
+    work = resume_state.WorkDir(job.output, resume_state.BEAM_DATA_SUFFIX)
+    chunk_files = resume_state.chunk_files_setting()
+    chunks = resume_state.plan_chunks(files, chunk_files)
     record = {
         "engine": engine.name,
         "config": config,
@@ -151,7 +150,7 @@ def refuse_no_page(
     raw: dict,
     files: list[InputFile],
     shard_stats: list[dict],
-    work: pg.WorkDir,
+    work: resume_state.WorkDir,
     created: bool,
 ) -> None:
     """A run that read no page is an error (``clean.unreadable``): what it wrote (the empty
@@ -162,7 +161,7 @@ def refuse_no_page(
     try:
         check_some_page(raw, names)
     except C4ForgeError:
-        co.remove_files(job.output, [x["file"] for x in shard_stats])
+        clean_output.remove_files(job.output, [x["file"] for x in shard_stats])
         work.finish()
         if created and not storage.listdir(job.output):
             storage.rmtree(job.output)
@@ -182,14 +181,14 @@ def finish(
     """stats.json from the run's counters and shards (conservation checked), written last
     (after ``check_owner``: a run whose folder was taken over commits nothing); the shards of
     an earlier run that this one did not rewrite (``owned``: proven an earlier clean run's by
-    ``co.owned_shards``) removed."""
-    keys = co.output_keys({x["split"]: 1 for x in shard_stats}, job.spec.multilingual)
+    ``clean_output.owned_shards``) removed."""
+    keys = clean_output.output_keys({x["split"]: 1 for x in shard_stats}, job.spec.multilingual)
     counts = {s: sum(1 for x in shard_stats if x["split"] == s) for s in keys}
-    outputs = cs.outputs_block(shard_stats, counts)
+    outputs = clean_stats.outputs_block(shard_stats, counts)
     counters = counting.full_counters(raw, plan.accounts)
     written = {x["file"] for x in shard_stats}
-    co.remove_files(job.output, sorted(n for n in owned if n not in written))
-    stats = cs.make_stats(
+    clean_output.remove_files(job.output, sorted(n for n in owned if n not in written))
+    stats = clean_stats.make_stats(
         config,
         inputs,
         counters,
@@ -204,7 +203,7 @@ def finish(
             "the counters do not add up (a page was lost without a reason): "
             + "; ".join(stats["conservation_errors"])
         )
-    path, text = storage.join(job.output, cs.STATS_NAME), cs.stats_text(stats).encode()
+    path, text = storage.join(job.output, clean_stats.STATS_NAME), clean_stats.stats_text(stats).encode()
     job_driver.commit_last(job.output, lambda: storage.write_bytes(path, text))
     return stats
 
@@ -225,18 +224,18 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         files = engine.list_inputs(list(job.inputs), job.input_format)
         inputs = inputs_block(files)
         config = job.record()
-        stats_path = storage.join(job.output, cs.STATS_NAME)
+        stats_path = storage.join(job.output, clean_stats.STATS_NAME)
         if serve_finished(job, stats_path, config, inputs, files):
             return 0
         readers.check_inputs([f.path for f in files], job.input_format)
         created = not storage.exists(job.output)  # before the lock makes it
         held.enter_context(ownership.owned_output(job.output, "clean"))  # before any write here
-        existing = cs.read_existing(stats_path)
-        work_root = storage.join(job.output, pg.WORK_DIR)
-        has_work = pg.is_clean_work(work_root)
-        if cs.finished_run(job, stats_path, config, inputs, summary, verify(job, files)):
+        existing = clean_stats.read_existing(stats_path)
+        work_root = storage.join(job.output, resume_state.WORK_DIR)
+        has_work = resume_state.is_clean_work(work_root)
+        if clean_stats.finished_run(job, stats_path, config, inputs, summary, verify(job, files)):
             return 0  # finished by a run that held the folder until now
-        owned = co.owned_shards(job.output, existing, has_work)
+        owned = clean_output.owned_shards(job.output, existing, has_work)
         prepare_output(job)
         job_driver.log(
             job,
@@ -258,7 +257,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
                 raise user_error from None
             raise
         raw = dict(engine.counters())
-        resumed = raw.pop(pg.RESUME_NAMESPACE, {})
+        resumed = raw.pop(resume_state.RESUME_NAMESPACE, {})
         refuse_no_page(job, raw, files, shard_stats, work, created)
         job_driver.log_resume(
             job,
@@ -270,7 +269,7 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
 
             write_samples(job.output, engine.samples(), job.keep_samples)
         digests = input_digests.from_chunks(work, chunks)
-        inputs = {**inputs, cs.INPUT_FILES_KEY: input_digests.files_block(files, digests)}
+        inputs = {**inputs, clean_stats.INPUT_FILES_KEY: input_digests.files_block(files, digests)}
         input_digests.write_seen(job.output, files, digests)
         stats = finish(job, plan, config, inputs, shard_stats, raw, backend, owned)
         work.finish()

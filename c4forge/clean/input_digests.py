@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from c4forge.clean import resume_state as pg
+from c4forge.clean import resume_state
 from c4forge.clean.stats import INPUT_FILES_KEY
 from c4forge.errors import OutputExistsError
 from c4forge.io import storage
@@ -25,7 +25,7 @@ SEEN_NAME = ".c4forge-inputs.json"
 SEEN_FORMAT = "c4forge.clean.inputs"
 
 
-def from_chunks(work: pg.WorkDir, chunks: Sequence[pg.Chunk]) -> dict[str, str]:
+def from_chunks(work: resume_state.WorkDir, chunks: Sequence[resume_state.Chunk]) -> dict[str, str]:
     """path → sha256 of every input, from the chunks' records (an input whose record has none,
     one written before digests were recorded, is hashed now)."""
     digests: dict[str, str] = {}

@@ -137,7 +137,7 @@ def sorted_docs(docs: Iterable[OutDoc]) -> list[OutDoc]:
     return sorted(docs, key=doc_order)
 
 
-def write_shard(
+def write_document_shard(
     directory: str,
     split: str,
     index: int,
@@ -342,7 +342,7 @@ def write_run_shard(
     key, index, n = shard
     ordered = sorted(runs)
     merged = heapq.merge(*(read_batches(path) for path, _ in ordered), key=doc_order)
-    stats = write_shard(directory, key, index, n, (unpack_doc(d) for d in merged), fmt, True)
+    stats = write_document_shard(directory, key, index, n, (unpack_doc(d) for d in merged), fmt, True)
     expected = sum(m for _, m in ordered)
     if stats["documents"] != expected:
         from c4forge.errors import VerificationError
@@ -382,5 +382,5 @@ def write_shards(engine: Any, runs: Any, job: Any) -> list[dict]:
     write = functools.partial(write_run_shard, directory=job.output, fmt=job.format)
     stats = list(engine.collect(engine.group(parts, "output/write", write), "output/stats"))
     for key, index, n in empty_shards(stats, job.output_options):
-        stats.append(write_shard(job.output, key, index, n, [], job.format))
+        stats.append(write_document_shard(job.output, key, index, n, [], job.format))
     return stats

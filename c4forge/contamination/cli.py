@@ -35,14 +35,14 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from c4forge.contamination import report as cr
+    from c4forge.contamination import report
     from c4forge.errors import ConfigError
 
     if args.ngram < 1:
         raise ConfigError(f"--ngram must be >= 1, got {args.ngram}")
-    files = cr.corpus_files(list(args.corpus))
-    rep = cr.build_report(list(args.eval), args.ngram, files, progress=not args.quiet)
-    jpath, mpath = cr.write_report(rep, args.output)
+    files = report.corpus_files(list(args.corpus))
+    rep = report.build_report(list(args.eval), args.ngram, files, progress=not args.quiet)
+    jpath, mpath = report.write_report(rep, args.output)
     if not args.quiet:
         c = rep["corpus"]
         print(

@@ -69,12 +69,12 @@ def resolve_config(name: str) -> str:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from c4forge.experiments import runner
     from c4forge.experiments.schema import load
-    from c4forge.experiments.stages import build_plan
+    from c4forge.experiments.stages import experiment_plan
 
     exp = load(resolve_config(args.config))  # every check, before any work
     root = os.path.abspath(args.output)
     if args.check:
-        plan = build_plan(exp)
+        plan = experiment_plan(exp)
         kinds: dict[str, int] = {}
         for s in plan.stages:
             kinds[s.kind] = kinds.get(s.kind, 0) + 1
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     device, n_gpus = _devices(args.device)
     store = os.path.abspath(args.stages) if args.stages else os.path.join(root, "stages")
     if args.worker_runs is not None:
-        plan = build_plan(exp)
+        plan = experiment_plan(exp)
         runner.run_worker(store, plan, [int(x) for x in args.worker_runs.split(",")], device)
         return 0
     workers = args.workers or exp.workers

@@ -240,11 +240,11 @@ def run_experiment(
     n_gpus: int | None = None, threads: int | None = None, store: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     from c4forge.experiments.results import write_results
-    from c4forge.experiments.stages import build_plan
+    from c4forge.experiments.stages import experiment_plan
 
     start, cpu0 = time.perf_counter(), execute._cpu_seconds()  # noqa: SLF001
     store = store or os.path.join(root, "stages")
-    plan = build_plan(exp)
+    plan = experiment_plan(exp)
     write_plan(root, store, exp, plan)
     link_runs(root, store, exp, plan)
     done = sum(execute.is_done(store, s) for s in plan.stages)

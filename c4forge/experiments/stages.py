@@ -116,7 +116,7 @@ def _sample_digest() -> list[str]:
     return _file_digests([sample_path(n) for n in (DERIVED_WET, DOLMA_CC, C4_DOCS)])
 
 
-def build_plan(exp: Experiment) -> Plan:
+def experiment_plan(exp: Experiment) -> Plan:
     """Every stage of every arm × seed, deduplicated by key, in execution order."""
     order: dict[str, Stage] = {}
     digests: dict[Any, Any] = {}

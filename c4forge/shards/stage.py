@@ -154,7 +154,7 @@ def _given(item: tuple[Any, Run], count: Any) -> Iterator[tuple[Any, Run]]:
     yield item
 
 
-def write_shard(
+def write_built_shard(
     key: tuple[str, int, int], values: Iterable[Run], count: Any, *, build: ShardsBuild
 ) -> Iterator[str]:
     """One output shard from the merge of its runs (its progress record saved after it)."""
@@ -197,7 +197,7 @@ def run(
         else:
             keyed = [kr for u in units for kr in _keyed_runs(u, records[u], counts, skip)]
             built = engine.source("shards/runs", keyed, _given)
-    done = engine.group(built, "shards/write", functools.partial(write_shard, build=writer))
+    done = engine.group(built, "shards/write", functools.partial(write_built_shard, build=writer))
     engine.drain(done, "shards/write")
     engine.execute()
     return units
