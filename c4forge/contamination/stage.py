@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from c4forge.corpus.counting import Count, Flow
+from c4forge.corpus.stages import StageJob
 
 STAGE = "decontaminate"
 FLOW = Flow(
@@ -34,7 +35,7 @@ def decontaminate(doc: Any, count: Count, index: Any) -> Iterator[Any]:
     sample(count, STAGE, f"contaminated:{name}", doc.text, doc.url)
 
 
-def stage(job: Any) -> Any:
+def stage(job: StageJob) -> Any:
     """``--decontaminate``: after exact and near dedup, before language ID. The n-gram index
     is built once on the driver and travels with the plan (a broadcast resource)."""
     from c4forge.corpus.stages import BroadcastMapStage

@@ -161,3 +161,35 @@ class CorpusStage(Protocol):
 
 
 READ_STAGE = "wet"  # the read step's counter namespace, WARC input too (c4_rules.md §13)
+
+
+class StageJob(Protocol):
+    """What the stage modules' ``stage(job)`` read of a clean job to decide whether and how they
+    run (``clean.config.CleanJob`` is one; a recorded run's job, ``clean.plan.recorded_job``,
+    too). Declared here, below the stage rooms, so they name the seam without importing
+    ``clean``; a stage reading a new option adds it here and to ``CleanJob``."""
+
+    language: str
+    languages: Any  # the langid stage's target languages (variants may name several)
+    badwords_fraction: float | None
+    dedup: str | None
+    near_dedup: str
+    dedup_substrings: int
+    substrings_keep: str
+    decontaminate: tuple[str, ...]
+    input_format: str
+    max_record_bytes: int
+
+    @property
+    def spec(self) -> Any: ...  # the corpus variant's rules (``clean.variants.Variant``)
+
+    @property
+    def domains(self) -> Any: ...  # realnewslike's allowed domains (loaded once, cached)
+
+    @property
+    def benchmarks(self) -> Any: ...  # the decontaminate stage's n-gram index and its sources
+
+    @property
+    def url_list_files(self) -> tuple[str, ...]: ...  # webtextlike's URL lists
+
+    def minhash_params(self) -> Any: ...  # --near-dedup minhash's parameters

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from c4forge.corpus import drop_samples as ds
 from c4forge.corpus.counting import Count, Flow
 from c4forge.corpus.documents import Doc
+from c4forge.corpus.stages import StageJob
 from c4forge.io.storage import md5_hex
 
 STAGE = "dedup"
@@ -277,7 +278,7 @@ def apply_lines(
         yield doc._replace(text=text)
 
 
-def stage(job: Any) -> Any:
+def stage(job: StageJob) -> Any:
     """``--dedup spans`` (C4's default) or ``lines`` (TFDS 3.1.0); ``none``: no stage."""
     from c4forge.corpus.stages import JoinStage
 

@@ -39,6 +39,7 @@ import numpy as np
 from c4forge.corpus.counting import Count, Flow
 from c4forge.corpus.documents import Doc
 from c4forge.corpus.drop_samples import sample
+from c4forge.corpus.stages import StageJob
 from c4forge.errors import ConfigError
 
 STAGE = "near_dedup"
@@ -393,7 +394,7 @@ class NearDedupStage:
         return stars
 
 
-def stage(job: Any) -> NearDedupStage | None:
+def stage(job: StageJob) -> NearDedupStage | None:
     """``--near-dedup minhash``: after exact dedup, before decontamination and language ID."""
     if job.near_dedup != "minhash":
         return None

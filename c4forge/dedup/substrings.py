@@ -60,6 +60,7 @@ import numpy as np
 from c4forge.corpus import drop_samples as ds
 from c4forge.corpus.counting import Count, Flow
 from c4forge.corpus.documents import Doc
+from c4forge.corpus.stages import StageJob
 from c4forge.errors import ConfigError
 
 STAGE = "substrings"
@@ -434,9 +435,9 @@ def stages(n: int, keep: str, hot: int = HOT) -> tuple[Any, Any]:
     )
 
 
-def stage(job: Any) -> tuple[Any, ...]:
+def stage(job: StageJob) -> tuple[Any, ...]:
     """``--dedup-substrings N`` (> 0): after every other filter, before the split."""
-    n = getattr(job, "dedup_substrings", 0) or 0
+    n = job.dedup_substrings or 0
     if n <= 0:
         return ()
-    return stages(n, getattr(job, "substrings_keep", "none"))
+    return stages(n, job.substrings_keep)

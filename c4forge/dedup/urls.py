@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from c4forge.corpus.counting import Flow
 from c4forge.corpus.drop_samples import sample
+from c4forge.corpus.stages import StageJob
 
 if TYPE_CHECKING:
     from c4forge.corpus.counting import Count
@@ -71,7 +72,7 @@ def url_dedup(key: str, pages: Iterable[Any], count: Count) -> Iterator[Any]:
     yield choose_url_copy_counted(list(pages), count)
 
 
-def stage(job: Any) -> Any:
+def stage(job: StageJob) -> Any:
     """Every plan has it, between the page stages and ``clean``."""
     from c4forge.corpus.stages import GroupStage
 

@@ -13,6 +13,7 @@ from typing import Any
 from c4forge.corpus.counting import Count
 from c4forge.corpus.documents import Doc
 from c4forge.corpus.drop_samples import with_url
+from c4forge.corpus.stages import StageJob
 from c4forge.langid.langdetect_filter import STAGE
 
 
@@ -31,7 +32,7 @@ def cld3(doc: Doc, count: Count, *, languages: frozenset[str]) -> Iterator[Doc]:
         yield doc._replace(language=lang)
 
 
-def stage(job: Any) -> Any:
+def stage(job: StageJob) -> Any:
     from c4forge.corpus.stages import MapStage
 
     if job.spec.multilingual:

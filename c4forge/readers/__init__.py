@@ -10,6 +10,8 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
+from c4forge.corpus.stages import StageJob
+
 
 def read_input(
     path: str, count: Any, *, max_record_bytes: int, input_format: str
@@ -67,7 +69,7 @@ def check_inputs(paths: list[str], input_format: str) -> None:
                 raise ConfigError(f"{path} is a crawl WARC: {err}") from None
 
 
-def stage(job: Any) -> Any:
+def stage(job: StageJob) -> Any:
     """The read step of ``job``'s plan: ``(path, count) -> pages``."""
     return functools.partial(
         read_input, max_record_bytes=job.max_record_bytes, input_format=job.input_format

@@ -27,6 +27,7 @@ from typing import Any
 from c4forge.corpus import drop_samples as ds
 from c4forge.corpus.counting import Count, Flow
 from c4forge.corpus.documents import Doc
+from c4forge.corpus.stages import StageJob
 from c4forge.errors import ConfigError, VerificationError
 
 STAGE = "badwords"
@@ -248,7 +249,7 @@ def badwords_by_language(doc: Doc, count: Count, *, fraction: float) -> Iterator
         yield doc
 
 
-def stage(job: Any) -> Any:
+def stage(job: StageJob) -> Any:
     """After language ID; none for variants that keep every page (``en.noblocklist``)."""
     import functools
 

@@ -21,6 +21,7 @@ from typing import Any
 from c4forge.corpus import drop_samples as ds
 from c4forge.corpus.counting import Count, Flow
 from c4forge.corpus.documents import Doc
+from c4forge.corpus.stages import StageJob
 from c4forge.rules.sentences import split_sentences
 
 STAGE = "clean"
@@ -210,7 +211,7 @@ def length_stage(job: Any) -> Any:
     return MapStage(LENGTH_STAGE, length, flow=LENGTH_FLOW)
 
 
-def stage(job: Any) -> Any:
+def stage(job: StageJob) -> Any:
     """The page → document slot: the rules, or (``en.noclean``, ``multilingual``) the page
     unchanged, then not a funnel stage (``flow=None``)."""
     from c4forge.corpus.stages import MapStage

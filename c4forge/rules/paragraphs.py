@@ -15,6 +15,7 @@ from typing import Any
 from c4forge.corpus import drop_samples as ds
 from c4forge.corpus.counting import Count, Flow
 from c4forge.corpus.documents import Doc
+from c4forge.corpus.stages import StageJob
 
 STAGE = "paragraph"
 REASONS: tuple[str, ...] = ("too_few_paragraphs", "passed")
@@ -46,7 +47,7 @@ def paragraph(doc: Doc, count: Count) -> Iterator[Doc]:
         yield doc
 
 
-def stage(job: Any) -> Any:
+def stage(job: StageJob) -> Any:
     """``--variant multilingual``: a document stage after ``clean`` (which keeps the page as
     it is there)."""
     from c4forge.corpus.stages import MapStage

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from c4forge.corpus.counting import Count, Flow
+from c4forge.corpus.stages import StageJob
 from c4forge.errors import ConfigError, InputError
 
 STAGE = "realnews"
@@ -177,7 +178,7 @@ def realnews(page: Any, count: Count, *, domains: DomainList) -> Iterator[Any]:
         yield page
 
 
-def stage(job: Any) -> Any:
+def stage(job: StageJob) -> Any:
     """``--variant realnewslike`` only: a page stage after ``length``."""
     import functools
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from c4forge.corpus.counting import Count, Flow
 from c4forge.corpus.documents import Doc
+from c4forge.corpus.stages import StageJob
 
 STAGE = "split"
 SPLITS = ("train", "validation")  # C4's splits: every other module reads them from here
@@ -60,7 +61,7 @@ def split_by_language(doc: Doc, count: Count) -> Iterator[tuple[str, Any]]:
     yield release_split_name(name, doc.language), make_out_doc(doc.url, doc.text, doc.timestamp)
 
 
-def stage(job: Any) -> Any:
+def stage(job: StageJob) -> Any:
     from c4forge.corpus.stages import MapStage
 
     return MapStage(STAGE, split_by_language if job.spec.multilingual else split, flow=FLOW)

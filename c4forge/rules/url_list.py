@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from c4forge.corpus.counting import Count, Flow
 from c4forge.corpus.documents import Doc
+from c4forge.corpus.stages import StageJob
 from c4forge.corpus.urls import normalize_url
 from c4forge.errors import InputError
 from c4forge.readers.gzip_stream import DecodedStream
@@ -211,7 +212,7 @@ def join_listed(key: str, locs: Iterable[Any], listed: Iterable[int], count: Cou
         yield kept
 
 
-def stage(job: Any) -> Any:
+def stage(job: StageJob) -> Any:
     """``--variant webtextlike``: the first document stage (the join decides on the normalized
     URL alone, as the reference does)."""
     from c4forge.corpus.stages import ListJoinStage
