@@ -161,9 +161,21 @@ def setup(opts: TrainOptions) -> Setup:
         log_window = state.get("log_window")
     net = wrap_model(opts.compile, info, dev, data, choice, model, check)
     s = Setup(
-        opts, info, dev, resume, data, data.fam, traj, net, optimizer, schedule,
-        start_step, nonpad_tokens, log_window, threads,
-    )  # fmt: skip
+        opts=opts,
+        info=info,
+        dev=dev,
+        resume=resume,
+        data=data,
+        fam=data.fam,
+        traj=traj,
+        net=net,
+        optimizer=optimizer,
+        schedule=schedule,
+        start_step=start_step,
+        nonpad_tokens=nonpad_tokens,
+        log_window=log_window,
+        threads=threads,
+    )
     if info.is_main:
         note = schedule_note(traj.optimizer, traj.schedule)
         lines = startup_lines(s) + ([f"c4forge train: {note}"] if note else [])
@@ -229,9 +241,15 @@ def run(s: Setup, hooks: Sequence[StepHook] = ()) -> RunSummary:
     if main and o.progress:
         bar = progress(total=o.steps, initial=s.start_step, unit="step", desc="train")
     log_window = WindowLogger(
-        s.fam, s.info, s.traj.batch_size, s.net.row_tokens, s.net.flops, s.dev.peak_flops,
-        s.schedule, xla=s.dev.kind == "xla",
-    )  # fmt: skip
+        fam=s.fam,
+        info=s.info,
+        batch_size=s.traj.batch_size,
+        row_tokens=s.net.row_tokens,
+        flops=s.net.flops,
+        peak_flops=s.dev.peak_flops,
+        lr_at=s.schedule,
+        xla=s.dev.kind == "xla",
+    )
     window = LogWindow.empty(len(s.fam.parts), len(s.fam.stats), s.dev.device, s.start_step)
     last = LastFigures(nonpad_total=s.nonpad_tokens)
     if s.log_window is not None:  # resumed between two logs: the next log averages them all
@@ -387,13 +405,25 @@ def save(s: Setup, step: int, nonpad: int, log_window: dict[str, Any] | None) ->
     path = None
     if s.main:
         state = ckpt.trainer_state(
-            step, s.traj.batch_size, s.net.row_tokens, nonpad, s.traj.to_dict(), s.opts.steps,
-            s.schedule(max(step, 1)), run_config(s), log_window,
-        )  # fmt: skip
+            step=step,
+            batch_size=s.traj.batch_size,
+            row_tokens=s.net.row_tokens,
+            nonpad_tokens=nonpad,
+            training=s.traj.to_dict(),
+            total_steps=s.opts.steps,
+            lr_now=s.schedule(max(step, 1)),
+            config=run_config(s),
+            log_window=log_window,
+        )
         path = ckpt.save_checkpoint(
-            s.opts.output, step, s.net.model, s.optimizer, state, s.net.cfg.to_dict(),
+            s.opts.output,
+            step,
+            model=s.net.model,
+            optimizer=s.optimizer,
+            trainer_state=state,
+            model_config=s.net.cfg.to_dict(),
             keep=s.opts.keep_checkpoints,
-        )  # fmt: skip
+        )
     dist.barrier(s.info)
     return path
 
