@@ -376,45 +376,55 @@ def _decide_single(places: Iterable[bytes], count: Count, keep: str) -> Iterator
             yield (chunk, record), np.array([offset], dtype=_OFFSET).tobytes()
 
 
-def _anchored(place: bytes, skip: int) -> tuple[tuple, list[tuple[tuple, int]]]:
-    """One anchor occurrence → ``((owner, chunk, record), [((offset from anchor, digest),
-    start)…])``: its windows, keyed as the group compares them."""
-    chunk, record, p, first = _ANCHOR.unpack_from(place, skip)
-    body = place[skip + _ANCHOR.size :]
-    size = ANCHORED_BYTES
-    windows = [((first + i - p, body[i * size : (i + 1) * size]), first + i) for i in range(len(body) // size)]
-    return (place[:skip], chunk, record), windows
-
-
 def _decide_anchor(places: Iterable[bytes], count: Count, keep: str) -> Iterator:
-    """All windows anchored at one (not hot) hash: per (offset from anchor, digest) its count
-    (and with ``first`` its smallest place), then each occurrence's struck windows. At most
-    ``HOT`` occurrences of at most w windows each: the memory bound of a group."""
+    """All windows anchored at one (not hot) hash, compared as ``(distance to the anchor,
+    digest)`` in one sort: a run of equal keys of ≥ 2 windows is a repeated window, all of
+    it struck (``none``) or all but its first in ``(md5(url), chunk, record, start)`` order
+    (``first``). At most ``HOT`` occurrences of at most w windows each: the memory bound of
+    a group. Vectorised per group, not per window: a group holds ≈ w/2 windows per place."""
     skip = _MD5 if keep == "first" else 0
-    seen: dict[tuple, int] = {}
-    owners: dict[tuple, tuple] = {}
-    for place in places:
-        doc, windows = _anchored(place, skip)
-        for window, s in windows:
-            seen[window] = seen.get(window, 0) + 1
-            if skip:
-                at = (*doc, s)
-                best = owners.get(window)
-                if best is None or at < best:
-                    owners[window] = at
-    repeated = sum(1 for n in seen.values() if n >= 2)
+    places = list(places)
+    heads = [_ANCHOR.unpack_from(place, skip) for place in places]  # chunk, record, p, first
+    bodies = [place[skip + _ANCHOR.size :] for place in places]
+    sizes = np.array([len(body) // ANCHORED_BYTES for body in bodies], dtype=np.int64)
+    digests = np.frombuffer(b"".join(bodies), dtype=">u4").reshape(-1, 3).astype(_U64)
+    place_of = np.repeat(np.arange(len(places)), sizes)
+    begin = np.cumsum(sizes) - sizes
+    firsts = np.array([head[3] for head in heads], dtype=np.int64)
+    anchors = np.array([head[2] for head in heads], dtype=np.int64)
+    start = firsts[place_of] + np.arange(len(place_of)) - begin[place_of]
+    distance = (anchors[place_of] - start).astype(_U64)  # < w: the window's start before its anchor
+    key0 = (distance << _U64(32)) | digests[:, 0]
+    key1 = (digests[:, 1] << _U64(32)) | digests[:, 2]
+    if skip:  # the owner's order: (md5(url), chunk, record), then the window's start
+        docs = sorted(range(len(places)), key=lambda i: (places[i][:skip], heads[i][:2]))
+        rank = np.empty(len(places), dtype=np.int64)
+        rank[docs] = np.arange(len(places))
+        order = np.lexsort((start, rank[place_of], key1, key0))
+    else:
+        order = np.lexsort((key1, key0))
+    k0, k1 = key0[order], key1[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (k0[1:] != k0[:-1]) | (k1[1:] != k1[:-1])
+    run = np.cumsum(new) - 1
+    size = np.bincount(run)
+    repeated = int(np.count_nonzero(size >= 2))
     if not repeated:
         return
     count(STAGE, "repeated_windows", repeated)
-    for place in places:
-        doc, windows = _anchored(place, skip)
-        struck = [
-            s
-            for window, s in windows
-            if seen[window] >= 2 and not (skip and owners[window] == (*doc, s))
-        ]
-        if struck:
-            yield doc[1:], np.array(struck, dtype=_OFFSET).tobytes()
+    hit = size[run] >= 2
+    if skip:
+        hit &= ~new
+    struck = np.zeros(len(order), dtype=bool)
+    struck[order] = hit
+    which = place_of[struck]
+    starts = start[struck].astype(_OFFSET)
+    cuts = np.flatnonzero(which[1:] != which[:-1]) + 1
+    data = starts.tobytes()
+    bounds = [0, *(cuts * _OFFSET.itemsize).tolist(), len(data)]
+    owners = which[np.concatenate([[0], cuts])].tolist()
+    for i, lo, hi in zip(owners, bounds[:-1], bounds[1:], strict=True):
+        yield heads[i][:2], data[lo:hi]
 
 
 def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
@@ -422,10 +432,9 @@ def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
     the module's character and line rules; ``(None, …)`` when no line is left. Also returns
     the bytes struck (of the removed characters, after widening; line breaks never count)."""
     raw, data = _bytes_of(text)
-    starts = np.unique(np.asarray(offsets, dtype=np.int64))
-    diff = np.zeros(len(raw) + 1, dtype=np.int64)
-    np.add.at(diff, starts, 1)
-    np.add.at(diff, np.minimum(starts + n, len(raw)), -1)
+    starts = np.asarray(offsets, dtype=np.int64)  # repeats add up in ``diff``: no unique needed
+    size = len(raw) + 1
+    diff = np.bincount(starts, minlength=size) - np.bincount(np.minimum(starts + n, len(raw)), minlength=size)
     struck = np.cumsum(diff[:-1]) > 0
     char_of = np.cumsum((data & 0xC0) != 0x80) - 1  # the character of each byte
     removed = np.zeros(len(text), dtype=bool)
@@ -434,18 +443,16 @@ def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
     struck_bytes = int(np.count_nonzero(removed[char_of]))
     if not struck_bytes:
         return text, 0
-    lines: list[str] = []
-    start = 0
-    for line in text.split("\n"):
-        end = start + len(line)
-        gone = removed[start:end]
-        if gone.any():
-            line = "".join(line[i] for i in np.flatnonzero(~gone).tolist()).strip()
-            if not line:
-                start = end + 1
-                continue
-        lines.append(line)
-        start = end + 1
+    # The kept characters in one vector step (code points as UTF-32), then per line: a line
+    # that lost a character (its line breaks are all kept, so the lines stay aligned) is
+    # stripped and dropped when left empty.
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    breaks = codes == 0x0A
+    touched = np.zeros(int(np.count_nonzero(breaks)) + 1, dtype=bool)
+    touched[(np.cumsum(breaks) - breaks)[removed]] = True
+    kept = codes[~removed].tobytes().decode("utf-32-le").split("\n")
+    lines = [line.strip() if hit else line for line, hit in zip(kept, touched.tolist(), strict=True)]
+    lines = [line for line, hit in zip(lines, touched.tolist(), strict=True) if line or not hit]
     return ("\n".join(lines) if any(lines) else None), struck_bytes
 
 
@@ -453,9 +460,9 @@ def apply_strikes(
     loc: tuple, doc: Doc, decisions: Iterable[bytes], count: Count, *, n: int
 ) -> Iterator[Doc]:
     """The document with its struck windows removed (``decisions``: packed starts)."""
-    found = [np.frombuffer(d, dtype=_OFFSET) for d in decisions]
+    found = b"".join(decisions)
     doc = doc._replace(marks=None)
-    text, struck_bytes = strike(doc.text, np.concatenate(found), n) if found else (doc.text, 0)
+    text, struck_bytes = strike(doc.text, np.frombuffer(found, dtype=_OFFSET), n) if found else (doc.text, 0)
     if not struck_bytes:
         count(STAGE, "passed")
         yield doc
