@@ -24,11 +24,13 @@ worker holds one document or one key's occurrences, on every engine:
    window of k-grams per N-byte window), and the *marked* positions (a k-gram equal to the
    minimum of a window that contains it). Per distinct marked hash, ``(hash, (loc, count))``;
    a hash marked at ≥ 2 positions corpus-wide is a *candidate*, sent back to its documents.
-2. ``substrings``: per document, every N-byte window whose minimum is a candidate is hashed
-   (blake2b-128 of its bytes); the windows anchored at one position (the leftmost minimum of
-   each) travel as one item keyed by the anchor's hash, or, for a hot hash (marked more than
-   ``HOT`` times), one item per window keyed by its digest. A window counted ≥ 2 times is
-   repeated: its struck occurrences go back to their documents, which apply them.
+2. ``substrings``: per document, every N-byte window whose minimum is a candidate is hashed;
+   the windows anchored at one position (the leftmost minimum of each) travel as one item
+   keyed by the anchor's hash with their 96-bit digests (``window_digests``: three
+   polynomial hashes modulo primes, vectorised per document), or, for a hot hash (marked
+   more than ``HOT`` times), one item per window keyed by its blake2b-128. A window counted
+   ≥ 2 times is repeated (one sort per anchor group): its struck occurrences go back to
+   their documents, which apply them.
 
 Exactness: two occurrences of one N-byte window have the same k-gram hashes, hence the same
 minimum m, and each has a marked position of hash m (the window's own leftmost minimum), at
@@ -39,9 +41,14 @@ offset from their anchors; or the same digest): every occurrence of every repeat
 counted there, and step 2 sees only whole occurrence lists. A k-gram hash collision only adds
 candidates (work, never a wrong strike). A wrong strike needs two different windows with equal digests
 where they are compared: hot windows are keyed by blake2b-128 (≤ M²/2¹²⁹ for M distinct
-ones), anchored windows are compared only within one anchor hash and one offset from it, by
-blake2b-64, among at most ``HOT`` occurrences (≤ HOT·M/2⁶⁵ over M distinct windows). For
-M = 10¹², more windows than C4 has bytes, that is ≈ 1·10⁻⁴ for the whole corpus.
+ones); anchored windows are compared only within one anchor hash and one offset from it,
+among at most ``HOT`` occurrences (≤ HOT·M/2 pairs over M distinct windows), by three
+polynomial hashes modulo primes p > 4.29·10⁹ with bases drawn at random: two different
+windows differ by a nonzero polynomial of degree < N in the base, which has < N roots mod
+p, so they collide with probability < (N/p)³ (a bound for text not chosen knowing the
+bases; unlike a hash modulo 2⁶⁴, whose Thue–Morse collisions hold for every base). For
+M = 10¹² (more windows than C4 has bytes) and N = 100 that is < HOT·M/2·(N/p)³ ≈ 3·10⁻⁸
+for the whole corpus (≈ 3·10⁻⁵ at N = 1,000).
 
 Memory per worker: one document, one hot window's occurrences (streamed) or one anchor's
 (≤ ``HOT`` × w windows), whatever the corpus size.
