@@ -251,6 +251,12 @@ def test_window_digests_are_the_polynomial_hashes_equal_only_for_equal_windows()
             assert by_digest.setdefault(digest, window) == window  # no collision here
         assert len(by_digest) == len(set(windows))
         assert len(sub.window_digests(data, starts, n).tobytes()) == len(starts) * sub.ANCHORED_BYTES
+    # a document past the length below which unreduced terms are summed (the terms reduced
+    # mod p first): a window's digest is still the one it has anywhere else
+    big = rng.integers(0, 256, sub._NO_MOD + 300).astype(np.uint8)
+    starts = np.array([0, sub._NO_MOD - 7, sub._NO_MOD + 200])
+    want = [sub.window_digests(big[s : s + 100], np.array([0]), 100).tolist()[0] for s in starts]
+    assert sub.window_digests(big, starts, 100).tolist() == want
 
 
 def test_window_digests_separate_the_thue_morse_pair() -> None:
