@@ -339,6 +339,28 @@ def test_spark_workers_killed_writes_failed_and_duplicate_attempts(
 
 
 @pytest.mark.slow
+def test_spark_retries_spent_is_one_line_then_resume_finishes(reference, tmp_path: Path) -> None:
+    """Every attempt of the task writing the train shard is killed: Spark gives up on it
+    (``local[2,4]``: four attempts) and the run ends with one line naming the task and saying
+    how to go on, not Spark's stack traces; ``--resume`` then finishes with the same bytes."""
+    pytest.importorskip("pyspark")
+    out = tmp_path / "out"
+    failed = clean(
+        out, "--engine", "spark", "--master", "local[2]",
+        C4FORGE_FAULT="c4-train*:kill:always", timeout=600,
+    )  # fmt: skip
+    assert failed.returncode == 2, failed.stderr[-3000:]
+    last = failed.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in failed.stderr
+    assert last.startswith("c4forge clean: error: Spark task "), last
+    assert "failed 4 time(s)" in last and "--resume" in last, last
+    assert not (out / "stats.json").exists()
+    resumed = clean(out, "--engine", "spark", "--master", "local[2]", "--resume", timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert outputs(out) == reference
+
+
+@pytest.mark.slow
 def test_spark_speculative_copy_of_a_straggler_leaves_the_same_bytes(reference, tmp_path: Path):
     """Real speculation (``spark.speculation=true``) on a standalone cluster whose two workers
     are two hosts to Spark (127.0.0.1 and 127.0.0.2: Spark never speculates on a local master,

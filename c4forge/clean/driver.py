@@ -211,7 +211,6 @@ def finish(
 def run_clean(job: CleanJob, engine: Any = None) -> int:
     """Run ``job`` on ``engine`` (default: the job's own engine, closed at the end)."""
     from c4forge.clean import summary
-    from c4forge.engines.errors import user_error_from
 
     started = time.monotonic()
     if engine is None:  # a bad output fails before the engine starts
@@ -247,15 +246,8 @@ def run_clean(job: CleanJob, engine: Any = None) -> int:
         plan = build_plan(job)
         backend = langdetect_backend(plan)
         work, chunks = start_work(engine, job, files, config)
-        try:
-            shard_stats = passes.run_plan(engine, plan, files, job, chunks)
-        except C4ForgeError:
-            raise
-        except Exception as err:  # a worker's c4forge error inside the engine's own wrapping
-            user_error = user_error_from(err)
-            if user_error is not None:
-                raise user_error from None
-            raise
+        # an engine's failure leaves as the c4forge error behind it (job_driver.job_engine)
+        shard_stats = passes.run_plan(engine, plan, files, job, chunks)
         raw = dict(engine.counters())
         resumed = raw.pop(resume_state.RESUME_NAMESPACE, {})
         refuse_no_page(job, raw, files, shard_stats, work, created)

@@ -10,6 +10,12 @@ from c4forge.errors import C4ForgeError
 
 _BEAM_SUFFIX = re.compile(r"\s*\[while running '[^']*'\]\s*$")
 _REMOTE_ERROR = re.compile(r"c4forge\.errors\.(\w+): (.+)")
+# Spark gave up on a task: "Task 2 in stage 16.0 failed 4 times, most recent failure: Lost task
+# 2.3 in stage 16.0 (TID 46) (host executor driver): org.apache.spark.SparkException: <why>"
+_SPARK_TASK_FAILED = re.compile(
+    r"Task (\S+) in stage (\S+) failed (\d+) times?, most recent failure: [^:]*: "
+    r"(?:[\w.$]+(?:Exception|Error): )?([^\n]*)"
+)
 
 
 def user_error_from(err: BaseException) -> C4ForgeError | None:
@@ -32,4 +38,12 @@ def user_error_from(err: BaseException) -> C4ForgeError | None:
         cls = getattr(errors, name, None)
         if isinstance(cls, type) and issubclass(cls, C4ForgeError):
             return cls(_BEAM_SUFFIX.sub("", message.strip()))
+    spent = _SPARK_TASK_FAILED.search(str(err))
+    if spent:  # every attempt of a task failed without a c4forge error (its worker died)
+        task, stage, attempts, why = spent.groups()
+        why = why.split(". ")[0].strip().rstrip(".")
+        return errors.TaskFailedError(
+            f"Spark task {task} of stage {stage} failed {attempts} time(s), the last: {why} "
+            "(killed, out of memory?); the finished work is kept: rerun with --resume"
+        )
     return None

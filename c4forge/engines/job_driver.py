@@ -64,16 +64,36 @@ def job_engine(
     job: J, engine: Any, pick: Callable[[J], tuple[J, str]]
 ) -> Iterator[tuple[J, Any, str]]:
     """``(job, engine, why)`` for the run: ``engine`` as given (the caller's, left open), or
-    the job's own, chosen by ``pick``, built, and closed when the run ends, however it ends."""
+    the job's own, chosen by ``pick``, built, and closed when the run ends, however it ends.
+    A failure inside the engine's own wrapping (a worker's c4forge error, a task whose every
+    attempt failed) leaves as the c4forge error behind it (``engines.errors``): one line."""
     if engine is not None:
-        yield job, engine, ""
+        with _user_errors():
+            yield job, engine, ""
         return
     job, why = pick(job)
     own = make_engine(job)
     try:
-        yield job, own, why
+        with _user_errors():
+            yield job, own, why
     finally:
         own.close()
+
+
+@contextlib.contextmanager
+def _user_errors() -> Iterator[None]:
+    from c4forge.engines.errors import user_error_from
+    from c4forge.errors import C4ForgeError
+
+    try:
+        yield
+    except C4ForgeError:
+        raise
+    except Exception as err:
+        user_error = user_error_from(err)
+        if user_error is not None:
+            raise user_error from None
+        raise
 
 
 def engine_label(engine: Any, why: str) -> str:
