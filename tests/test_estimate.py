@@ -128,8 +128,15 @@ def test_projected_peak_grows_with_the_files_and_pages_beyond_the_cut() -> None:
     plateau = project_peak(cuts, files=4, pages=4 * VOLUME_PLATEAU_PAGES, **kw)["volume"]
     assert plateau == grown[2]  # a worker past the plateau grows no more
     big = project_peak(cuts, files=32, pages=1_000_000, **{**kw, "largest": 80_000_000})
-    assert big["total"] == sum(big[k] for k in ("measured", "chunk", "files", "volume"))
-    assert big["chunk"] > 0
+    assert big["total"] == sum(
+        big[k] for k in ("measured", "chunk", "files", "buckets", "volume")
+    )
+    assert big["chunk"] > 0 and big["buckets"] == 0  # no shuffle measured: no bucket growth
+    # a shuffle of 500 bytes a page: 16 buckets of 0.75 MB at the cut, capped at 4 MiB
+    from c4forge.engines.local import BUCKET_BYTES
+
+    shuffled = project_peak(cuts, files=4, pages=1_000_000, shuffle_per_page=500.0, **kw)
+    assert shuffled["buckets"] == 2 * 5 * (BUCKET_BYTES - 500.0 * 24_000 / 16)
 
 
 def test_estimate_of_copies_grows_with_their_number(tmp_path: Path) -> None:
@@ -151,6 +158,7 @@ def test_estimate_of_copies_grows_with_their_number(tmp_path: Path) -> None:
     assert one["memory_parts_gib"]["files"] == one["memory_parts_gib"]["volume"] == 0
     assert [c["files"] for c in six["memory_cuts"]] == [4, 4]
     assert six["memory_parts_gib"]["files"] > 0 and six["memory_parts_gib"]["volume"] > 0
+    assert six["memory_parts_gib"]["buckets"] >= 0
     assert six["pages"] == 6 * one["pages"]
     parts = six["memory_parts_gib"]
     assert six["peak_memory_gib"] > parts["measured"]

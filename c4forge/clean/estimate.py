@@ -27,7 +27,15 @@ benchmark: 4 MB cuts 0.50 GB, 32 MB cuts 0.60 GB, whole 80 MB files 0.79 GB). Th
 also has larger shuffle buckets and sorted runs, so the slope covers their growth up to full
 size (``BUCKET_BYTES``, ``RUN_DOCS``) too. A cut's size is the most it took from one file
 (a worker holds one chunk); a file smaller than the sample is whole in both cuts, which then
-measure no slope (``memory_slope``). Only ``OUT/estimate.json`` is written.
+measure no slope (``memory_slope``).
+
+What the sample's files cannot show is added (``project_peak``): the output writers merge one
+sorted run per input file (their buffers grow with the file count), a shuffle's buckets grow
+with the pages up to the engine's cap, and a worker's peak rises with the pages it goes
+through, to a plateau (measured: 16 files of the 100k-page corpus
+peaked 0.11 GiB above 4 of them, each file the same size). Every peak is in GiB (2**30 bytes)
+and named so; ``peak_memory_gb`` is the same peak in decimal GB, under format 1's name.
+Only ``OUT/estimate.json`` is written.
 """
 
 from __future__ import annotations
@@ -59,10 +67,11 @@ DEFAULT_PEAK_PER_CHUNK_BYTE = 0.10 * 2**30 / 28e6
 # §11) it no longer grew. A linear ramp to a plateau: up to ``VOLUME_GROWTH_BYTES`` per worker,
 # reached at ``VOLUME_PLATEAU_PAGES`` pages per worker; the sample's own share is subtracted
 # (it was measured).
-VOLUME_GROWTH_BYTES = int(0.073 * 2**30)
+VOLUME_GROWTH_BYTES = int(0.044 * 2**30)
 VOLUME_PLATEAU_PAGES = 50_000
 # A packed document in memory beyond its compressed text: the tuple, the URL and md5 strings.
 DOC_OVERHEAD_BYTES = 200
+BUCKET_MEMORY = 5  # a reducing worker holds ~5× its bucket's pickled bytes (engines/local.py)
 
 
 class Cut(NamedTuple):
@@ -123,9 +132,18 @@ class MemoryCut(NamedTuple):
     driver: int
 
 
+def bucket_bytes(shuffled: float) -> float:
+    """Pickled bytes of one bucket of a shuffle of ``shuffled`` bytes on the local engine: the
+    bucket count follows the bytes (``BUCKET_BYTES`` each, at least ``MIN_BUCKETS``), so a
+    bucket grows with the input until it reaches ``BUCKET_BYTES``."""
+    from c4forge.engines.local import BUCKET_BYTES, MIN_BUCKETS
+
+    return min(float(BUCKET_BYTES), shuffled / MIN_BUCKETS)
+
+
 def project_peak(
     cuts: list[MemoryCut], *, largest: int, files: int, pages: float, workers: int,
-    doc_bytes: float,
+    doc_bytes: float, shuffle_per_page: float = 0.0,
 ) -> dict[str, float]:
     """The peak PSS of the whole run's process tree (bytes), from the memory runs, as the sum of
     what was measured and three terms for what the sample cannot hold:
@@ -135,9 +153,11 @@ def project_peak(
     * ``files``: each shard's writer merges one sorted run per chunk, holding ``RUN_BATCH``
       packed documents of each (``clean.output.write_run_shard``), so with W workers writing
       at once the output write grows with the number of input files;
-    * ``volume``: a worker's peak rises with the pages it has gone through, to a plateau
-      (``volume_growth``), measured on the scale benchmark: what grows with the input beyond
-      one chunk and one file count.
+    * ``buckets``: a reducing worker holds one bucket of the largest shuffle
+      (``shuffle_per_page``: its pickled bytes per page), whose size grows with the pages
+      until the engine's cap (``bucket_bytes``);
+    * ``volume``: beyond these, a worker's peak rises with the pages it has gone through, to
+      a plateau (``volume_growth``), measured on the scale benchmark.
 
     Each term counts only what the whole input has beyond the largest cut, so an input that
     fits in the sample is its measured peak."""
@@ -149,6 +169,10 @@ def project_peak(
     )
     per_run = RUN_BATCH * (doc_bytes + DOC_OVERHEAD_BYTES)
     files_term = min(workers, max(files, 1)) * per_run * max(0, files - big.files)
+    buckets = workers * BUCKET_MEMORY * max(
+        0.0,
+        bucket_bytes(shuffle_per_page * pages) - bucket_bytes(shuffle_per_page * big.pages),
+    )
     volume = workers * max(
         0.0, volume_growth(pages / workers) - volume_growth(big.pages / workers)
     )
@@ -157,8 +181,9 @@ def project_peak(
         "driver": float(big.driver),
         "chunk": float(chunk),
         "files": float(files_term),
+        "buckets": float(buckets),
         "volume": float(volume),
-        "total": float(big.peak + chunk + files_term + volume),
+        "total": float(big.peak + chunk + files_term + buckets + volume),
     }
 
 
@@ -279,13 +304,15 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
         parts = project_peak(
             memory_cuts, largest=largest, files=len(files), pages=pages * scale,
             workers=workers, doc_bytes=doc_bytes,
+            shuffle_per_page=max(engine.shuffle_bytes.values(), default=0) / max(pages, 1),
         )  # fmt: skip
         projected = parts["total"]
         by_workers = {str(workers): projected}
         method = (
             "PSS of the local engine's process tree on two cuts of the sample, extrapolated "
             "linearly to the largest input file, plus the output writers' buffers per input "
-            "file and the growth of a worker with the pages it goes through"
+            "file, the shuffle buckets' growth and a worker's growth with the pages it goes "
+            "through"
         )
     per_k = 1000.0 / max(pages, 1)
     stages = {}
