@@ -157,8 +157,15 @@ def test_estimate_of_copies_grows_with_their_number(tmp_path: Path) -> None:
     one, six = runs[1], runs[6]
     assert one["memory_parts_gib"]["files"] == one["memory_parts_gib"]["volume"] == 0
     assert [c["files"] for c in six["memory_cuts"]] == [4, 4]
-    assert six["memory_parts_gib"]["files"] > 0 and six["memory_parts_gib"]["volume"] > 0
-    assert six["memory_parts_gib"]["buckets"] >= 0
+    assert six["memory_parts_gib"]["files"] > 0 and six["memory_parts_gib"]["buckets"] >= 0
+    # the pages of six files, two workers, beyond the cut's pages of four: the model's ramp
+    from c4forge.clean.estimate import volume_growth
+
+    cut_pages = six["memory_cuts"][-1]["pages"]
+    ramp = 2 * (volume_growth(six["pages"] / 2) - volume_growth(cut_pages / 2)) / 2**30
+    assert six["memory_parts_gib"]["volume"] > 0
+    assert abs(six["memory_parts_gib"]["volume"] - ramp) <= 1e-4
+    assert 0 < six["memory_cuts"][-1]["driver_gib"] < six["memory_cuts"][-1]["tree_gib"]
     assert six["pages"] == 6 * one["pages"]
     parts = six["memory_parts_gib"]
     assert six["peak_memory_gib"] > parts["measured"]

@@ -364,7 +364,7 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
                 )
             ],
             "memory_gib_per_chunk_mb": round(per_mb / 2**30, 5),
-            "memory_parts_gib": {k: _gib(v, 3) for k, v in parts.items()},
+            "memory_parts_gib": {k: _gib(v, 4) for k, v in parts.items()},
             "wall_hours": {
                 str(w): round(cpu_hours / min(w, max(len(files), 1)), 3) for w in CRAWL_WORKERS
             },
