@@ -32,8 +32,8 @@ measure no slope (``memory_slope``).
 What the sample's files cannot show is added (``project_peak``): the output writers merge one
 sorted run per input file (their buffers grow with the file count), a shuffle's buckets grow
 with the pages up to the engine's cap, and a worker's peak rises with the pages it goes
-through, to a plateau (measured: 16 files of the 100k-page corpus
-peaked 0.11 GiB above 4 of them, each file the same size). Every peak is in GiB (2**30 bytes)
+through, to a plateau (measured: 16 files of the 100k-page corpus peaked 0.05–0.16 GiB
+above 4 of them, each file the same size). Every peak is in GiB (2**30 bytes)
 and named so; ``peak_memory_gb`` is the same peak in decimal GB, under format 1's name.
 Only ``OUT/estimate.json`` is written.
 """
@@ -62,11 +62,12 @@ MIN_CUT_GAP = 0.5  # the larger cut must exceed the smaller by half to measure a
 DEFAULT_PEAK_PER_CHUNK_BYTE = 0.10 * 2**30 / 28e6
 # What a worker gains with the pages it goes through, whatever its chunk: measured on the
 # 100,000-page corpus's files (16 MB each, 2 workers, RESULTS §24), the tree's peak was 0.359
-# GiB through 4 of them, 0.373 through 8 and 0.468 through all 16, each worker's share rising
-# from 0.13 to 0.175 GiB while the driver's stayed at 0.11; at 250k and 1M pages (RESULTS
-# §11) it no longer grew. A linear ramp to a plateau: up to ``VOLUME_GROWTH_BYTES`` per worker,
-# reached at ``VOLUME_PLATEAU_PAGES`` pages per worker; the sample's own share is subtracted
-# (it was measured).
+# GiB through 4 of them, 0.373 through 8 and 0.411 / 0.468 / 0.514 (three runs) through all
+# 16, the workers' shares rising from 0.13 to 0.15–0.18 GiB while the driver's stayed at
+# 0.10–0.12; at 250k and 1M pages (RESULTS §11) it no longer grew. What the files and
+# buckets terms of ``project_peak`` do not explain of it, as a linear ramp to a plateau: up to
+# ``VOLUME_GROWTH_BYTES`` per worker, reached at ``VOLUME_PLATEAU_PAGES`` pages per worker;
+# the sample's own share is subtracted (it was measured).
 VOLUME_GROWTH_BYTES = int(0.044 * 2**30)
 VOLUME_PLATEAU_PAGES = 50_000
 # A packed document in memory beyond its compressed text: the tuple, the URL and md5 strings.
@@ -146,7 +147,7 @@ def project_peak(
     doc_bytes: float, shuffle_per_page: float = 0.0,
 ) -> dict[str, float]:
     """The peak PSS of the whole run's process tree (bytes), from the memory runs, as the sum of
-    what was measured and three terms for what the sample cannot hold:
+    what was measured and four terms for what the sample cannot hold:
 
     * ``chunk``: a worker holds one chunk (one input file) in the read and the passes over it,
       so the peak grows with the largest file (``memory_slope`` between the cuts);
