@@ -168,5 +168,5 @@ def test_estimate_of_copies_grows_with_their_number(tmp_path: Path) -> None:
     assert 0 < six["memory_cuts"][-1]["driver_gib"] < six["memory_cuts"][-1]["tree_gib"]
     assert six["pages"] == 6 * one["pages"]
     parts = six["memory_parts_gib"]
-    assert six["peak_memory_gib"] > parts["measured"]
-    assert abs(six["peak_memory_gib"] - parts["total"]) <= 0.006
+    assert parts["total"] > parts["measured"]
+    assert abs(six["peak_memory_gib"] - parts["total"]) <= 0.006  # rounded to 0.01 GiB
