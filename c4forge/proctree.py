@@ -80,12 +80,16 @@ class PeakSampler:
 
     def __init__(self, pid: int, interval: float = 0.2) -> None:
         self.pid, self.interval, self.peak = pid, interval, 0
+        self.root_at_peak = 0  # the PSS of ``pid`` itself (a driver's share) at the peak sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, sum(pss(p) for p in tree(self.pid)))
+            by_pid = {p: pss(p) for p in tree(self.pid)}
+            total = sum(by_pid.values())
+            if total > self.peak:
+                self.peak, self.root_at_peak = total, by_pid.get(self.pid, 0)
             self._stop.wait(self.interval)
 
     def __enter__(self) -> PeakSampler:

@@ -27,7 +27,15 @@ benchmark: 4 MB cuts 0.50 GB, 32 MB cuts 0.60 GB, whole 80 MB files 0.79 GB). Th
 also has larger shuffle buckets and sorted runs, so the slope covers their growth up to full
 size (``BUCKET_BYTES``, ``RUN_DOCS``) too. A cut's size is the most it took from one file
 (a worker holds one chunk); a file smaller than the sample is whole in both cuts, which then
-measure no slope (``memory_slope``). Only ``OUT/estimate.json`` is written.
+measure no slope (``memory_slope``).
+
+What the sample's files cannot show is added (``project_peak``): the output writers merge one
+sorted run per input file (their buffers grow with the file count), a shuffle's buckets grow
+with the pages up to the engine's cap, and a worker's peak rises with the pages it goes
+through, to a plateau (measured: 16 files of the 100k-page corpus peaked 0.05–0.16 GiB
+above 4 of them, each file the same size). Every peak is in GiB (2**30 bytes)
+and named so; ``peak_memory_gb`` is the same peak in decimal GB, under format 1's name.
+Only ``OUT/estimate.json`` is written.
 """
 
 from __future__ import annotations
@@ -53,6 +61,19 @@ MIN_CUT_GAP = 0.5  # the larger cut must exceed the smaller by half to measure a
 # Peak bytes per byte of chunk where the cuts cannot measure it: the scale benchmark's
 # 0.10 GB from 4 MB to 32 MB cuts (RESULTS §11).
 DEFAULT_PEAK_PER_CHUNK_BYTE = 0.10 * 2**30 / 28e6
+# What a worker gains with the pages it goes through, whatever its chunk: measured on the
+# 100,000-page corpus's files (16 MB each, 2 workers, RESULTS §24), the tree's peak was 0.359
+# GiB through 4 of them, 0.373 through 8 and 0.411 / 0.468 / 0.514 (three runs) through all
+# 16, the workers' shares rising from 0.13 to 0.15–0.18 GiB while the driver's stayed at
+# 0.10–0.12; at 250k and 1M pages (RESULTS §11) it no longer grew. What the files and
+# buckets terms of ``project_peak`` do not explain of it, as a linear ramp to a plateau: up to
+# ``VOLUME_GROWTH_BYTES`` per worker, reached at ``VOLUME_PLATEAU_PAGES`` pages per worker;
+# the sample's own share is subtracted (it was measured).
+VOLUME_GROWTH_BYTES = int(0.044 * 2**30)
+VOLUME_PLATEAU_PAGES = 50_000
+# A packed document in memory beyond its compressed text: the tuple, the URL and md5 strings.
+DOC_OVERHEAD_BYTES = 200
+BUCKET_MEMORY = 5  # a reducing worker holds ~5× its bucket's pickled bytes (engines/local.py)
 
 
 class Cut(NamedTuple):
@@ -97,6 +118,77 @@ def memory_slope(cuts: list[int], peaks: list[int]) -> float:
     return max(0.0, (peaks[-1] - peaks[0]) / gap)  # never negative: sampling noise
 
 
+def volume_growth(pages_per_worker: float) -> float:
+    """Bytes a worker's peak gains after ``pages_per_worker`` pages (the ramp to its plateau)."""
+    return VOLUME_GROWTH_BYTES * min(1.0, max(0.0, pages_per_worker) / VOLUME_PLATEAU_PAGES)
+
+
+class MemoryCut(NamedTuple):
+    """One memory run: the most it took from one file, its files and pages, and the peak PSS
+    of its process tree (with the driver's share at that sample)."""
+
+    bytes_per_file: int
+    files: int
+    pages: int
+    peak: int
+    driver: int
+
+
+def bucket_bytes(shuffled: float) -> float:
+    """Pickled bytes of one bucket of a shuffle of ``shuffled`` bytes on the local engine: the
+    bucket count follows the bytes (``BUCKET_BYTES`` each, at least ``MIN_BUCKETS``), so a
+    bucket grows with the input until it reaches ``BUCKET_BYTES``."""
+    from c4forge.engines.local import BUCKET_BYTES, MIN_BUCKETS
+
+    return min(float(BUCKET_BYTES), shuffled / MIN_BUCKETS)
+
+
+def project_peak(
+    cuts: list[MemoryCut], *, largest: int, files: int, pages: float, workers: int,
+    doc_bytes: float, shuffle_per_page: float = 0.0,
+) -> dict[str, float]:
+    """The peak PSS of the whole run's process tree (bytes), from the memory runs, as the sum of
+    what was measured and four terms for what the sample cannot hold:
+
+    * ``chunk``: a worker holds one chunk (one input file) in the read and the passes over it,
+      so the peak grows with the largest file (``memory_slope`` between the cuts);
+    * ``files``: each shard's writer merges one sorted run per chunk, holding ``RUN_BATCH``
+      packed documents of each (``clean.output.write_run_shard``), so with W workers writing
+      at once the output write grows with the number of input files;
+    * ``buckets``: a reducing worker holds one bucket of the largest shuffle
+      (``shuffle_per_page``: its pickled bytes per page), whose size grows with the pages
+      until the engine's cap (``bucket_bytes``);
+    * ``volume``: beyond these, a worker's peak rises with the pages it has gone through, to
+      a plateau (``volume_growth``), measured on the scale benchmark.
+
+    Each term counts only what the whole input has beyond the largest cut, so an input that
+    fits in the sample is its measured peak."""
+    from c4forge.clean.output import RUN_BATCH
+
+    big = cuts[-1]
+    chunk = memory_slope([c.bytes_per_file for c in cuts], [c.peak for c in cuts]) * max(
+        0, largest - big.bytes_per_file
+    )
+    per_run = RUN_BATCH * (doc_bytes + DOC_OVERHEAD_BYTES)
+    files_term = min(workers, max(files, 1)) * per_run * max(0, files - big.files)
+    buckets = workers * BUCKET_MEMORY * max(
+        0.0,
+        bucket_bytes(shuffle_per_page * pages) - bucket_bytes(shuffle_per_page * big.pages),
+    )
+    volume = workers * max(
+        0.0, volume_growth(pages / workers) - volume_growth(big.pages / workers)
+    )
+    return {
+        "measured": float(big.peak),
+        "driver": float(big.driver),
+        "chunk": float(chunk),
+        "files": float(files_term),
+        "buckets": float(buckets),
+        "volume": float(volume),
+        "total": float(big.peak + chunk + files_term + buckets + volume),
+    }
+
+
 def _sample_job(job: Any, paths: list[str], output: str, workers: int) -> Any:
     """``job`` on the sample files, on the local engine, quiet, into a scratch folder."""
     return job.replace(
@@ -130,17 +222,17 @@ def _children_cpu() -> float:
 
 def _tree_peak(
     job: Any, paths: list[str], output: str, workers: int
-) -> tuple[int | None, float]:
+) -> tuple[int | None, int, float]:
     """Peak PSS (bytes) of the local engine's process tree on the sample, or None where
-    /proc cannot be read (then the in-process ``ru_maxrss`` model is used); and the CPU
-    seconds of that tree: a run as the command makes it, start-up (interpreter, imports,
-    worker processes, model loads) included."""
+    /proc cannot be read (then the in-process ``ru_maxrss`` model is used); the driver's PSS
+    at that sample; and the CPU seconds of that tree: a run as the command makes it, start-up
+    (interpreter, imports, worker processes, model loads) included."""
     import multiprocessing
 
     from c4forge import proctree
 
     if not proctree.available():
-        return None, 0.0
+        return None, 0, 0.0
     child = multiprocessing.get_context("spawn").Process(
         target=_run_local, args=(_sample_job(job, paths, output, workers), workers)
     )
@@ -150,7 +242,16 @@ def _tree_peak(
         child.join()
     if child.exitcode != 0:
         raise RuntimeError(f"--estimate: the memory run of the sample failed ({child.exitcode})")
-    return sampler.peak, _children_cpu() - cpu0
+    return sampler.peak, sampler.root_at_peak, _children_cpu() - cpu0
+
+
+def _doc_bytes(output: str, documents: int) -> float:
+    """Compressed bytes per document of a finished sample run (its shard files): the size of
+    a packed document's text, near enough (both are deflate of the document)."""
+    from c4forge.clean.output import list_shard_files
+
+    size = sum(os.path.getsize(os.path.join(output, n)) for n in list_shard_files(output))
+    return size / max(documents, 1)
 
 
 def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFAULT_PRICE) -> dict:
@@ -171,21 +272,29 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
         cpu = time.process_time() - cpu0
         stats = json.loads(open(f"{tmp}/out/stats.json").read())
         workers = job.workers or os.cpu_count() or 1
-        cuts, peaks, tree_cpu = [], [], []
+        doc_bytes = _doc_bytes(f"{tmp}/out", stats["totals"]["documents_out"])
+        cuts, peaks, memory_cuts, tree_cpu = [], [], [], []
         for factor in MEMORY_CUTS:
             cut = sample if factor == 1 else _sample(
                 files, int(sample_mb * 1e6) * factor, tmp, prefix=f"memory{factor}"
             )
             cuts.append(cut.largest)
-            found, used = _tree_peak(job, cut.paths, f"{tmp}/memory{factor}-out", workers)
+            out = f"{tmp}/memory{factor}-out"
+            found, driver, used = _tree_peak(job, cut.paths, out, workers)
             peaks.append(found)
             tree_cpu.append(used)
+            if found is not None:
+                cut_pages = json.loads(open(f"{out}/stats.json").read())["counters"][READ_STAGE]["pages"]
+                memory_cuts.append(MemoryCut(cut.largest, len(cut.paths), cut_pages, found, driver))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     largest = max((f.size for f in files), default=0)
     tree_peak = peaks[-1]
     # a run's fixed CPU (interpreter, imports, workers, model loads): what the memory run of
     # the sample, started as the command starts, spent beyond the warm in-process run of it
     startup_cpu = max(0.0, tree_cpu[0] - cpu)
+    pages = stats["counters"][READ_STAGE]["pages"]
+    scale = total / max(sampled, 1)
+    parts: dict[str, float] = {}
     if tree_peak is None or peaks[0] is None:  # no /proc: a driver plus W workers, each one run
         by_workers = {str(w): (w + 1) * peak for w in CRAWL_WORKERS[:2]}
         projected = (workers + 1) * peak
@@ -194,14 +303,19 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
     else:
         # per compressed MB of the largest chunk, from the two cuts
         per_mb = memory_slope(cuts, peaks) * 1e6
-        projected = tree_peak + per_mb * max(0.0, largest - cuts[-1]) / 1e6
+        parts = project_peak(
+            memory_cuts, largest=largest, files=len(files), pages=pages * scale,
+            workers=workers, doc_bytes=doc_bytes,
+            shuffle_per_page=max(engine.shuffle_bytes.values(), default=0) / max(pages, 1),
+        )  # fmt: skip
+        projected = parts["total"]
         by_workers = {str(workers): projected}
         method = (
             "PSS of the local engine's process tree on two cuts of the sample, extrapolated "
-            "linearly to the largest input file"
+            "linearly to the largest input file, plus the output writers' buffers per input "
+            "file, the shuffle buckets' growth and a worker's growth with the pages it goes "
+            "through"
         )
-    pages = stats["counters"][READ_STAGE]["pages"]
-    scale = total / max(sampled, 1)
     per_k = 1000.0 / max(pages, 1)
     stages = {}
     for stage in sorted(set(engine.seconds) | set(engine.shuffle_bytes) | set(engine.out_bytes)):
@@ -216,7 +330,7 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
     shuffle = sum(engine.shuffle_bytes.values()) * scale
     return {
         "format": "c4forge.clean.estimate",
-        "format_version": 1,
+        "format_version": 2,
         "config": job.record(),
         "sample": {
             "files": len(paths),
@@ -237,17 +351,22 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
             "shuffle_gb": round(shuffle / 1e9, 3),
             "shuffle_bytes": round(shuffle),
             "documents_out": round(stats["totals"]["documents_out"] * scale),
-            "peak_memory_per_worker_gb": round(peak / 2**30, 2),
+            "peak_memory_per_worker_gib": _gib(peak, 2),
             "workers": workers,
-            "peak_memory_gb": round(projected / 2**30, 2),
-            "peak_memory_gb_by_workers": {w: round(v / 2**30, 2) for w, v in by_workers.items()},
+            "peak_memory_gib": _gib(projected, 2),
+            "peak_memory_gb": round(projected / 1e9, 2),  # decimal GB, as format 1 named it
+            "peak_memory_gib_by_workers": {w: _gib(v, 2) for w, v in by_workers.items()},
             "memory_method": method,
-            "memory_sample_tree_gb": None if tree_peak is None else round(tree_peak / 2**30, 3),
+            "memory_sample_tree_gib": _gib(tree_peak, 3),
             "memory_cuts": [
-                {"bytes_per_file": round(c), "tree_gb": None if p is None else round(p / 2**30, 3)}
-                for c, p in zip(cuts, peaks, strict=True)
+                {"bytes_per_file": round(c), "tree_gib": _gib(p, 3)}
+                | ({"files": m.files, "pages": m.pages, "driver_gib": _gib(m.driver, 3)} if m else {})
+                for c, p, m in zip(
+                    cuts, peaks, memory_cuts or [None] * len(cuts), strict=True
+                )
             ],
-            "memory_gb_per_chunk_mb": round(per_mb / 2**30, 5),
+            "memory_gib_per_chunk_mb": round(per_mb / 2**30, 5),
+            "memory_parts_gib": {k: _gib(v, 4) for k, v in parts.items()},
             "wall_hours": {
                 str(w): round(cpu_hours / min(w, max(len(files), 1)), 3) for w in CRAWL_WORKERS
             },
@@ -255,6 +374,11 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
             "cost": round(cpu_hours * price, 2),
         },
     }
+
+
+def _gib(value: float | None, digits: int) -> float | None:
+    """Bytes → GiB (2**30 bytes: what every peak here is, and is named)."""
+    return None if value is None else round(value / 2**30, digits)
 
 
 def run_estimate(job: Any, sample_mb: float, price: float) -> int:
@@ -269,7 +393,7 @@ def run_estimate(job: Any, sample_mb: float, price: float) -> int:
         print(
             f"c4forge clean --estimate: {i['files']} file(s), ~{i['pages']:,} pages "
             f"(sample: {result['sample']['pages']:,} pages): {i['cpu_hours']:,.2f} CPU-hours, "
-            f"{i['shuffle_gb']:,.2f} GB shuffled, peak ~{i['peak_memory_gb']:.2f} GB on "
+            f"{i['shuffle_gb']:,.2f} GB shuffled, peak ~{i['peak_memory_gib']:.2f} GiB on "
             f"{i['workers']} worker(s), {i['wall_hours'].get('2', 0):,.2f} h on 2 workers, "
             f"${i['cost']:,.2f} at ${i['price_per_vcpu_hour']}/vCPU-hour → {path}",
             file=sys.stderr,
