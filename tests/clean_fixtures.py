@@ -193,3 +193,28 @@ def run_corpus_stage(stage, docs: list, engine=None, collect=list) -> tuple[dict
 def read_shard(path: str) -> list[dict]:
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f]
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment of a ``c4forge`` run in a process of its own: this checkout importable,
+    one input file per chunk (a fault then hits one chunk), and no fault hook inherited
+    (``C4FORGE_FAULT``/``…_MARKERS`` only where ``extra`` sets them)."""
+    from c4forge import faults
+
+    env = dict(os.environ, C4FORGE_CHUNK_FILES="1", **extra)
+    env["PYTHONPATH"] = os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])
+    for key in (faults.FAULT_ENV, faults.MARKERS_ENV):
+        if key not in extra:
+            env.pop(key, None)
+    return env
+
+
+def docs_by_url(out) -> dict[str, str]:
+    """``{url: text}`` of a clean output's documents (every split)."""
+    from pathlib import Path
+
+    docs = {}
+    for p in sorted(Path(out).glob("c4-*.json.gz")):
+        with gzip.open(p, "rt", encoding="utf-8") as f:
+            docs.update((d["url"], d["text"]) for d in map(json.loads, f))
+    return docs

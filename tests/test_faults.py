@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clean_fixtures import DERIVED_WET, GENUINE_WET_DIR, REPO
+from clean_fixtures import DERIVED_WET, GENUINE_WET_DIR, REPO, subprocess_env
 from shards_fixtures import corpus_fixtures, files_of_dir, shards_argv
 
 from c4forge import faults
@@ -27,15 +27,6 @@ work, docs, vocab_dir, vocab = corpus_fixtures(
 INPUTS = [DERIVED_WET, GENUINE_WET_DIR, os.path.join(REPO, "tests/data/warc/sample-0000.warc.gz")]
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ, C4FORGE_CHUNK_FILES="1", **extra)
-    env["PYTHONPATH"] = os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])
-    for key in (faults.FAULT_ENV, faults.MARKERS_ENV):
-        if key not in extra:
-            env.pop(key, None)
-    return env
-
-
 def clean(
     out: Path | str, *args: str, timeout: int = 300, **env: str
 ) -> subprocess.CompletedProcess:
@@ -43,7 +34,7 @@ def clean(
     hang fails the test instead of stopping the suite)."""
     cmd = [sys.executable, "-m", "c4forge", "clean", *INPUTS, "-o", str(out), "--quiet", *args]
     return subprocess.run(
-        cmd, env=_env(**env), cwd=REPO, capture_output=True, text=True, timeout=timeout
+        cmd, env=subprocess_env(**env), cwd=REPO, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -140,7 +131,7 @@ def test_task_pool_workers_leave_when_the_driver_is_killed() -> None:
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], env=_env(), capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script], env=subprocess_env(), capture_output=True, text=True, timeout=60
     )
     pids = [int(p) for p in done.stdout.split()]
     assert done.returncode == -signal.SIGKILL and len(pids) == 2
@@ -251,7 +242,7 @@ def test_shards_on_the_local_engine_survive_kills_failures_and_duplicates(work, 
             "--workers", "2", inputs_length=128, num_shards="train=3,validation=2",
         )  # fmt: skip
         return subprocess.run(
-            [sys.executable, "-m", "c4forge", *argv], env=_env(**env), cwd=REPO,
+            [sys.executable, "-m", "c4forge", *argv], env=subprocess_env(**env), cwd=REPO,
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
 

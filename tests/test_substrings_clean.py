@@ -5,12 +5,11 @@ same job writes without the stage, on the local engine with 1 and 2 workers, on 
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 import pytest
-from clean_fixtures import DERIVED_WET
+from clean_fixtures import DERIVED_WET, docs_by_url
 from substring_oracle import oracle
 
 from c4forge.clean.config import CleanJob
@@ -29,14 +28,6 @@ def _run(out: Path, engine=None, **kw) -> Path:
 
 def _files(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
-
-
-def _docs(out: Path) -> dict[str, str]:
-    docs = {}
-    for p in sorted(out.glob("c4-*.json.gz")):
-        with gzip.open(p, "rt", encoding="utf-8") as f:
-            docs.update((d["url"], d["text"]) for d in map(json.loads, f))
-    return docs
 
 
 def _stats(out: Path) -> dict:
@@ -58,10 +49,10 @@ def test_documents_equal_the_oracle_on_the_corpus_without_the_stage(
     plain, first, tmp_path: Path, keep: str
 ) -> None:
     out = first if keep == "first" else _run(tmp_path, dedup_substrings=N, substrings_keep=keep)
-    corpus = sorted(_docs(plain).items())
+    corpus = sorted(docs_by_url(plain).items())
     want, struck = oracle(corpus, N, keep)
     assert struck > 0 and any(v is not None and v != t for (_, t), v in zip(corpus, want.values()))
-    assert _docs(out) == {u: t for u, t in want.items() if t is not None}
+    assert docs_by_url(out) == {u: t for u, t in want.items() if t is not None}
     stats = _stats(out)
     assert stats["conservation_errors"] == []
     counters = stats["counters"][sub.STAGE]
@@ -87,8 +78,8 @@ def test_option_off_is_the_run_without_the_stage(plain) -> None:
 def test_composes_with_line_dedup(tmp_path: Path) -> None:
     lines = _run(tmp_path / "lines", dedup="lines")
     out = _run(tmp_path / "both", dedup="lines", dedup_substrings=N)
-    want, _ = oracle(sorted(_docs(lines).items()), N, "none")
-    assert _docs(out) == {u: t for u, t in want.items() if t is not None}
+    want, _ = oracle(sorted(docs_by_url(lines).items()), N, "none")
+    assert docs_by_url(out) == {u: t for u, t in want.items() if t is not None}
 
 
 def test_spark_gives_the_same_bytes(first, tmp_path: Path) -> None:
@@ -171,10 +162,10 @@ def test_a_clean_output_folder_gives_the_in_pipeline_documents(plain, first, tmp
     again = CleanJob((str(plain),), str(tmp_path / "again"), quiet=True, input_format="c4",
                      engine="local", workers=2, dedup_substrings=N, substrings_keep="first")
     assert run_clean(again, local.LocalEngine(again)) == 0
-    assert _docs(tmp_path / "again") == _docs(first)
+    assert docs_by_url(tmp_path / "again") == docs_by_url(first)
     same = again.replace(output=str(tmp_path / "same"), dedup_substrings=0)
     assert run_clean(same, local.LocalEngine(same)) == 0
-    assert _docs(tmp_path / "same") == _docs(plain)
+    assert docs_by_url(tmp_path / "same") == docs_by_url(plain)
     stats = _stats(tmp_path / "again")
     assert stats["conservation_errors"] == [] and stats["config"]["input_format"] == "c4"
     assert "clean" not in stats["counters"] and "langid" not in stats["counters"]
@@ -192,8 +183,8 @@ def test_the_released_c4_sample_equals_the_oracle(tmp_path: Path) -> None:
     pages = sorted((d["url"], d["text"]) for d in c4_docs(0, 1000))
     want, struck = oracle(pages, 100, "none")
     assert struck > 0
-    assert _docs(tmp_path) == {u: t for u, t in want.items() if t is not None}
-    assert _stats(tmp_path)["outputs"]["validation"]["documents"] == len(_docs(tmp_path))
+    assert docs_by_url(tmp_path) == {u: t for u, t in want.items() if t is not None}
+    assert _stats(tmp_path)["outputs"]["validation"]["documents"] == len(docs_by_url(tmp_path))
 
 
 def test_c4_input_refuses_crawl_variants() -> None:
@@ -213,7 +204,7 @@ def test_the_datasheet_knows_the_stage(first, tmp_path: Path) -> None:
     row = next(r for r in report["funnel"] if r["stage"] == sub.STAGE)
     counters = _stats(first)["counters"][sub.STAGE]
     assert row["dropped"] == counters["empty"]
-    assert row["pages_out"] == counters["passed"] + counters["trimmed"] == len(_docs(first))
+    assert row["pages_out"] == counters["passed"] + counters["trimmed"] == len(docs_by_url(first))
     assert "exact substrings 60 bytes (keep first)" in (tmp_path / "index.html").read_text()
 
 

@@ -9,7 +9,6 @@ WETs (``tests/data/wet``), one chunk per file."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import signal
@@ -19,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clean_fixtures import DERIVED_WET, REPO
+from clean_fixtures import DERIVED_WET, REPO, docs_by_url, subprocess_env
 from substring_oracle import oracle
 
 from c4forge import faults
@@ -30,15 +29,6 @@ INPUTS = [DERIVED_WET, *sorted(str(p) for p in (Path(REPO) / "tests/data/wet").g
 WINDOW_PASS = "chunk-*.docs2.gz"  # written by the substring stage's window pass
 
 
-def _env(**env: str) -> dict[str, str]:
-    run_env = dict(os.environ, C4FORGE_CHUNK_FILES="1", **env)
-    run_env["PYTHONPATH"] = os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])
-    for key in (faults.FAULT_ENV, faults.MARKERS_ENV):
-        if key not in env:
-            run_env.pop(key, None)
-    return run_env
-
-
 def _cmd(out: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "c4forge", "clean", *INPUTS, "-o", str(out), "--quiet", *args]
 
@@ -46,16 +36,8 @@ def _cmd(out: Path, *args: str) -> list[str]:
 def clean(out: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     """``c4forge clean`` of the inputs in a process of its own (a fault kills its workers)."""
     return subprocess.run(
-        _cmd(out, *args), env=_env(**env), cwd=REPO, capture_output=True, text=True, timeout=600
+        _cmd(out, *args), env=subprocess_env(**env), cwd=REPO, capture_output=True, text=True, timeout=600
     )
-
-
-def _docs(out: Path) -> dict[str, str]:
-    docs = {}
-    for p in sorted(out.glob("c4-*.json.gz")):
-        with gzip.open(p, "rt", encoding="utf-8") as f:
-            docs.update((d["url"], d["text"]) for d in map(json.loads, f))
-    return docs
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +46,7 @@ def corpus(tmp_path_factory) -> list[tuple[str, str]]:
     out = tmp_path_factory.mktemp("plain") / "out"
     done = clean(out, "--engine", "local", "--workers", "2")
     assert done.returncode == 0, done.stderr[-3000:]
-    return sorted(_docs(out).items())
+    return sorted(docs_by_url(out).items())
 
 
 def _killed_then_resumed(out: Path, markers: Path, engine: list[str], keep: str) -> None:
@@ -87,7 +69,7 @@ def _killed_then_resumed(out: Path, markers: Path, engine: list[str], keep: str)
 def _check(out: Path, corpus: list[tuple[str, str]], keep: str) -> None:
     want, struck = oracle(corpus, N, keep)
     assert struck > 0 and any(t is None or t != dict(corpus)[u] for u, t in want.items())
-    assert _docs(out) == {u: t for u, t in want.items() if t is not None}
+    assert docs_by_url(out) == {u: t for u, t in want.items() if t is not None}
     stats = json.loads((out / "stats.json").read_text())
     assert stats["conservation_errors"] == []
     assert stats["counters"][sub.STAGE]["bytes_struck"] == struck
@@ -101,7 +83,7 @@ def test_spark_run_killed_in_the_window_pass_resumes_to_the_oracle(corpus, tmp_p
     pytest.importorskip("pyspark")
     out, markers = tmp_path / "out", tmp_path / "markers"
     args = ["--engine", "spark", "--master", "local[2]", "--dedup-substrings", str(N)]
-    env = _env(
+    env = subprocess_env(
         C4FORGE_FAULT=f"{WINDOW_PASS}:stall:once", C4FORGE_FAULT_MARKERS=str(markers),
         C4FORGE_FAULT_STALL_S="600",
     )  # fmt: skip
