@@ -177,6 +177,31 @@ def projection(row: dict) -> dict:
     }
 
 
+def report(paths: list[Path]) -> int:
+    """Pair the ``plain`` and ``substrings`` runs of the same pages in JSON-lines files written
+    by earlier invocations (each configuration may have run on its own) and print their cost
+    and the C4 projection per pair; a pair takes the plain run of the same worker count, else
+    any plain run of those pages (its ``plain_workers`` says which)."""
+    rows = [
+        json.loads(x) for p in paths for x in p.read_text().splitlines() if x.strip()
+    ]
+    runs = [r for r in rows if r.get("stage") == "clean" and "stage_counters" in r]
+    for sub in (r for r in runs if r["config"] == "substrings"):
+        plains = [r for r in runs if r["config"] == "plain" and r["pages"] == sub["pages"]]
+        same = [r for r in plains if r["workers"] == sub["workers"]]
+        plain = (same or plains or [None])[-1]
+        print(line(sub))
+        if plain is None:
+            print("  no plain run of these pages")
+            continue
+        row = compare(plain, sub, plain["bytes_written"])
+        row["plain_workers"] = plain["workers"]
+        print(f"  against: {line(plain)}")
+        print(f"  cost: {json.dumps(row)}")
+        print(f"  C4: {json.dumps(projection(row))}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--pages", type=int, default=20_000)
@@ -190,7 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     ap.add_argument("--json", type=Path, help="append each run's figures here (JSON lines)")
     ap.add_argument("--baseline", type=Path, help="append each plain run's short form here")
+    ap.add_argument(
+        "--report", type=Path, nargs="+", help="only pair and print the runs in these --json files"
+    )
     args = ap.parse_args(argv)
+    if args.report:
+        return report(args.report)
     if args.corpus and (args.corpus / "manifest.json").exists():
         corpus = args.corpus  # never rebuilt: a shared corpus of other options stays as it is
     else:
