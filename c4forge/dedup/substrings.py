@@ -66,7 +66,7 @@ STAGE = "substrings"
 FP_STAGE = "substrings_fp"  # the winnowing pass (its shuffle, its profile row)
 KEEP_MODES = ("none", "first")
 DIGEST_BYTES = 16  # blake2b-128: a hot window's key (collision bound in the module docstring)
-ANCHORED_BYTES = 8  # blake2b-64: a window compared only within its anchor's group
+ANCHORED_BYTES = 12  # window_digests: a window compared only within its anchor's group
 # A candidate hash marked more often than this is *hot*: its windows are shuffled one per key
 # (streamed) instead of grouped per anchor (a group holds ≤ HOT × w windows: ≈ 20 MB at N=100).
 HOT = 4096
@@ -140,6 +140,50 @@ def kgram_hashes(data: np.ndarray, k: int) -> np.ndarray:
         np.cumsum(x, out=prefix[1:])
         h = (prefix[k:] - prefix[:m]) * _power_table(m, _BASE_INV)
     return _mix(h)
+
+
+# Window digests: three polynomial hashes of a window's bytes modulo primes just under 2**32
+# (96 bits), vectorised per document from prefix sums: ``sum((b_j + 1) · B**j) mod p`` over the
+# window. The bases were drawn once, uniformly at random, independently of any text; the
+# collision bound this buys is in the module docstring.
+_PRIMES = (4294967291, 4294967279, 4294967231)
+_BASES = (0xE2A4B9EA, 0x502735BA, 0xA134ABCB)
+_mod_tables: dict[tuple[int, int], np.ndarray] = {}
+_NO_MOD = 1 << 23  # below this many bytes, sums of unreduced terms (< 257 · 2**32) fit 64 bits
+
+
+def _mod_powers(base: int, p: int, length: int) -> np.ndarray:
+    """``base**i mod p`` for i < length, by doubling (each product < p² < 2**64), cached per
+    process and grown as needed."""
+    have = _mod_tables.get((base, p))
+    if have is None or len(have) < length:
+        size = max(length, 4096, 2 * len(have) if have is not None else 0)
+        have = np.ones(1, dtype=_U64)
+        while len(have) < size:
+            step = _U64(pow(base, len(have), p))
+            have = np.concatenate([have, have * step % _U64(p)])
+        _mod_tables[(base, p)] = have
+    return have[:length]
+
+
+def window_digests(data: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
+    """The 96-bit digest of each window ``data[s : s + n]`` (``s`` in ``starts``), as a
+    ``(len(starts), 3)`` big-endian uint32 array (``tobytes()``: 12 bytes per window, in
+    order). Equal windows give equal digests wherever they are: each prime's prefix sums of
+    ``(b_i + 1) · B**i`` (< p each, so a sum of up to 2**32 of them fits 64 bits) give the
+    window's ``sum (b_(s+j) + 1) · B**(s+j)``, and ``B**-s`` brings it to offset 0."""
+    length = len(data)
+    starts = np.asarray(starts, dtype=np.int64)
+    out = np.empty((len(starts), len(_PRIMES)), dtype=">u4")
+    x = data.astype(_U64) + _U64(1)
+    prefix = np.zeros(length + 1, dtype=_U64)
+    for j, (p, base) in enumerate(zip(_PRIMES, _BASES, strict=True)):
+        q = _U64(p)
+        terms = x * _mod_powers(base, p, length)  # < 2**40.01 each
+        np.cumsum(terms if length < _NO_MOD else terms % q, out=prefix[1:])
+        window = (prefix[starts + n] - prefix[starts]) % q
+        out[:, j] = window * _mod_powers(pow(base, -1, p), p, length)[starts] % q
+    return out
 
 
 def _sliding(a: np.ndarray, w: int, fn: Any, fill: Any) -> np.ndarray:
@@ -241,14 +285,34 @@ _OFFSET = np.dtype(">u4")  # a decision: the struck windows' starts, packed
 _MD5 = 16  # bytes of md5(url), the owner prefix of a place with keep=first
 
 
-def anchor_positions(h: np.ndarray, minima: np.ndarray, starts: np.ndarray) -> np.ndarray:
+def anchor_positions(
+    h: np.ndarray, minima: np.ndarray, starts: np.ndarray, values: np.ndarray | None = None
+) -> np.ndarray:
     """The anchor of each window in ``starts``: the first position ≥ its start whose hash is
-    its minimum (one sorted array of ``rank(hash) · (n + 1) + position``, searched)."""
+    its minimum. ``values``: sorted hashes that include every such minimum (default: those
+    minima); only positions holding one of them are sorted, as ``rank(hash) · (n + 1) +
+    position``, and searched."""
     n = len(h)
-    values, rank = np.unique(h, return_inverse=True)
-    combined = np.sort(rank.astype(np.int64) * (n + 1) + np.arange(n, dtype=np.int64))
+    if values is None:
+        values = np.unique(minima[starts])
+    rank = np.searchsorted(values, h)
+    pos = np.flatnonzero(values[np.minimum(rank, len(values) - 1)] == h)
+    combined = np.sort(rank[pos].astype(np.int64) * (n + 1) + pos)
     wanted = np.searchsorted(values, minima[starts]).astype(np.int64) * (n + 1) + starts
     return combined[np.searchsorted(combined, wanted)] % (n + 1)
+
+
+def _candidate_starts(minima: np.ndarray, marks: frozenset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(grouped starts, hot starts, sorted candidate hashes)``: the windows whose minimum is
+    a candidate (not hot / hot), found by one search of every minimum among the marks."""
+    values = np.array(sorted(m if m >= 0 else -1 - m for m in marks), dtype=_U64)
+    hot = np.array(sorted(-1 - m for m in marks if m < 0), dtype=_U64)
+    at = np.minimum(np.searchsorted(values, minima), len(values) - 1)
+    found = values[at] == minima
+    if not len(hot):
+        return np.flatnonzero(found), np.zeros(0, dtype=np.int64), values
+    is_hot = np.isin(values, hot)
+    return np.flatnonzero(found & ~is_hot[at]), np.flatnonzero(found & is_hot[at]), values
 
 
 def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> Iterator[tuple]:
@@ -264,10 +328,8 @@ def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> It
     if won is None:
         return
     h, minima = won
-    normal = np.array([m for m in doc.marks if m >= 0], dtype=_U64)
-    hot = np.array([-1 - m for m in doc.marks if m < 0], dtype=_U64)
-    grouped = np.flatnonzero(np.isin(minima, normal))
-    single = np.flatnonzero(np.isin(minima, hot)).tolist()
+    grouped, hot, values = _candidate_starts(minima, doc.marks)
+    single = hot.tolist()
     if not len(grouped) and not single:
         return
     count(STAGE, "candidate_windows", len(grouped) + len(single))
@@ -280,15 +342,15 @@ def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> It
         yield key, owner + _PLACE.pack(chunk, record, s)
     if not len(grouped):
         return
-    anchors = anchor_positions(h, minima, grouped)
-    cuts = (np.flatnonzero(np.diff(anchors)) + 1).tolist()
-    starts, anchor_of = grouped.tolist(), anchors.tolist()
-    size = ANCHORED_BYTES
-    for lo, hi in zip([0, *cuts], [*cuts, len(starts)], strict=True):
-        p = anchor_of[lo]
-        head = owner + _ANCHOR.pack(chunk, record, p, starts[lo])
-        body = b"".join([blake(view[s : s + n], digest_size=size).digest() for s in starts[lo:hi]])
-        yield b"A" + int(h[p]).to_bytes(8, "big"), head + body
+    anchors = anchor_positions(h, minima, grouped, values)
+    cuts = np.concatenate([[0], np.flatnonzero(np.diff(anchors)) + 1, [len(grouped)]])
+    lows = cuts[:-1]
+    heads = zip(anchors[lows].tolist(), grouped[lows].tolist(), h[anchors[lows]].tolist(), strict=True)
+    bounds = (cuts * ANCHORED_BYTES).tolist()
+    digests = window_digests(data, grouped, n).tobytes()
+    for (p, first, key), lo, hi in zip(heads, bounds[:-1], bounds[1:], strict=True):
+        head = owner + _ANCHOR.pack(chunk, record, p, first)
+        yield b"A" + key.to_bytes(8, "big"), head + digests[lo:hi]
 
 
 def decide_window(key: bytes, places: Iterable[bytes], count: Count, *, keep: str) -> Iterator:
@@ -314,45 +376,55 @@ def _decide_single(places: Iterable[bytes], count: Count, keep: str) -> Iterator
             yield (chunk, record), np.array([offset], dtype=_OFFSET).tobytes()
 
 
-def _anchored(place: bytes, skip: int) -> tuple[tuple, list[tuple[tuple, int]]]:
-    """One anchor occurrence → ``((owner, chunk, record), [((offset from anchor, digest),
-    start)…])``: its windows, keyed as the group compares them."""
-    chunk, record, p, first = _ANCHOR.unpack_from(place, skip)
-    body = place[skip + _ANCHOR.size :]
-    size = ANCHORED_BYTES
-    windows = [((first + i - p, body[i * size : (i + 1) * size]), first + i) for i in range(len(body) // size)]
-    return (place[:skip], chunk, record), windows
-
-
 def _decide_anchor(places: Iterable[bytes], count: Count, keep: str) -> Iterator:
-    """All windows anchored at one (not hot) hash: per (offset from anchor, digest) its count
-    (and with ``first`` its smallest place), then each occurrence's struck windows. At most
-    ``HOT`` occurrences of at most w windows each: the memory bound of a group."""
+    """All windows anchored at one (not hot) hash, compared as ``(distance to the anchor,
+    digest)`` in one sort: a run of equal keys of ≥ 2 windows is a repeated window, all of
+    it struck (``none``) or all but its first in ``(md5(url), chunk, record, start)`` order
+    (``first``). At most ``HOT`` occurrences of at most w windows each: the memory bound of
+    a group. Vectorised per group, not per window: a group holds ≈ w/2 windows per place."""
     skip = _MD5 if keep == "first" else 0
-    seen: dict[tuple, int] = {}
-    owners: dict[tuple, tuple] = {}
-    for place in places:
-        doc, windows = _anchored(place, skip)
-        for window, s in windows:
-            seen[window] = seen.get(window, 0) + 1
-            if skip:
-                at = (*doc, s)
-                best = owners.get(window)
-                if best is None or at < best:
-                    owners[window] = at
-    repeated = sum(1 for n in seen.values() if n >= 2)
+    places = list(places)
+    heads = [_ANCHOR.unpack_from(place, skip) for place in places]  # chunk, record, p, first
+    bodies = [place[skip + _ANCHOR.size :] for place in places]
+    sizes = np.array([len(body) // ANCHORED_BYTES for body in bodies], dtype=np.int64)
+    digests = np.frombuffer(b"".join(bodies), dtype=">u4").reshape(-1, 3).astype(_U64)
+    place_of = np.repeat(np.arange(len(places)), sizes)
+    begin = np.cumsum(sizes) - sizes
+    firsts = np.array([head[3] for head in heads], dtype=np.int64)
+    anchors = np.array([head[2] for head in heads], dtype=np.int64)
+    start = firsts[place_of] + np.arange(len(place_of)) - begin[place_of]
+    distance = (anchors[place_of] - start).astype(_U64)  # < w: the window's start before its anchor
+    key0 = (distance << _U64(32)) | digests[:, 0]
+    key1 = (digests[:, 1] << _U64(32)) | digests[:, 2]
+    if skip:  # the owner's order: (md5(url), chunk, record), then the window's start
+        docs = sorted(range(len(places)), key=lambda i: (places[i][:skip], heads[i][:2]))
+        rank = np.empty(len(places), dtype=np.int64)
+        rank[docs] = np.arange(len(places))
+        order = np.lexsort((start, rank[place_of], key1, key0))
+    else:
+        order = np.lexsort((key1, key0))
+    k0, k1 = key0[order], key1[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (k0[1:] != k0[:-1]) | (k1[1:] != k1[:-1])
+    run = np.cumsum(new) - 1
+    size = np.bincount(run)
+    repeated = int(np.count_nonzero(size >= 2))
     if not repeated:
         return
     count(STAGE, "repeated_windows", repeated)
-    for place in places:
-        doc, windows = _anchored(place, skip)
-        struck = [
-            s
-            for window, s in windows
-            if seen[window] >= 2 and not (skip and owners[window] == (*doc, s))
-        ]
-        if struck:
-            yield doc[1:], np.array(struck, dtype=_OFFSET).tobytes()
+    hit = size[run] >= 2
+    if skip:
+        hit &= ~new
+    struck = np.zeros(len(order), dtype=bool)
+    struck[order] = hit
+    which = place_of[struck]
+    starts = start[struck].astype(_OFFSET)
+    cuts = np.flatnonzero(which[1:] != which[:-1]) + 1
+    data = starts.tobytes()
+    bounds = [0, *(cuts * _OFFSET.itemsize).tolist(), len(data)]
+    owners = which[np.concatenate([[0], cuts])].tolist()
+    for i, lo, hi in zip(owners, bounds[:-1], bounds[1:], strict=True):
+        yield heads[i][:2], data[lo:hi]
 
 
 def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
@@ -360,10 +432,9 @@ def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
     the module's character and line rules; ``(None, …)`` when no line is left. Also returns
     the bytes struck (of the removed characters, after widening; line breaks never count)."""
     raw, data = _bytes_of(text)
-    starts = np.unique(np.asarray(offsets, dtype=np.int64))
-    diff = np.zeros(len(raw) + 1, dtype=np.int64)
-    np.add.at(diff, starts, 1)
-    np.add.at(diff, np.minimum(starts + n, len(raw)), -1)
+    starts = np.asarray(offsets, dtype=np.int64)  # repeats add up in ``diff``: no unique needed
+    size = len(raw) + 1
+    diff = np.bincount(starts, minlength=size) - np.bincount(np.minimum(starts + n, len(raw)), minlength=size)
     struck = np.cumsum(diff[:-1]) > 0
     char_of = np.cumsum((data & 0xC0) != 0x80) - 1  # the character of each byte
     removed = np.zeros(len(text), dtype=bool)
@@ -372,18 +443,16 @@ def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
     struck_bytes = int(np.count_nonzero(removed[char_of]))
     if not struck_bytes:
         return text, 0
-    lines: list[str] = []
-    start = 0
-    for line in text.split("\n"):
-        end = start + len(line)
-        gone = removed[start:end]
-        if gone.any():
-            line = "".join(line[i] for i in np.flatnonzero(~gone).tolist()).strip()
-            if not line:
-                start = end + 1
-                continue
-        lines.append(line)
-        start = end + 1
+    # The kept characters in one vector step (code points as UTF-32), then per line: a line
+    # that lost a character (its line breaks are all kept, so the lines stay aligned) is
+    # stripped and dropped when left empty.
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    breaks = codes == 0x0A
+    touched = np.zeros(int(np.count_nonzero(breaks)) + 1, dtype=bool)
+    touched[(np.cumsum(breaks) - breaks)[removed]] = True
+    kept = codes[~removed].tobytes().decode("utf-32-le").split("\n")
+    lines = [line.strip() if hit else line for line, hit in zip(kept, touched.tolist(), strict=True)]
+    lines = [line for line, hit in zip(lines, touched.tolist(), strict=True) if line or not hit]
     return ("\n".join(lines) if any(lines) else None), struck_bytes
 
 
@@ -391,9 +460,9 @@ def apply_strikes(
     loc: tuple, doc: Doc, decisions: Iterable[bytes], count: Count, *, n: int
 ) -> Iterator[Doc]:
     """The document with its struck windows removed (``decisions``: packed starts)."""
-    found = [np.frombuffer(d, dtype=_OFFSET) for d in decisions]
+    found = b"".join(decisions)
     doc = doc._replace(marks=None)
-    text, struck_bytes = strike(doc.text, np.concatenate(found), n) if found else (doc.text, 0)
+    text, struck_bytes = strike(doc.text, np.frombuffer(found, dtype=_OFFSET), n) if found else (doc.text, 0)
     if not struck_bytes:
         count(STAGE, "passed")
         yield doc
