@@ -175,9 +175,12 @@ def stage_profile(files: list[Path], stock_every: int) -> None:
 
     out = Path(tempfile.mkdtemp(prefix="c4forge-bench-profile-")) / "out"
     job = CleanJob(
-        inputs=tuple(str(f) for f in files), output=str(out), input_format="wet", workers=1,
+        inputs=tuple(str(f) for f in files),
+        output=str(out),
+        input_format="wet",
+        workers=1,
         quiet=True,
-    )  # fmt: skip
+    )
     engine = LocalEngine(job)
     in_bytes = sum(f.stat().st_size for f in files)
     clean_mod.split_sentences = timed_punkt

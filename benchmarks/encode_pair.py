@@ -46,7 +46,9 @@ def main() -> None:
         res = [q.get() for _ in procs]
         for p in procs:
             p.join()
-        rates = [f"{n / c / 1e6:.2f} M tok/CPU-s, {n / w / 1e6:.2f} M tok/wall-s" for n, c, w in res]
+        rates = [
+            f"{n / c / 1e6:.2f} M tok/CPU-s, {n / w / 1e6:.2f} M tok/wall-s" for n, c, w in res
+        ]
         print(f"{k} process(es): {rates}", flush=True)
 
 

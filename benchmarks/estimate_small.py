@@ -101,9 +101,12 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--label", default="", help="the row's name in the table")
     p.add_argument(
-        "--measured", nargs=2, type=float, metavar=("CPU_S", "PEAK_GIB"),
+        "--measured",
+        nargs=2,
+        type=float,
+        metavar=("CPU_S", "PEAK_GIB"),
         help="the real run's figures, measured elsewhere (no real run here)",
-    )  # fmt: skip
+    )
     p.add_argument("--json", help="append the row to this JSON-lines file")
     p.add_argument("--table", help="print the Markdown table of the rows in this file, only")
     args = p.parse_args()

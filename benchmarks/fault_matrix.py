@@ -71,9 +71,14 @@ def clean(
 
     cmd = [sys.executable, "-m", "c4forge", "clean", str(corpus), "-o", str(out), "--quiet"]
     proc = subprocess.Popen(
-        [*cmd, *extra], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-    )  # fmt: skip
+        [*cmd, *extra],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -109,9 +114,14 @@ def debris(out: Path) -> int:
 
 
 def run_case(
-    corpus: Path, tmp: Path, engine: str, fault: str, workers: int, ref: Path | None,
+    corpus: Path,
+    tmp: Path,
+    engine: str,
+    fault: str,
+    workers: int,
+    ref: Path | None,
     timeout: float = 1800,
-) -> dict:  # fmt: skip
+) -> dict:
     out = tmp / f"{engine}-{fault}"
     markers = tmp / f"markers-{engine}-{fault}"
     env = dict(os.environ, C4FORGE_CHUNK_FILES="1")

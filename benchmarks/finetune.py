@@ -54,9 +54,27 @@ def pretrain(work: str, preset: str, steps: int) -> str:
     if not os.path.exists(os.path.join(run, "checkpoints", "latest")):
         # the demo's settings: T5 with AdamWScale 3e-3; BERT with its own AdamW at 2e-3
         recipe = ["--lr", "2e-3"] if bert else ["--optimizer", "adamwscale", "--lr", "3e-3"]
-        _cli(["train", shards, "--preset", preset, "--steps", str(steps), "-o", run,
-              "--batch-size", "32", "--device", "cpu", "--vocab", vocab, *recipe,
-              "--warmup", str(steps // 10)])  # fmt: skip
+        _cli(
+            [
+                "train",
+                shards,
+                "--preset",
+                preset,
+                "--steps",
+                str(steps),
+                "-o",
+                run,
+                "--batch-size",
+                "32",
+                "--device",
+                "cpu",
+                "--vocab",
+                vocab,
+                *recipe,
+                "--warmup",
+                str(steps // 10),
+            ]
+        )
     return run
 
 
@@ -76,9 +94,11 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=None, help="cls/hire learning rate (default 5e-4)")
     p.add_argument("--pretrain-steps", type=int, default=300)
     p.add_argument(
-        "--collect", nargs="+", metavar="DIR",
+        "--collect",
+        nargs="+",
+        metavar="DIR",
         help="only print the table of the finished runs under these folders (results.json)",
-    )  # fmt: skip
+    )
     args = p.parse_args()
     if args.collect:
         collect(args.collect, args.tasks.split(","), args.seeds)
@@ -105,37 +125,68 @@ def main() -> None:
             t0, c0 = time.perf_counter(), time.process_time()
             table = run_glue(
                 GlueOptions(
-                    checkpoint=run, data=args.glue, output=os.path.join(out_root, name, head),
-                    tasks=tasks, heads=[head], seeds=args.seeds, also_random_init=True,
-                    steps=args.steps, batch_size=args.batch_size, max_length=args.max_length,
-                    max_train_examples=args.train_examples, lr=lr, device="cpu", progress=False,
+                    checkpoint=run,
+                    data=args.glue,
+                    output=os.path.join(out_root, name, head),
+                    tasks=tasks,
+                    heads=[head],
+                    seeds=args.seeds,
+                    also_random_init=True,
+                    steps=args.steps,
+                    batch_size=args.batch_size,
+                    max_length=args.max_length,
+                    max_train_examples=args.train_examples,
+                    lr=lr,
+                    device="cpu",
+                    progress=False,
                 )
-            )  # fmt: skip
+            )
             glue = json.load(open(os.path.join(out_root, name, head, "glue.json")))
-            report.append({"model": name, "head": head, "lr": lr, "rows": glue["rows"],
-                           "wall_s": time.perf_counter() - t0,
-                           "cpu_s": time.process_time() - c0, "pretrain_cpu_s": pre_cpu})  # fmt: skip
+            report.append(
+                {
+                    "model": name,
+                    "head": head,
+                    "lr": lr,
+                    "rows": glue["rows"],
+                    "wall_s": time.perf_counter() - t0,
+                    "cpu_s": time.process_time() - c0,
+                    "pretrain_cpu_s": pre_cpu,
+                }
+            )
             print(table, flush=True)
-    print(f"\nBudget per run: {args.train_examples} training rows (fixed random subset), "
-          f"{args.steps} steps × batch {args.batch_size}, max length {args.max_length}, full dev "
-          f"sets, {args.seeds} seeds; device cpu, 1 torch thread.\n")  # fmt: skip
-    header = ("| model | head | init | " + " | ".join(tasks)
-              + " | GLUE | ex/s (wall) | ex/CPU-s | wall s | CPU s |")  # fmt: skip
+    print(
+        f"\nBudget per run: {args.train_examples} training rows (fixed random subset), "
+        f"{args.steps} steps × batch {args.batch_size}, max length {args.max_length}, full dev "
+        f"sets, {args.seeds} seeds; device cpu, 1 torch thread.\n"
+    )
+    header = (
+        "| model | head | init | "
+        + " | ".join(tasks)
+        + " | GLUE | ex/s (wall) | ex/CPU-s | wall s | CPU s |"
+    )
     print(header)
     print("|" + "---|" * (len(tasks) + 7))
     for rep in report:
         for row in rep["rows"]:
-            cells = [f"{100 * row['tasks'][t]['mean']:.1f} ± {100 * row['tasks'][t]['std']:.1f}"
-                     for t in tasks]  # fmt: skip
+            cells = [
+                f"{100 * row['tasks'][t]['mean']:.1f} ± {100 * row['tasks'][t]['std']:.1f}"
+                for t in tasks
+            ]
             exs = sum(row["tasks"][t]["examples_per_s"] for t in tasks) / len(tasks)
             per_cpu = [row["tasks"][t].get("examples_per_cpu_s") for t in tasks]
             exc = f"{sum(per_cpu) / len(tasks):.0f}" if all(per_cpu) else ""
             wall = sum(row["tasks"][t]["wall_seconds"] for t in tasks)
-            print(f"| {rep['model']} | {rep['head']} | {row['init']} | " + " | ".join(cells)
-                  + f" | {100 * row['glue']['mean']:.1f} ± {100 * row['glue']['std']:.1f}"
-                  + f" | {exs:.0f} | {exc} | {wall:.0f} | |")  # fmt: skip
-        print(f"| {rep['model']} | {rep['head']} | both | " + " | " * len(tasks)
-              + f" | | | {rep['wall_s']:.0f} | {rep['cpu_s']:.0f} |")  # fmt: skip
+            print(
+                f"| {rep['model']} | {rep['head']} | {row['init']} | "
+                + " | ".join(cells)
+                + f" | {100 * row['glue']['mean']:.1f} ± {100 * row['glue']['std']:.1f}"
+                + f" | {exs:.0f} | {exc} | {wall:.0f} | |"
+            )
+        print(
+            f"| {rep['model']} | {rep['head']} | both | "
+            + " | " * len(tasks)
+            + f" | | | {rep['wall_s']:.0f} | {rep['cpu_s']:.0f} |"
+        )
     with open(os.path.join(out_root, "bench.json"), "w") as f:
         json.dump({"args": vars(args), "report": report}, f, indent=1)
 
@@ -153,23 +204,27 @@ def collect(folders: list[str], tasks: list[str], seeds: int) -> None:
         runs += [json.load(open(p)) for p in sorted(glob.glob(pattern, recursive=True))]
     for head in sorted({r["head"] for r in runs}):
         mine = [r for r in runs if r["head"] == head]
-        done = [t for t in tasks
-                if sum(r["task"] == t for r in mine) == 2 * seeds]  # fmt: skip
+        done = [t for t in tasks if sum(r["task"] == t for r in mine) == 2 * seeds]
         rows = summarise([r for r in mine if r["task"] in done], done, seeds)
         print(f"\n{head}: tasks with every seed and both inits done: {', '.join(done)}")
         print("| init | " + " | ".join(done) + " | mean | ex/CPU-s | train CPU s | eval s |")
         print("|" + "---|" * (len(done) + 5))
         for row in rows:
-            cells = [f"{100 * row['tasks'][t]['mean']:.1f} ± {100 * row['tasks'][t]['std']:.1f}"
-                     for t in done]  # fmt: skip
+            cells = [
+                f"{100 * row['tasks'][t]['mean']:.1f} ± {100 * row['tasks'][t]['std']:.1f}"
+                for t in done
+            ]
             rs = [r for r in mine if r["init"] == row["init"] and r["task"] in done]
             cpu = sum(r["timing"].get("train_cpu_seconds", 0) for r in rs)
             ev = sum(r["timing"]["eval_seconds"] for r in rs)
             exc = [row["tasks"][t].get("examples_per_cpu_s") for t in done]
             exc_s = f"{sum(exc) / len(exc):.0f}" if all(exc) else ""
-            print(f"| {row['init']} | " + " | ".join(cells)
-                  + f" | {100 * row['glue']['mean']:.1f} ± {100 * row['glue']['std']:.1f}"
-                  + f" | {exc_s} | {cpu:.0f} | {ev:.0f} |")  # fmt: skip
+            print(
+                f"| {row['init']} | "
+                + " | ".join(cells)
+                + f" | {100 * row['glue']['mean']:.1f} ± {100 * row['glue']['std']:.1f}"
+                + f" | {exc_s} | {cpu:.0f} | {ev:.0f} |"
+            )
 
 
 if __name__ == "__main__":

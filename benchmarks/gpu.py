@@ -239,12 +239,31 @@ def cli_phase(args, bench_mfu: float | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run = os.path.join(tmp, "run")
         argv = [
-            sys.executable, "-m", "c4forge", "train", args.shards, "--preset", args.preset,
-            "--steps", str(args.cli_steps), "--batch-size", str(args.cli_batch_size),
-            "--output", run, "--log-every", str(args.cli_log_every), "--no-progress",
-            "--eval-every", str(10 * args.cli_steps), "--save-every", str(10 * args.cli_steps),
-            "--device", args.device, "--eval-rows", str(args.cli_batch_size),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "c4forge",
+            "train",
+            args.shards,
+            "--preset",
+            args.preset,
+            "--steps",
+            str(args.cli_steps),
+            "--batch-size",
+            str(args.cli_batch_size),
+            "--output",
+            run,
+            "--log-every",
+            str(args.cli_log_every),
+            "--no-progress",
+            "--eval-every",
+            str(10 * args.cli_steps),
+            "--save-every",
+            str(10 * args.cli_steps),
+            "--device",
+            args.device,
+            "--eval-rows",
+            str(args.cli_batch_size),
+        ]
         if args.smoke:
             argv.append("--no-compile")
         print("$ " + " ".join(argv), flush=True)

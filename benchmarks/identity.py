@@ -47,8 +47,10 @@ CONFIGS: list[tuple[str, list[str]]] = [
     ("en-none-minhash-neardup", ["--dedup", "none", "--near-dedup", "minhash"]),
     ("en-lines-minhash-neardup", ["--dedup", "lines", "--near-dedup", "minhash"]),
     ("multilingual", ["--variant", "multilingual"]),
-    ("multilingual-none-minhash", ["--variant", "multilingual", "--dedup", "none",
-                                   "--near-dedup", "minhash"]),
+    (
+        "multilingual-none-minhash",
+        ["--variant", "multilingual", "--dedup", "none", "--near-dedup", "minhash"],
+    ),
 ]
 ENGINES = [("beam", []), ("spark", ["--engine", "spark"]), ("local", ["--engine", "local"])]
 WORKERS = (1, 2)
@@ -64,9 +66,18 @@ def build_inputs(d: Path, pages: int) -> list[str]:
     d.mkdir(parents=True, exist_ok=True)
     corpus = d / "corpus"
     subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "corpus.py"), "--pages", str(pages),
-         "--files", "4", "--out", str(corpus)],
-        check=True, stdout=subprocess.DEVNULL,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "corpus.py"),
+            "--pages",
+            str(pages),
+            "--files",
+            "4",
+            "--out",
+            str(corpus),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
     files = sorted(str(p) for p in corpus.glob("bench-*.warc.wet.gz"))
     files += demo_inputs(str(d))
@@ -154,8 +165,13 @@ def resume_kill_runs(
             if (out / "stats.json").exists():
                 continue
             cmd = _cmd(files, out, [*opts, "--resume"], inputs)
-            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True, cwd="/")
+            p = subprocess.Popen(
+                cmd,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd="/",
+            )
             time.sleep(delay)
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
@@ -227,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--pages", type=int, default=3000, help="corpus.py pages (plus the samples)")
     r.add_argument("--only", help="comma-separated label substrings")
     r.add_argument("--force", action="store_true", help="redo runs that have a stats.json")
-    r.add_argument("--engines", default="beam,spark", help="beam,spark[,local] (local: not on main)")
+    r.add_argument(
+        "--engines", default="beam,spark", help="beam,spark[,local] (local: not on main)"
+    )
     r.add_argument("--resume-kill", action="store_true")
     c = sub.add_parser("compare")
     c.add_argument("ref")

@@ -28,15 +28,32 @@ def write_set(out: str, rows: int, shards: int, seed: int, inputs: int, targets:
 
     spec = fmt.column_spec("span_corruption", "concat", inputs, targets, "uint16")
     vocabulary = {
-        "sha256": "0" * 64, "num_pieces": 32000, "extra_ids": 100, "vocab_size": 32100,
-        "embedding_size": 32128, "pad_id": 0, "eos_id": 1, "unk_id": 2, "bos_id": -1,
-    }  # fmt: skip
+        "sha256": "0" * 64,
+        "num_pieces": 32000,
+        "extra_ids": 100,
+        "vocab_size": 32100,
+        "embedding_size": 32128,
+        "pad_id": 0,
+        "eos_id": 1,
+        "unk_id": 2,
+        "bos_id": -1,
+    }
     manifest = fmt.make_manifest(
-        objective={"name": "span_corruption", "inputs_length": inputs, "targets_length": targets,
-                   "packing": "concat"},
-        schema=spec, seed=seed, source={"benchmark": seed}, token_dtype="uint16",
-        vocabulary=vocabulary, batch_rows=1024, compression=None, created_by="benchmark",
-    )  # fmt: skip
+        objective={
+            "name": "span_corruption",
+            "inputs_length": inputs,
+            "targets_length": targets,
+            "packing": "concat",
+        },
+        schema=spec,
+        seed=seed,
+        source={"benchmark": seed},
+        token_dtype="uint16",
+        vocabulary=vocabulary,
+        batch_rows=1024,
+        compression=None,
+        created_by="benchmark",
+    )
     rng = np.random.default_rng(seed)
     os.makedirs(out, exist_ok=True)
     splits = {}
@@ -101,20 +118,29 @@ def main() -> None:
         if not os.path.exists(os.path.join(path, "index.json")):
             write_set(path, args.rows, args.shards_per_set, i, 512, 114)
     plan = DataPlan(
-        batch_size=args.batch_size, seed=0, shuffle_window=args.shuffle_batches,
+        batch_size=args.batch_size,
+        seed=0,
+        shuffle_window=args.shuffle_batches,
         world_size=args.world,
-    )  # fmt: skip
+    )
     spec = spec_from_flags(
-        sets[0], sets[1:], rates="0.5,0.3,0.2", strategy=None, limit=None, temperature=None,
+        sets[0],
+        sets[1:],
+        rates="0.5,0.3,0.2",
+        strategy=None,
+        limit=None,
+        temperature=None,
         pad=False,
-    )  # fmt: skip
+    )
     mixture = open_mixture(spec, vocab=None, seed=0)
     single = open_shard_set(sets[0])
     rows = args.steps * plan.rank_rows
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start")
-    print(f"{args.steps} steps × {args.batch_size} rows of 512/114 uint16 tokens, "
-          f"{args.rows:,} rows per set in {args.shards_per_set} shards, shuffle window "
-          f"{args.shuffle_batches}, rank 0 of {args.world}")  # fmt: skip
+    print(
+        f"{args.steps} steps × {args.batch_size} rows of 512/114 uint16 tokens, "
+        f"{args.rows:,} rows per set in {args.shards_per_set} shards, shuffle window "
+        f"{args.shuffle_batches}, rank 0 of {args.world}"
+    )
     rows_per_second(TrainStream(single, plan, 0, 2), 0, 2 * plan.rank_rows)  # imports, caches
     rows_per_second(MixtureStream(mixture, plan, 0, 2), 0, 2 * plan.rank_rows)
     for workers in args.workers:

@@ -43,8 +43,19 @@ def main() -> int:
     args, extra = ap.parse_known_args()  # the rest: `c4forge shards` options (after --)
     args.extra = [x for x in extra if x != "--"]
     shutil.rmtree(args.out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "c4forge", "shards", args.clean, "--vocab", args.vocab,
-           "-o", str(args.out), "--quiet", *args.extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "c4forge",
+        "shards",
+        args.clean,
+        "--vocab",
+        args.vocab,
+        "-o",
+        str(args.out),
+        "--quiet",
+        *args.extra,
+    ]
     started = time.time()
     proc = subprocess.Popen(cmd, start_new_session=True)
     records = args.out / "_progress" / "_clean"

@@ -75,7 +75,9 @@ def main() -> None:
     try:
         for name, source in trees:
             # the base tree of `shards` had one engine (Beam) and no --engine flag
-            engines = args.engines.split(",") if name == "this" or args.stage == "clean" else ["beam"]
+            engines = (
+                args.engines.split(",") if name == "this" or args.stage == "clean" else ["beam"]
+            )
             for engine in engines:
                 for w in (int(x) for x in args.workers.split(",")):
                     opts = [*extra, "--workers", str(w)]

@@ -81,12 +81,15 @@ def measured(corpus: Path, config: str, workers: int, tmp: Path) -> dict:
 
 def commit() -> str:
     """The checkout's commit (``+dirty`` where tracked files differ from it)."""
+
     def git(*a: str) -> str:
         return subprocess.run(
             ["git", *a], cwd=_HERE, capture_output=True, text=True, check=False
         ).stdout.strip()
 
-    return git("rev-parse", "--short", "HEAD") + ("+dirty" if git("status", "--porcelain", "-uno") else "")
+    return git("rev-parse", "--short", "HEAD") + (
+        "+dirty" if git("status", "--porcelain", "-uno") else ""
+    )
 
 
 def size(r: dict) -> str:
@@ -145,7 +148,9 @@ def compare(plain: dict, sub: dict, entering: int) -> dict:
     text = plain["text_mb"] * 1e6
     per_text = sub.get("shuffle_bytes_per_text_byte", {})
     stage_shuffle = sum(per_text.get(s, 0.0) for s in STAGES) * text
-    keys_extra = (sub.get("shuffle_keys_per_text_byte", 0) - plain.get("shuffle_keys_per_text_byte", 0)) * text
+    keys_extra = (
+        sub.get("shuffle_keys_per_text_byte", 0) - plain.get("shuffle_keys_per_text_byte", 0)
+    ) * text
     return {
         "workers": sub["workers"],
         "pages": sub["pages"],
@@ -184,9 +189,7 @@ def report(paths: list[Path]) -> int:
     by earlier invocations (each configuration may have run on its own) and print their cost
     and the C4 projection per pair; a pair takes the plain run of the same worker count, else
     any plain run of those pages (its ``plain_workers`` says which)."""
-    rows = [
-        json.loads(x) for p in paths for x in p.read_text().splitlines() if x.strip()
-    ]
+    rows = [json.loads(x) for p in paths for x in p.read_text().splitlines() if x.strip()]
     runs = [r for r in rows if r.get("stage") == "clean" and "stage_counters" in r]
     for sub in (r for r in runs if r["config"] == "substrings"):
         plains = [r for r in runs if r["config"] == "plain" and r["pages"] == sub["pages"]]
@@ -213,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=100, help="--dedup-substrings (bytes)")
     ap.add_argument("--keep", default="none", choices=["none", "first"])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--runs", nargs="+", default=["plain", "substrings"], choices=["plain", "substrings"])
+    ap.add_argument(
+        "--runs", nargs="+", default=["plain", "substrings"], choices=["plain", "substrings"]
+    )
     ap.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     ap.add_argument("--json", type=Path, help="append each run's figures here (JSON lines)")
     ap.add_argument("--baseline", type=Path, help="append each plain run's short form here")
@@ -232,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
         corpus_mod.build(corpus, args.pages, args.seed, args.files, [], unique=True)
     scale.CONFIGS["plain"] = []
     scale.CONFIGS["substrings"] = [
-        "--dedup-substrings", str(args.n), "--substrings-keep", args.keep,
+        "--dedup-substrings",
+        str(args.n),
+        "--substrings-keep",
+        args.keep,
     ]
     rows: dict[int, dict] = {}
     for w in args.workers:
@@ -269,7 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(rows) > 1:
         lo, hi = min(rows), max(rows)
         speedup = rows[lo]["wall_s"]["substrings"] / rows[hi]["wall_s"]["substrings"]
-        scale._write({"stage": "substrings_speedup", "workers": [lo, hi], "wall": round(speedup, 2)}, args.json)
+        scale._write(
+            {"stage": "substrings_speedup", "workers": [lo, hi], "wall": round(speedup, 2)},
+            args.json,
+        )
     if rows:
         best = rows[max(rows)]
         scale._write({"stage": "substrings_c4_projection", **projection(best)}, args.json)

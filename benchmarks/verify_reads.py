@@ -84,8 +84,10 @@ def main() -> None:
                 figures[mode]["decode"].append(seconds)
                 figures[mode]["tps"].append(tps)
                 figures[mode]["cpu"].append(cpu)
-        print(f"train shards: {size / 1e6:.2f} MB; {args.steps} steps × {args.batch_size} rows, "
-              f"inputs {args.inputs_length}; {args.rounds} rounds (median)")  # fmt: skip
+        print(
+            f"train shards: {size / 1e6:.2f} MB; {args.steps} steps × {args.batch_size} rows, "
+            f"inputs {args.inputs_length}; {args.rounds} rounds (median)"
+        )
         for mode, f in figures.items():
             med = {k: sorted(v)[len(v) // 2] for k, v in f.items()}
             print(

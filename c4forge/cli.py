@@ -72,7 +72,9 @@ def parser_tree(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentPa
             yield from nested(sub).values()
 
 
-def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+def _parse(
+    parser: argparse.ArgumentParser, argv: list[str]
+) -> tuple[argparse.Namespace, list[str]]:
     """argparse's parse, or a command's own for a nested form (``parse_nested``: `shards task
     NAME …`, with its own --help and usage errors; unknown options are errors there)."""
     if argv and argv[0] in COMMANDS:

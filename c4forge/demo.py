@@ -46,14 +46,18 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--bert-steps", type=int, default=200, help="bert-tiny steps (default 200; 0 = skip)"
     )
     p.add_argument(
-        "--workers", type=int, default=None,
+        "--workers",
+        type=int,
+        default=None,
         help="worker processes of the clean and shards stages (default: all cores)",
     )
     p.add_argument(
-        "--threads", type=positive, default=None,
+        "--threads",
+        type=positive,
+        default=None,
         help="torch CPU threads of the training runs (default: the CPUs this process may use) "
         "and of fine-tuning (default 1)",
-    )  # fmt: skip
+    )
     p.add_argument("--overwrite", action="store_true", help="redo every stage from scratch")
     return p
 
@@ -176,25 +180,59 @@ def _t5_steps(args, inputs, clean, vocab, shards, report, runs) -> list[Step]:
 
     steps = args.steps
     return [
-        Step("clean", os.path.join(clean, "stats.json"), CleanJob(
-            inputs=tuple(inputs), output=clean, report=True, workers=args.workers or None,
-            overwrite=args.overwrite,
-        )),
-        Step("vocab", os.path.join(vocab, "vocab.json"), VocabOptions(
-            docs=clean, output=vocab, vocab_size=args.vocab_size, overwrite=args.overwrite
-        )),
-        Step("shards", os.path.join(shards, "index.json"), ShardsJob(
-            docs=clean, vocab=vocab, output=shards, inputs_length=args.inputs_length,
-            workers=args.workers or None, overwrite=args.overwrite,
-        )),
+        Step(
+            "clean",
+            os.path.join(clean, "stats.json"),
+            CleanJob(
+                inputs=tuple(inputs),
+                output=clean,
+                report=True,
+                workers=args.workers or None,
+                overwrite=args.overwrite,
+            ),
+        ),
+        Step(
+            "vocab",
+            os.path.join(vocab, "vocab.json"),
+            VocabOptions(
+                docs=clean, output=vocab, vocab_size=args.vocab_size, overwrite=args.overwrite
+            ),
+        ),
+        Step(
+            "shards",
+            os.path.join(shards, "index.json"),
+            ShardsJob(
+                docs=clean,
+                vocab=vocab,
+                output=shards,
+                inputs_length=args.inputs_length,
+                workers=args.workers or None,
+                overwrite=args.overwrite,
+            ),
+        ),
         Step("report", os.path.join(report, "report.json"), datasheet),
-        Step("train", os.path.join(runs, "checkpoints", "latest"), TrainOptions(
-            shards=shards, preset="tiny", steps=steps, output=runs,
-            batch_size=args.batch_size, device="cpu", vocab=vocab,
-            eval_every=max(1, steps // 4), eval_rows=512, save_every=max(1, steps // 2),
-            optimizer="adamwscale", lr=3e-3, warmup=max(1, steps // 10), threads=args.threads,
-        ), fresh=runs),
-    ]  # fmt: skip
+        Step(
+            "train",
+            os.path.join(runs, "checkpoints", "latest"),
+            TrainOptions(
+                shards=shards,
+                preset="tiny",
+                steps=steps,
+                output=runs,
+                batch_size=args.batch_size,
+                device="cpu",
+                vocab=vocab,
+                eval_every=max(1, steps // 4),
+                eval_rows=512,
+                save_every=max(1, steps // 2),
+                optimizer="adamwscale",
+                lr=3e-3,
+                warmup=max(1, steps // 10),
+                threads=args.threads,
+            ),
+            fresh=runs,
+        ),
+    ]
 
 
 def _bert_steps(args, clean, vocab, shards, run) -> list[Step]:
@@ -202,14 +240,36 @@ def _bert_steps(args, clean, vocab, shards, run) -> list[Step]:
     bert-tiny run with BERT's AdamW (a higher peak than bert-base's 1e-4: tiny, few steps)."""
     steps = args.bert_steps
     return [
-        Step("shards (bert_mlm_nsp)", os.path.join(shards, "index.json"), ShardsJob(
-            docs=clean, vocab=vocab, output=shards, objective="bert_mlm_nsp", inputs_length=128,
-            workers=args.workers or None, overwrite=args.overwrite,
-        )),
-        Step("train (bert-tiny)", os.path.join(run, "checkpoints", "latest"), TrainOptions(
-            shards=shards, preset="bert-tiny", steps=steps, output=run,
-            batch_size=args.batch_size, device="cpu", vocab=vocab,
-            eval_every=max(1, steps // 4), eval_rows=512, save_every=max(1, steps // 2), lr=2e-3,
-            threads=args.threads,
-        ), fresh=run),
-    ]  # fmt: skip
+        Step(
+            "shards (bert_mlm_nsp)",
+            os.path.join(shards, "index.json"),
+            ShardsJob(
+                docs=clean,
+                vocab=vocab,
+                output=shards,
+                objective="bert_mlm_nsp",
+                inputs_length=128,
+                workers=args.workers or None,
+                overwrite=args.overwrite,
+            ),
+        ),
+        Step(
+            "train (bert-tiny)",
+            os.path.join(run, "checkpoints", "latest"),
+            TrainOptions(
+                shards=shards,
+                preset="bert-tiny",
+                steps=steps,
+                output=run,
+                batch_size=args.batch_size,
+                device="cpu",
+                vocab=vocab,
+                eval_every=max(1, steps // 4),
+                eval_rows=512,
+                save_every=max(1, steps // 2),
+                lr=2e-3,
+                threads=args.threads,
+            ),
+            fresh=run,
+        ),
+    ]

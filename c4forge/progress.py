@@ -88,7 +88,9 @@ class LineProgress:
         if now - self.last_line >= self.every:
             self._write(now)
 
-    def set_postfix(self, ordered_dict: dict | None = None, refresh: bool = True, **kw: Any) -> None:
+    def set_postfix(
+        self, ordered_dict: dict | None = None, refresh: bool = True, **kw: Any
+    ) -> None:
         items = {**(ordered_dict or {}), **kw}
         self.postfix = ", ".join(f"{k}={v}" for k, v in items.items())
 
@@ -166,9 +168,15 @@ def progress(
         from tqdm import tqdm
 
         return tqdm(
-            iterable, total=total, desc=desc, unit=unit, initial=initial, leave=leave,
-            file=stream, dynamic_ncols=True,
-        )  # fmt: skip
+            iterable,
+            total=total,
+            desc=desc,
+            unit=unit,
+            initial=initial,
+            leave=leave,
+            file=stream,
+            dynamic_ncols=True,
+        )
     if disable:
         from tqdm import tqdm
 

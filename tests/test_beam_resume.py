@@ -128,7 +128,9 @@ def test_killed_run_resumes_to_the_same_output(inputs, uninterrupted, tmp_path) 
         skipped -= 1
     job = json.loads((out / "_work" / "job.json").read_text())
     files = [
-        resume_state.InputFile(f["path"], f["size"], f.get("version", ""))  # as recorded, mtime included
+        resume_state.InputFile(
+            f["path"], f["size"], f.get("version", "")
+        )  # as recorded, mtime included
         for chunk in job["inputs"]
         for f in chunk
     ]

@@ -32,9 +32,16 @@ def bert(tmp_path_factory):
     data = build_bert_data(root)
     run = root / "run"
     opts = TrainOptions(
-        shards=data["shards"], output=str(run), preset="bert-tiny", steps=3, batch_size=8,
-        vocab=data["vocab"], lr=1e-3, eval_rows=8, progress=False,
-    )  # fmt: skip
+        shards=data["shards"],
+        output=str(run),
+        preset="bert-tiny",
+        steps=3,
+        batch_size=8,
+        vocab=data["vocab"],
+        lr=1e-3,
+        eval_rows=8,
+        progress=False,
+    )
     train(opts)
     moved = root / "elsewhere" / "run"  # the run folder carried away from its shards and vocab
     shutil.copytree(run, moved)
@@ -107,9 +114,16 @@ def test_hf_bert_equals_ours_on_a_real_batch(bert, tmp_path, capfd, quiet_hf):
 def test_non_gelu_ffn_export_is_a_clear_error(bert, tmp_path, capsys):
     run = tmp_path / "swiglu"
     opts = TrainOptions(
-        shards=bert["shards"], output=str(run), preset="bert-tiny", steps=1, batch_size=4,
-        vocab=bert["vocab"], ffn="swiglu", eval_rows=4, progress=False,
-    )  # fmt: skip
+        shards=bert["shards"],
+        output=str(run),
+        preset="bert-tiny",
+        steps=1,
+        batch_size=4,
+        vocab=bert["vocab"],
+        ffn="swiglu",
+        eval_rows=4,
+        progress=False,
+    )
     train(opts)
     capsys.readouterr()  # the run's start-up summary
     out = tmp_path / "hf"

@@ -132,10 +132,29 @@ def test_resume_in_process_is_bitwise_exact_with_dropout(bert, uninterrupted, tm
 def test_killed_run_resumes_bitwise(bert, uninterrupted, tmp_path):
     out = tmp_path / "killed"
     args = [
-        bert["shards"], "--output", str(out), "--steps", "6", "--preset", "bert-tiny",
-        "--batch-size", "4", "--vocab", bert["vocab"], "--log-every", "1", "--lr", "1e-3",
-        "--save-every", "3", "--eval-rows", "16", "--no-progress", "--shuffle-batches", "2",
-    ]  # fmt: skip
+        bert["shards"],
+        "--output",
+        str(out),
+        "--steps",
+        "6",
+        "--preset",
+        "bert-tiny",
+        "--batch-size",
+        "4",
+        "--vocab",
+        bert["vocab"],
+        "--log-every",
+        "1",
+        "--lr",
+        "1e-3",
+        "--save-every",
+        "3",
+        "--eval-rows",
+        "16",
+        "--no-progress",
+        "--shuffle-batches",
+        "2",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
     killer = os.path.join(ROOT, "tests", "killed_train.py")
@@ -166,11 +185,33 @@ def test_ddp_two_ranks_match_one_rank_with_accumulation(bert, tmp_path):
     train(_opts(bert, single, steps=2, grad_accum=2))
     ddp = tmp_path / "ddp"
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-        "-m", "c4forge", "train", bert["shards"], "--output", str(ddp), "--steps", "2",
-        "--preset", "bert-tiny", "--batch-size", "4", "--vocab", bert["vocab"], "--lr", "1e-3",
-        "--log-every", "1", "--eval-rows", "16", "--no-progress",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "c4forge",
+        "train",
+        bert["shards"],
+        "--output",
+        str(ddp),
+        "--steps",
+        "2",
+        "--preset",
+        "bert-tiny",
+        "--batch-size",
+        "4",
+        "--vocab",
+        bert["vocab"],
+        "--lr",
+        "1e-3",
+        "--log-every",
+        "1",
+        "--eval-rows",
+        "16",
+        "--no-progress",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -119,10 +119,27 @@ def test_killed_run_resumes_with_the_same_losses(data, uninterrupted, tmp_path):
     full, _ = uninterrupted
     out = tmp_path / "killed"
     common = [
-        str(data / "shards"), "--output", str(out), "--steps", "6", "--preset", "tiny",
-        "--batch-size", "4", "--vocab", str(data / "vocab"), "--log-every", "1",
-        "--save-every", "3", "--eval-rows", "8", "--no-progress", "--shuffle-batches", "2",
-    ]  # fmt: skip
+        str(data / "shards"),
+        "--output",
+        str(out),
+        "--steps",
+        "6",
+        "--preset",
+        "tiny",
+        "--batch-size",
+        "4",
+        "--vocab",
+        str(data / "vocab"),
+        "--log-every",
+        "1",
+        "--save-every",
+        "3",
+        "--eval-rows",
+        "8",
+        "--no-progress",
+        "--shuffle-batches",
+        "2",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
     first = _cli(common, env, crash_after=4)

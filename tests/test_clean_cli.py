@@ -80,7 +80,10 @@ def test_option_errors(tmp_path, capsys, option, message):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--dedupe", "lines"], "unknown option '--dedupe'"),  # a near-miss of --dedup is an error, not spans
+        (
+            ["--dedupe", "lines"],
+            "unknown option '--dedupe'",
+        ),  # a near-miss of --dedup is an error, not spans
         (["--direct_num_workers=two"], "bad Beam pipeline option"),
         (["--engine", "spark", "--project", "p"], "unknown option for the Spark engine"),
         (["--engine", "spark", "--conf", "executor.memory=4g"], "start with 'spark.'"),
@@ -398,8 +401,21 @@ def test_a_clean_run_prints_only_our_lines(tmp_path):
 
     wet = os.path.join(REPO, "tests", "data", "wet", "whirlwind.warc.wet.gz")
     proc = subprocess.run(
-        [sys.executable, "-m", "c4forge", "clean", wet, "-o", str(tmp_path / "out"), "--workers", "1"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "c4forge",
+            "clean",
+            wet,
+            "-o",
+            str(tmp_path / "out"),
+            "--workers",
+            "1",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert "apitools" not in proc.stderr and "WARNING:root" not in proc.stderr, proc.stderr

@@ -134,7 +134,10 @@ def test_a_new_stage_with_a_flow_is_accounted_for_by_the_plan(tmp_path) -> None:
     assert rows[0].pages_out == row.pages_in and row.pages_out == rows[2].pages_in
 
     # the identities follow the stage: one page lost in it, or one too many, is reported
-    lost = {**counters, "domain": {**counters["domain"], "passed": counters["domain"]["passed"] - 1}}
+    lost = {
+        **counters,
+        "domain": {**counters["domain"], "passed": counters["domain"]["passed"] - 1},
+    }
     assert conservation_errors(lost, plan.accounts) == [
         f"wet.pages: {counters['wet']['pages']} != domain total {counters['wet']['pages'] - 1}",
         f"domain.passed: {counters['domain']['passed'] - 1} != length total "

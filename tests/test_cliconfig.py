@@ -28,7 +28,8 @@ class Toy(CliConfig):
     name: str = option("name", help="a positional")
     size: int = option("--size", default=3, type=int, help="a number")
     fast: bool | None = option(
-        default=None, flags=(flag("--slow", action="store_false"), flag("--fast", action="store_true"))
+        default=None,
+        flags=(flag("--slow", action="store_false"), flag("--fast", action="store_true")),
     )
     items: list[str] = option("--items", default_factory=list, convert=lambda s: s.split(","))
     note: str = "not a flag"
@@ -96,16 +97,28 @@ def test_from_mapping_and_override_refuse_unknown_keys_in_one_line():
 REQUIRED = {
     "clean": (["in.wet.gz", "-o", "out"], CleanJob, {"inputs": ("in.wet.gz",), "output": "out"}),
     "vocab": (["docs", "-o", "v"], VocabOptions, {"docs": "docs", "output": "v"}),
-    "train": (["s", "-o", "r", "--steps", "3"], TrainOptions,
-              {"shards": "s", "output": "r", "steps": 3}),
-    "finetune": (["ck", "--task", "sst2", "--data", "d", "-o", "f"], FinetuneOptions,
-                 {"checkpoint": "ck", "task": "sst2", "data": "d", "output": "f"}),
-    "glue": (["ck", "--data", "d", "-o", "g"], GlueOptions,
-             {"checkpoint": "ck", "data": "d", "output": "g"}),
-    "evaluate": (["ft", "--task", "sst2", "--data", "d"], EvaluateOptions,
-                 {"ft": "ft", "task": "sst2", "data": "d"}),
+    "train": (
+        ["s", "-o", "r", "--steps", "3"],
+        TrainOptions,
+        {"shards": "s", "output": "r", "steps": 3},
+    ),
+    "finetune": (
+        ["ck", "--task", "sst2", "--data", "d", "-o", "f"],
+        FinetuneOptions,
+        {"checkpoint": "ck", "task": "sst2", "data": "d", "output": "f"},
+    ),
+    "glue": (
+        ["ck", "--data", "d", "-o", "g"],
+        GlueOptions,
+        {"checkpoint": "ck", "data": "d", "output": "g"},
+    ),
+    "evaluate": (
+        ["ft", "--task", "sst2", "--data", "d"],
+        EvaluateOptions,
+        {"ft": "ft", "task": "sst2", "data": "d"},
+    ),
     "export": (["run", "-o", "hf"], ExportOptions, {"checkpoint": "run", "output": "hf"}),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("command", sorted(REQUIRED))
@@ -122,9 +135,14 @@ def test_shards_options_keep_each_objective_s_own_flags():
     )
     opts = ShardsJob.from_args(args, docs="docs")
     assert opts == ShardsJob.from_mapping(
-        {"docs": "docs", "vocab": "v", "output": "o", "objective": "prefix_lm",
-         "objective_options": opts.objective_options}
-    )  # fmt: skip
+        {
+            "docs": "docs",
+            "vocab": "v",
+            "output": "o",
+            "objective": "prefix_lm",
+            "objective_options": opts.objective_options,
+        }
+    )
     # every objective's own option is a key (None: not given), and nothing else is
     from c4forge.objectives.registry import objective_options
 
@@ -139,10 +157,15 @@ def test_every_command_parser_maps_every_dest():
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert set(sub.choices) == set(COMMANDS)
     for command, cls in (
-        ("clean", CleanJob), ("vocab", VocabOptions), ("shards", ShardsJob),
-        ("train", TrainOptions), ("finetune", FinetuneOptions), ("glue", GlueOptions),
-        ("evaluate", EvaluateOptions), ("export", ExportOptions),
-    ):  # fmt: skip
+        ("clean", CleanJob),
+        ("vocab", VocabOptions),
+        ("shards", ShardsJob),
+        ("train", TrainOptions),
+        ("finetune", FinetuneOptions),
+        ("glue", GlueOptions),
+        ("evaluate", EvaluateOptions),
+        ("export", ExportOptions),
+    ):
         dests = {a.dest for a in sub.choices[command]._actions}
         fields = {f.name for f in cliconfig.flagged_fields(cls)} - {"objective_options"}
         assert fields <= dests, (command, fields - dests)
@@ -152,18 +175,83 @@ def test_every_train_flag_reaches_its_field():
     """Each flag of `train`, given a non-default value, arrives in ``TrainOptions`` (a flag whose
     value went nowhere would leave its field at the default)."""
     argv = [
-        "train", "s", "-o", "r", "--steps", "9", "--preset", "small", "--ffn", "swiglu",
-        "--d-ff", "64", "--tie-embeddings", "--attn", "eager", "--dropout", "0.2", "--vocab", "v",
-        "--batch-size", "3", "--grad-accum", "2", "--optimizer", "adamw", "--schedule", "cosine",
-        "--lr", "0.5", "--warmup", "4", "--grad-clip", "0.7", "--z-loss", "0.001", "--seed", "5",
-        "--shuffle-batches", "6", "--device", "cpu", "--resume", "--eval-every", "2",
-        "--eval-rows", "11", "--save-every", "3", "--keep-checkpoints", "4", "--log-every", "5",
-        "--compile", "--verify-shards", "full", "--num-workers", "1", "--threads", "3",
+        "train",
+        "s",
+        "-o",
+        "r",
+        "--steps",
+        "9",
+        "--preset",
+        "small",
+        "--ffn",
+        "swiglu",
+        "--d-ff",
+        "64",
+        "--tie-embeddings",
+        "--attn",
+        "eager",
+        "--dropout",
+        "0.2",
+        "--vocab",
+        "v",
+        "--batch-size",
+        "3",
+        "--grad-accum",
+        "2",
+        "--optimizer",
+        "adamw",
+        "--schedule",
+        "cosine",
+        "--lr",
+        "0.5",
+        "--warmup",
+        "4",
+        "--grad-clip",
+        "0.7",
+        "--z-loss",
+        "0.001",
+        "--seed",
+        "5",
+        "--shuffle-batches",
+        "6",
+        "--device",
+        "cpu",
+        "--resume",
+        "--eval-every",
+        "2",
+        "--eval-rows",
+        "11",
+        "--save-every",
+        "3",
+        "--keep-checkpoints",
+        "4",
+        "--log-every",
+        "5",
+        "--compile",
+        "--verify-shards",
+        "full",
+        "--num-workers",
+        "1",
+        "--threads",
+        "3",
         "--deterministic",
-        "--no-progress", "--stop-after-step", "8", "--mix", "a", "--mix", "b=c",
-        "--mix-rates", "1,2,3", "--mix-strategy", "rates", "--mix-limit", "7",
-        "--mix-temperature", "2", "--mix-pad",
-    ]  # fmt: skip
+        "--no-progress",
+        "--stop-after-step",
+        "8",
+        "--mix",
+        "a",
+        "--mix",
+        "b=c",
+        "--mix-rates",
+        "1,2,3",
+        "--mix-strategy",
+        "rates",
+        "--mix-limit",
+        "7",
+        "--mix-temperature",
+        "2",
+        "--mix-pad",
+    ]
     opts = TrainOptions.from_args(build_parser().parse_args(argv))
     defaults = TrainOptions(shards="x", output="y", steps=1)
     unchanged = [

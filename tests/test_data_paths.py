@@ -54,7 +54,6 @@ def _record(index: dict, name: str) -> dict:
     return next(r for r in index["vocab_files"]["files"] if r["file"] == name)
 
 
-
 @pytest.mark.parametrize("directory", ["../vocab", "/etc", "vocab/../../x", ".."])
 def test_vocab_files_directory_must_be_inside_the_set(shard_set, tmp_path, capsys, directory):
     d = _copy(shard_set, tmp_path)
@@ -106,8 +105,19 @@ def test_a_swapped_extra_ids_model_is_refused(shard_set, tmp_path, capsys):
     _swap(d, "sentencepiece.extra_ids.model", plain)  # the model without its sentinels
     message = "sentencepiece.extra_ids.model: not the model that sentencepiece.model with"
     one_line_error(capsys, ["shards", "verify", d, "--quiet"], message)
-    argv = ["train", d, "--output", str(tmp_path / "run"), "--steps", "1", "--preset", "tiny",
-            "--batch-size", "4", "--no-progress"]  # fmt: skip
+    argv = [
+        "train",
+        d,
+        "--output",
+        str(tmp_path / "run"),
+        "--steps",
+        "1",
+        "--preset",
+        "tiny",
+        "--batch-size",
+        "4",
+        "--no-progress",
+    ]
     one_line_error(capsys, argv, message)
     assert not os.path.exists(tmp_path / "run" / "vocab")
 
@@ -152,6 +162,7 @@ def test_report_does_not_read_a_shard_named_outside_the_clean_folder(tmp_path, c
     entry["file"] = f"../{entry['file']}"
     json.dump(stats, open(stats_path, "w"))
     one_line_error(
-        capsys, ["report", str(clean), "-o", str(tmp_path / "r"), "--quiet"],
+        capsys,
+        ["report", str(clean), "-o", str(tmp_path / "r"), "--quiet"],
         f"{stats_path}: train file '{entry['file']}' is not a name inside its folder",
-    )  # fmt: skip
+    )

@@ -140,10 +140,14 @@ def expected_numbers(stats: dict) -> dict[str, int]:
     c = stats["counters"]
     flows = dict(accounts_of(stats["config"]))
     for step in funnel(c, "auto", accounts_of(stats["config"])):
-        out[f"funnel.{step.stage}.pages_out"] = sum(c[step.stage].get(r, 0) for r in flows[step.stage].kept)
+        out[f"funnel.{step.stage}.pages_out"] = sum(
+            c[step.stage].get(r, 0) for r in flows[step.stage].kept
+        )
         out[f"funnel.{step.stage}.pages_in"] = step.pages_in
     for name in stats["config"].get("decontaminate", {}):
-        out[f"decontamination.{name}.documents_removed"] = c["decontaminate"].get(f"contaminated:{name}", 0)
+        out[f"decontamination.{name}.documents_removed"] = c["decontaminate"].get(
+            f"contaminated:{name}", 0
+        )
     for lang, v in stats.get("languages", {}).items():
         out[f"languages.{lang}.documents"] = v["documents"]
     return out
@@ -183,8 +187,12 @@ def check_report(out: dict[str, Path]) -> Page:
     # numbers: HTML, report.json and README.md against stats.json
     expected = expected_numbers(stats)
     rows = md_rows(readme)
-    labels = {"totals.documents": "documents", "totals.characters": "characters",
-              "totals.bytes": "bytes (compressed shards)", "totals.pages_in": "pages read"}  # fmt: skip
+    labels = {
+        "totals.documents": "documents",
+        "totals.characters": "characters",
+        "totals.bytes": "bytes (compressed shards)",
+        "totals.pages_in": "pages read",
+    }
     titles = {r["stage"]: r["title"] for r in report["funnel"]}
     for key, value in expected.items():
         assert num(page.numbers[key]) == value, key
@@ -212,7 +220,9 @@ def test_demo_report_numbers_sections_and_images(demo: dict[str, Path]) -> None:
     assert report["totals"]["tokens"] == sum(s["tokens"] for s in index["stats"].values())
     assert report["totals"]["tokens"] == num(page.numbers["totals.tokens"])
     s = report["shards"]["splits"]["train"]
-    assert 0.9 < s["packing_efficiency"] <= 1 and s["padding"] == pytest.approx(1 - s["packing_efficiency"])
+    assert 0.9 < s["packing_efficiency"] <= 1 and s["padding"] == pytest.approx(
+        1 - s["packing_efficiency"]
+    )
     # samples of what each rule removed, from OUTPUT/samples (3 per reason)
     assert report["samples"]["clean/too_short"] and len(report["samples"]["clean/too_short"]) == 3
     assert report["domains"]["top"][0][1] >= report["domains"]["top"][-1][1]
@@ -231,7 +241,9 @@ def test_multilingual_report(multi: dict[str, Path]) -> None:
     assert "languages" in page.sections
     report = json.loads((multi["report"] / "report.json").read_text())
     assert "languages.png" in report["figures"]
-    assert sum(v["documents"] for v in report["languages"].values()) == report["totals"]["documents"]
+    assert (
+        sum(v["documents"] for v in report["languages"].values()) == report["totals"]["documents"]
+    )
 
 
 def test_report_of_a_folder_without_stats_is_a_one_line_error(tmp_path: Path, capsys) -> None:
@@ -256,8 +268,16 @@ def browse(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProces
     exe = chromium()
     if exe is None:
         pytest.skip("no chromium on PATH and C4FORGE_CHROMIUM unset (apt-get install chromium)")
-    argv = [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
-            "--v=0", "--virtual-time-budget=10000", *extra, page.as_uri()]  # fmt: skip
+    argv = [
+        exe,
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=10000",
+        *extra,
+        page.as_uri(),
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -285,7 +305,9 @@ def test_report_renders_in_a_headless_browser(which: str, request, tmp_path: Pat
     assert check["data-missing-sections"] == ""
     assert check["data-errors"] == "" and "Uncaught" not in console, console
     shot = tmp_path / "screenshot.png"
-    done = browse(page, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1280,2400")
+    done = browse(
+        page, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1280,2400"
+    )
     assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
     width, height = check_png(shot.read_bytes())
     assert (width, height) == (1280, 2400)

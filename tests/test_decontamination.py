@@ -148,8 +148,9 @@ def test_planted_documents_removed_exactly_on_every_engine(planted: dict) -> Non
     beam2 = _clean(planted, "beam2", "--workers", "2", *opts)
     spark = _clean(planted, "spark", "--engine", "spark", "--workers", "2", *opts)
     local = planted["root"] / "local"
-    job = CleanJob((planted["wet"],), str(local), decontaminate=("glue",), keep_samples=3,
-                   quiet=True)  # fmt: skip
+    job = CleanJob(
+        (planted["wet"],), str(local), decontaminate=("glue",), keep_samples=3, quiet=True
+    )
     assert run_clean(job, LocalEngine()) == 0
 
     # exactly the planted documents are gone, and every one of them
@@ -217,7 +218,9 @@ def test_normalisation_matches_tokenised_and_plain_text() -> None:
 
 
 def test_benchmark_files_tsv_csv_jsonl(tmp_path: Path) -> None:
-    sentence = "the committee approved the new budget for the coming fiscal year after a long debate"
+    sentence = (
+        "the committee approved the new budget for the coming fiscal year after a long debate"
+    )
     (tmp_path / "a.tsv").write_text(f"id\tquestion\n1\t{sentence}\n", encoding="utf-8")
     (tmp_path / "b.csv").write_text(f'text,label\n"{sentence}, again",1\n', encoding="utf-8")
     (tmp_path / "c.jsonl").write_text(json.dumps({"q": sentence}) + "\n", encoding="utf-8")
@@ -251,8 +254,16 @@ def test_bad_specs_are_one_line_errors(spec: str, message: str, tmp_path: Path, 
 def test_missing_text_field_names_the_fields(tmp_path: Path, capsys) -> None:
     (tmp_path / "d.jsonl").write_text(json.dumps({"question": "q", "answer": "a"}) + "\n")
     out = tmp_path / "rep"
-    code = main(["contamination", str(tmp_path / "d.jsonl"), "--eval",
-                 f"d={tmp_path}/d.jsonl", "-o", str(out)])  # fmt: skip
+    code = main(
+        [
+            "contamination",
+            str(tmp_path / "d.jsonl"),
+            "--eval",
+            f"d={tmp_path}/d.jsonl",
+            "-o",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "no field 'text'" in err and "question, answer" in err
 
@@ -261,8 +272,19 @@ def test_decontaminate_before_the_input_does_not_swallow_it(planted: dict, tmp_p
     """``--decontaminate glue IN -o OUT`` (the flag before the input) once took IN as a second
     benchmark spec and stopped with "the following arguments are required: INPUT"."""
     out = tmp_path / "first"
-    argv = ["clean", "--decontaminate", "glue", planted["wet"], "-o", str(out), "--quiet",
-            "--engine", "local", "--workers", "1"]  # fmt: skip
+    argv = [
+        "clean",
+        "--decontaminate",
+        "glue",
+        planted["wet"],
+        "-o",
+        str(out),
+        "--quiet",
+        "--engine",
+        "local",
+        "--workers",
+        "1",
+    ]
     assert main(argv) == 0
     assert _urls(out).isdisjoint(planted["plan"])  # every planted document removed
     stats = json.loads((out / "stats.json").read_text())
@@ -300,8 +322,17 @@ def test_two_values_after_one_decontaminate_flag_say_how_to_give_both(tmp_path, 
     wet = tmp_path / "in.wet.gz"
     wet.write_bytes(wet_bytes(doc_records(c4_docs(0, 2))))
     for engine in ("local", "beam"):
-        argv = ["clean", str(wet), "-o", str(tmp_path / "o"), "--engine", engine,
-                "--decontaminate", "glue", f"mine={evals}"]  # fmt: skip
+        argv = [
+            "clean",
+            str(wet),
+            "-o",
+            str(tmp_path / "o"),
+            "--engine",
+            engine,
+            "--decontaminate",
+            "glue",
+            f"mine={evals}",
+        ]
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert "repeat the option, or join a list with commas" in err and err.count("\n") == 1

@@ -22,9 +22,17 @@ def test_heldout_nll_is_the_runs_own_eval_and_random_init_is_worse(tmp_path):
     fx.build_data(root, docs=60, packed_docs=20)
     run = tmp_path / "run"
     opts = fx.tiny_options(
-        root, run, steps=30, batch_size=8, optimizer="adamwscale", lr=1e-2, warmup=5,
-        eval_every=30, eval_rows=32, save_every=30,
-    )  # fmt: skip
+        root,
+        run,
+        steps=30,
+        batch_size=8,
+        optimizer="adamwscale",
+        lr=1e-2,
+        warmup=5,
+        eval_every=30,
+        eval_rows=32,
+        save_every=30,
+    )
     train(opts)
     evals = [r["eval_nll"] for r in read_metrics(str(run / "metrics.jsonl")) if "eval_nll" in r]
     from c4forge.trainers.export import load_model

@@ -89,9 +89,19 @@ def test_estimate_of_the_bundled_sample_is_near_its_measured_peak(tmp_path: Path
     assert i["startup_cpu_s"] > 0 and i["cpu_s"] > i["startup_cpu_s"]
 
     real = subprocess.Popen(
-        [sys.executable, "-m", "c4forge", "clean", str(wet), "-o", str(tmp_path / "real"),
-         "--quiet", "--workers", "2"]
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "c4forge",
+            "clean",
+            str(wet),
+            "-o",
+            str(tmp_path / "real"),
+            "--quiet",
+            "--workers",
+            "2",
+        ]
+    )
     with proctree.PeakSampler(real.pid, interval=0.05) as sampler:
         assert real.wait() == 0
     measured = sampler.peak / 2**30
@@ -123,14 +133,15 @@ def test_projected_peak_grows_with_the_files_and_pages_beyond_the_cut() -> None:
     per_run = RUN_BATCH * (1_800 + 200)
     by_files = [project_peak(cuts, files=n, pages=24_000, **kw)["files"] for n in (4, 8, 16, 32)]
     assert by_files == [2 * per_run * (n - 4) for n in (4, 8, 16, 32)]
-    grown = [project_peak(cuts, files=4, pages=p, **kw)["volume"] for p in (24_000, 48_000, 2 * VOLUME_PLATEAU_PAGES)]
+    grown = [
+        project_peak(cuts, files=4, pages=p, **kw)["volume"]
+        for p in (24_000, 48_000, 2 * VOLUME_PLATEAU_PAGES)
+    ]
     assert grown[0] == 0 < grown[1] < grown[2] == 2 * (VOLUME_GROWTH_BYTES - volume_growth(12_000))
     plateau = project_peak(cuts, files=4, pages=4 * VOLUME_PLATEAU_PAGES, **kw)["volume"]
     assert plateau == grown[2]  # a worker past the plateau grows no more
     big = project_peak(cuts, files=32, pages=1_000_000, **{**kw, "largest": 80_000_000})
-    assert big["total"] == sum(
-        big[k] for k in ("measured", "chunk", "files", "buckets", "volume")
-    )
+    assert big["total"] == sum(big[k] for k in ("measured", "chunk", "files", "buckets", "volume"))
     assert big["chunk"] > 0 and big["buckets"] == 0  # no shuffle measured: no bucket growth
     # a shuffle of 500 bytes a page: 16 buckets of 0.75 MB at the cut, capped at 4 MiB
     from c4forge.engines.local import BUCKET_BYTES

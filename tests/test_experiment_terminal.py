@@ -63,8 +63,11 @@ def test_stage_list_has_no_sentencepiece_log_and_a_running_stage_ticks(tmp_path)
     env = {**os.environ, "PYTHONPATH": REPO, "C4FORGE_PROGRESS_SECONDS": "1"}
     proc = subprocess.run(
         [sys.executable, "-c", RUN, str(config), str(store)],
-        env=env, capture_output=True, text=True, cwd=tmp_path,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     shown = proc.stdout + proc.stderr
     assert proc.returncode == 0, shown[-3000:]
     for noise in ("trainer_spec", "unigram_model_trainer", "normalizer_spec"):

@@ -62,22 +62,34 @@ def run_cli(tmp_path, text: str, capsys) -> tuple[int, str]:
         ("[arms.s]\ntrain.steps = 'ten'\n", "train.steps: expected integer"),
         ("[arms.w]\ncorpus.variant = 'webtextlike'\n", "needs corpus.url_list"),
         ("[arms.geglu]\nmodel.ffn = 'relu'\n", "name of the base recipe"),
-        ("[arms.m]\nmix.sources = ['realnewslik']\nmix.rates = [1.0, 1.0]\n",
-         "mix.sources: unknown --variant 'realnewslik'"),
-        ("[arms.m]\nmix.sources = ['task:rte']\nmix.strategy = 'equal'\n",
-         "mix.sources: " + os.path.join(schema.BUNDLED_GLUE, "RTE", "train.tsv")),
-        ("[arms.m]\nmix.sources = ['realnewslike']\nmix.rates = [1.0]\n",
-         "mix.rates: 1 rates for 2 sources (c4, realnewslike: the arm's corpus first)"),
-        ("[arms.m]\nmix.sources = ['realnewslike']\nmix.rates = [1.0, 0.0]\n",
-         "rate of 'realnewslike' must be a positive number"),
+        (
+            "[arms.m]\nmix.sources = ['realnewslik']\nmix.rates = [1.0, 1.0]\n",
+            "mix.sources: unknown --variant 'realnewslik'",
+        ),
+        (
+            "[arms.m]\nmix.sources = ['task:rte']\nmix.strategy = 'equal'\n",
+            "mix.sources: " + os.path.join(schema.BUNDLED_GLUE, "RTE", "train.tsv"),
+        ),
+        (
+            "[arms.m]\nmix.sources = ['realnewslike']\nmix.rates = [1.0]\n",
+            "mix.rates: 1 rates for 2 sources (c4, realnewslike: the arm's corpus first)",
+        ),
+        (
+            "[arms.m]\nmix.sources = ['realnewslike']\nmix.rates = [1.0, 0.0]\n",
+            "rate of 'realnewslike' must be a positive number",
+        ),
         ("[arms.m]\nmix.sources = ['realnewslike']\n", "give mix.rates or mix.strategy"),
-        ("[arms.m]\nmix.sources = ['realnewslike']\nmix.strategy = 'temperature'\n",
-         "needs a temperature > 0"),
-        ("[arms.z]\nfinetune.steps = 0\n", "0, no fine-tuning, only with head \"text\""),
-        ("[arms.z]\nfinetune.steps = 0\nfinetune.head = 'text'\n",
-         "no random start without fine-tuning"),
+        (
+            "[arms.m]\nmix.sources = ['realnewslike']\nmix.strategy = 'temperature'\n",
+            "needs a temperature > 0",
+        ),
+        ("[arms.z]\nfinetune.steps = 0\n", '0, no fine-tuning, only with head "text"'),
+        (
+            "[arms.z]\nfinetune.steps = 0\nfinetune.head = 'text'\n",
+            "no random start without fine-tuning",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_files_are_one_line_errors_before_any_work(tmp_path, capsys, extra, message):
     text = BASE + extra
     if "[base.model]\nffn_size" in extra:  # a second [base.model] table is invalid TOML
@@ -99,8 +111,14 @@ def test_unknown_top_level_and_experiment_keys(tmp_path):
 
 def test_shipped_configs_load_and_plan():
     names = sorted(n for n in os.listdir(CONFIGS) if n.endswith(".toml"))
-    assert {"glu_table1.toml", "t5_objectives.toml", "t5_corpora.toml", "hire.toml",
-            "t5_multitask.toml", "c4_mixtures.toml"} <= set(names)  # fmt: skip
+    assert {
+        "glu_table1.toml",
+        "t5_objectives.toml",
+        "t5_corpora.toml",
+        "hire.toml",
+        "t5_multitask.toml",
+        "c4_mixtures.toml",
+    } <= set(names)
     for name in names:
         exp = schema.load(os.path.join(CONFIGS, name))
         plan = experiment_plan(exp)
@@ -144,13 +162,16 @@ def test_shared_stages_run_once_and_keys_follow_content(tmp_path):
     before = {s.key for s in plan.stages}
     after = experiment_plan(exp2)
     changed = [s for s in after.stages if s.key not in before]
-    assert changed and all(s.config.get("model", {}).get("ffn") == "swiglu" or
-                           s.kind == "finetune" for s in changed)  # fmt: skip
+    assert changed and all(
+        s.config.get("model", {}).get("ffn") == "swiglu" or s.kind == "finetune" for s in changed
+    )
     swiglu_runs = [r for r in after.runs if r.arm == "relu"]
     assert {s.key for s in changed} == {
-        s.key for r in swiglu_runs for role, s in r.stages.items()
+        s.key
+        for r in swiglu_runs
+        for role, s in r.stages.items()
         if role not in ("clean", "vocab", "shards")
-    }  # fmt: skip
+    }
 
 
 def test_unshared_vocabulary_follows_each_corpus(tmp_path):

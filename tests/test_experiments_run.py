@@ -84,9 +84,12 @@ def experiment(tmp_path_factory):
     with open(config, "w") as f:
         f.write(CONFIG.format(ffn="relu"))
     proc = subprocess.Popen(
-        _command(config, out), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        _command(config, out),
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
-    )  # fmt: skip
+    )
     killed_at = None
     deadline = time.time() + 900
     while time.time() < deadline and proc.poll() is None:
@@ -110,10 +113,15 @@ def experiment(tmp_path_factory):
         f.write(CONFIG.format(ffn="swiglu"))
     changed_stdout = _run(config, out)
     return {
-        "out": out, "config": config, "killed": killed_at, "before_resume": before_resume,
-        "after_resume": after_resume, "resumed_stdout": resumed_stdout,
-        "changed_stdout": changed_stdout, "first_results": first_results,
-    }  # fmt: skip
+        "out": out,
+        "config": config,
+        "killed": killed_at,
+        "before_resume": before_resume,
+        "after_resume": after_resume,
+        "resumed_stdout": resumed_stdout,
+        "changed_stdout": changed_stdout,
+        "first_results": first_results,
+    }
 
 
 def test_resume_after_sigkill_skips_finished_stages_and_continues_training(experiment):
@@ -200,9 +208,11 @@ def test_table_recomputes_from_the_run_folders_files(experiment):
     # the table is a function of the run folders: recomputed, it is byte-identical
     before = open(f"{out}/results.json").read()
     proc = subprocess.run(
-        [*_command(experiment["config"], out), "--results-only"], env=_env(), capture_output=True,
+        [*_command(experiment["config"], out), "--results-only"],
+        env=_env(),
+        capture_output=True,
         text=True,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     assert open(f"{out}/results.json").read() == before
 

@@ -131,7 +131,11 @@ def test_task_pool_workers_leave_when_the_driver_is_killed() -> None:
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], env=subprocess_env(), capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     pids = [int(p) for p in done.stdout.split()]
     assert done.returncode == -signal.SIGKILL and len(pids) == 2
@@ -187,10 +191,14 @@ def test_local_worker_killed_mid_write_reruns_its_task(reference, tmp_path: Path
     just after its commit: the tasks run again, same bytes."""
     markers = tmp_path / "markers"
     done = clean(
-        tmp_path / "out", "--engine", "local", "--workers", "2",
+        tmp_path / "out",
+        "--engine",
+        "local",
+        "--workers",
+        "2",
         C4FORGE_FAULT="chunk-*.pages.gz:kill,c4-train*:kill,c4-train*:kill-after",
         C4FORGE_FAULT_MARKERS=str(markers),
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert faults.fired(str(markers)) == 3
     assert done.stderr.count("killed by SIGKILL (out of memory?); attempt 2 of 4") == 2
@@ -201,9 +209,14 @@ def test_local_worker_killed_mid_write_reruns_its_task(reference, tmp_path: Path
 def test_local_retries_spent_is_one_line_then_resume_finishes(reference, tmp_path: Path) -> None:
     out = tmp_path / "out"
     failed = clean(
-        out, "--engine", "local", "--workers", "2",
-        C4FORGE_FAULT="c4-train*:kill:always", C4FORGE_TASK_ATTEMPTS="2",
-    )  # fmt: skip
+        out,
+        "--engine",
+        "local",
+        "--workers",
+        "2",
+        C4FORGE_FAULT="c4-train*:kill:always",
+        C4FORGE_TASK_ATTEMPTS="2",
+    )
     assert failed.returncode == 2
     lines = failed.stderr.strip().splitlines()
     assert "Traceback" not in failed.stderr
@@ -221,9 +234,14 @@ def test_local_exception_mid_write_and_duplicate_attempts(reference, tmp_path: P
     speculative duplicate): the writers commit the same bytes whichever attempt wins."""
     markers = tmp_path / "markers"
     done = clean(
-        tmp_path / "out", "--engine", "local", "--workers", "2",
-        C4FORGE_FAULT="*.run:raise:each,*:duplicate", C4FORGE_FAULT_MARKERS=str(markers),
-    )  # fmt: skip
+        tmp_path / "out",
+        "--engine",
+        "local",
+        "--workers",
+        "2",
+        C4FORGE_FAULT="*.run:raise:each,*:duplicate",
+        C4FORGE_FAULT_MARKERS=str(markers),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     fired = os.listdir(markers)
     assert sum(n.startswith("duplicate-") for n in fired) >= 10  # every step's tasks doubled
@@ -238,13 +256,27 @@ def test_shards_on_the_local_engine_survive_kills_failures_and_duplicates(work, 
 
     def build(out: Path, **env: str) -> subprocess.CompletedProcess:
         argv = shards_argv(
-            docs, vocab_dir, str(out), "--batch-rows", "100", "--quiet", "--engine", "local",
-            "--workers", "2", inputs_length=128, num_shards="train=3,validation=2",
-        )  # fmt: skip
+            docs,
+            vocab_dir,
+            str(out),
+            "--batch-rows",
+            "100",
+            "--quiet",
+            "--engine",
+            "local",
+            "--workers",
+            "2",
+            inputs_length=128,
+            num_shards="train=3,validation=2",
+        )
         return subprocess.run(
-            [sys.executable, "-m", "c4forge", *argv], env=subprocess_env(**env), cwd=REPO,
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [sys.executable, "-m", "c4forge", *argv],
+            env=subprocess_env(**env),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     ref = build(work / "ref")
     assert ref.returncode == 0, ref.stderr[-3000:]
@@ -276,10 +308,14 @@ def test_beam_bundles_failed_mid_write_and_run_twice(
     (Beam's output equals the local engine's, ``benchmarks/identity.py``)."""
     markers = tmp_path / "markers"
     done = clean(
-        tmp_path / "out", "--engine", "beam", "--workers", workers,
+        tmp_path / "out",
+        "--engine",
+        "beam",
+        "--workers",
+        workers,
         C4FORGE_FAULT="chunk-*:raise:each,c4-train*:raise:each,*:duplicate",
         C4FORGE_FAULT_MARKERS=str(markers),
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     fired = os.listdir(markers)
     assert sum(not n.startswith("duplicate-") for n in fired) >= 17  # 4 chunks × 4 files, a shard
@@ -292,9 +328,14 @@ def test_beam_worker_killed_is_one_line_then_resume_finishes(reference, tmp_path
     with one line (exit 2), and ``--resume`` finishes with the fault-free bytes."""
     out = tmp_path / "out"
     failed = clean(
-        out, "--engine", "beam", "--workers", "2",
-        C4FORGE_FAULT="c4-train*:kill", C4FORGE_FAULT_MARKERS=str(tmp_path / "markers"),
-    )  # fmt: skip
+        out,
+        "--engine",
+        "beam",
+        "--workers",
+        "2",
+        C4FORGE_FAULT="c4-train*:kill",
+        C4FORGE_FAULT_MARKERS=str(tmp_path / "markers"),
+    )
     assert failed.returncode == 2, failed.stderr[-3000:]
     last = failed.stderr.strip().splitlines()[-1]
     assert last.startswith("c4forge clean: error: a Beam worker process died"), last
@@ -318,10 +359,15 @@ def test_spark_workers_killed_writes_failed_and_duplicate_attempts(
     pytest.importorskip("pyspark")
     markers = tmp_path / "markers"
     done = clean(
-        tmp_path / "out", "--engine", "spark", "--master", "local[2]",
+        tmp_path / "out",
+        "--engine",
+        "spark",
+        "--master",
+        "local[2]",
         C4FORGE_FAULT="chunk-*.pages.gz:kill,c4-train*:kill,*.run:raise,*:duplicate",
-        C4FORGE_FAULT_MARKERS=str(markers), timeout=600,
-    )  # fmt: skip
+        C4FORGE_FAULT_MARKERS=str(markers),
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     fired = os.listdir(markers)
     assert sum(not n.startswith("duplicate-") for n in fired) == 3
@@ -337,9 +383,14 @@ def test_spark_retries_spent_is_one_line_then_resume_finishes(reference, tmp_pat
     pytest.importorskip("pyspark")
     out = tmp_path / "out"
     failed = clean(
-        out, "--engine", "spark", "--master", "local[2]",
-        C4FORGE_FAULT="c4-train*:kill:always", timeout=600,
-    )  # fmt: skip
+        out,
+        "--engine",
+        "spark",
+        "--master",
+        "local[2]",
+        C4FORGE_FAULT="c4-train*:kill:always",
+        timeout=600,
+    )
     assert failed.returncode == 2, failed.stderr[-3000:]
     last = failed.stderr.strip().splitlines()[-1]
     assert "Traceback" not in failed.stderr
@@ -382,9 +433,14 @@ def test_spark_speculative_copy_of_a_straggler_leaves_the_same_bytes(reference, 
     hosts = ("127.0.0.1", "127.0.0.2")
     with standalone_cluster(tmp_path / "cluster", workers=2, hosts=hosts) as cluster:
         done = clean(
-            tmp_path / "out", "--engine", "spark", "--master", cluster.master_url, *args,
+            tmp_path / "out",
+            "--engine",
+            "spark",
+            "--master",
+            cluster.master_url,
+            *args,
             timeout=600,
-        )  # fmt: skip
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     fired = sorted(os.listdir(markers))
     assert len(fired) >= 2 and any(n.startswith("again-") for n in fired), fired
@@ -404,9 +460,14 @@ def test_s3_output_of_a_killed_writer_has_no_partial_object(reference, tmp_path:
         out = f"s3://{BUCKET}/faults"
         markers = tmp_path / "markers"
         done = clean(
-            out, "--engine", "local", "--workers", "2",
-            C4FORGE_FAULT="c4-train*:kill,*.run:raise", C4FORGE_FAULT_MARKERS=str(markers),
-        )  # fmt: skip
+            out,
+            "--engine",
+            "local",
+            "--workers",
+            "2",
+            C4FORGE_FAULT="c4-train*:kill,*.run:raise",
+            C4FORGE_FAULT_MARKERS=str(markers),
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         assert faults.fired(str(markers)) == 2
         assert s3.objects(out) == reference  # no temporary or partial object beside them

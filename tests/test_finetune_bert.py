@@ -25,8 +25,18 @@ def bert_run(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("ft_bert")
     data = build_bert_data(root)
-    train(TrainOptions(shards=data["shards"], output=str(root / "run"), preset="bert-tiny",
-                       steps=4, batch_size=4, vocab=data["vocab"], progress=False, lr=1e-3))  # fmt: skip
+    train(
+        TrainOptions(
+            shards=data["shards"],
+            output=str(root / "run"),
+            preset="bert-tiny",
+            steps=4,
+            batch_size=4,
+            vocab=data["vocab"],
+            progress=False,
+            lr=1e-3,
+        )
+    )
     return str(root / "run")
 
 

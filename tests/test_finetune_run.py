@@ -179,9 +179,30 @@ def test_truncation_is_counted(t5_run, tmp_path):
 
 def test_glue_table_and_plots(t5_run, tmp_path, capsys):
     out = str(tmp_path / "glue")
-    argv = ["glue", t5_run, "--data", GLUE, "-o", out, "--tasks", "rte,stsb", "--head", "hire",
-            "--seeds", "2", "--also-random-init", "--steps", "2", "--batch-size", "4",
-            "--max-length", "32", "--no-progress", "--device", "cpu"]  # fmt: skip
+    argv = [
+        "glue",
+        t5_run,
+        "--data",
+        GLUE,
+        "-o",
+        out,
+        "--tasks",
+        "rte,stsb",
+        "--head",
+        "hire",
+        "--seeds",
+        "2",
+        "--also-random-init",
+        "--steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--max-length",
+        "32",
+        "--no-progress",
+        "--device",
+        "cpu",
+    ]
     assert main(argv) == 0
     table = capsys.readouterr().out
     glue = read_json(os.path.join(out, "glue.json"))
@@ -193,10 +214,13 @@ def test_glue_table_and_plots(t5_run, tmp_path, capsys):
         per_seed = {}
         for task in ("rte", "stsb"):
             runs = [
-                read_json(os.path.join(out, "runs", row["init"], "hire", task, f"seed-{s}",
-                                       "results.json"))
+                read_json(
+                    os.path.join(
+                        out, "runs", row["init"], "hire", task, f"seed-{s}", "results.json"
+                    )
+                )
                 for s in range(2)
-            ]  # fmt: skip
+            ]
             scores = [r["task_score"] for r in runs]
             assert row["tasks"][task]["mean"] == pytest.approx(np.mean(scores))
             assert row["tasks"][task]["std"] == pytest.approx(np.std(scores, ddof=1))
@@ -217,8 +241,9 @@ def test_sst2_beats_the_majority_class(t5_run, tmp_path):
     from finetune_fixtures import BUNDLED_GLUE
 
     out = str(tmp_path / "ft")
-    argv = finetune_argv(t5_run, "sst2", out, head="cls", steps=200, batch_size=32,
-                         max_length=64, lr=1e-3)  # fmt: skip
+    argv = finetune_argv(
+        t5_run, "sst2", out, head="cls", steps=200, batch_size=32, max_length=64, lr=1e-3
+    )
     argv[argv.index("--data") + 1] = BUNDLED_GLUE
     assert main(argv) == 0
     res = read_json(os.path.join(out, "results.json"))
@@ -248,8 +273,22 @@ def test_custom_jsonl_finetune_and_evaluate(t5_run, tmp_path):
     y, p = predictions_by_split(out)["dev"]
     assert res["metrics"]["dev"]["accuracy"] == pytest.approx(np.mean(np.equal(y, p)))
     ev = str(tmp_path / "ev")
-    assert main(["evaluate", out, "--task", "custom", "--data", str(tmp_path / "dev.jsonl"),
-                 "-o", ev, "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "evaluate",
+                out,
+                "--task",
+                "custom",
+                "--data",
+                str(tmp_path / "dev.jsonl"),
+                "-o",
+                ev,
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert read_json(os.path.join(ev, "results.json"))["metrics"] == res["metrics"]
 
 
@@ -298,18 +337,41 @@ def test_evaluate_exclude_scores_the_clean_subset(text_ft, tmp_path, capsys):
 def test_glue_exclude_adds_the_clean_table(t5_run, tmp_path, capsys):
     report = _contamination_report(tmp_path, {"rte": [0, 3]})
     out = str(tmp_path / "glue")
-    argv = ["glue", t5_run, "--data", GLUE, "-o", out, "--tasks", "rte", "--head", "cls",
-            "--seeds", "1", "--steps", "1", "--batch-size", "4", "--max-length", "32",
-            "--no-progress", "--device", "cpu", "--exclude", report]  # fmt: skip
+    argv = [
+        "glue",
+        t5_run,
+        "--data",
+        GLUE,
+        "-o",
+        out,
+        "--tasks",
+        "rte",
+        "--head",
+        "cls",
+        "--seeds",
+        "1",
+        "--steps",
+        "1",
+        "--batch-size",
+        "4",
+        "--max-length",
+        "32",
+        "--no-progress",
+        "--device",
+        "cpu",
+        "--exclude",
+        report,
+    ]
     assert main(argv) == 0
     assert "Clean subset (contaminated dev examples excluded: rte 2)" in capsys.readouterr().out
     glue = read_json(os.path.join(out, "glue.json"))
     assert glue["excluded_examples"] == {"rte": 2}
     preds = [
         json.loads(line)
-        for line in open(os.path.join(out, "runs", "pretrained", "cls", "rte", "seed-0",
-                                      "predictions.jsonl"))
-    ]  # fmt: skip
+        for line in open(
+            os.path.join(out, "runs", "pretrained", "cls", "rte", "seed-0", "predictions.jsonl")
+        )
+    ]
     kept = [p for p in preds if p["index"] not in (0, 3)]
     acc = np.mean([p["label"] == p["prediction"] for p in kept])
     assert glue["clean_rows"][0]["tasks"]["rte"]["mean"] == pytest.approx(acc)

@@ -61,7 +61,9 @@ def test_a_fast_backend_that_does_not_load_is_an_error(monkeypatch):
         langid._detect_langs("This is an English sentence about the weather today.")
     monkeypatch.setattr(langid, "_BACKEND", "stock")  # chosen explicitly: stock runs
     assert langid.backend() == "stock"
-    assert langid._detect_langs("This is an English sentence about the weather today.")[0][0] == "en"
+    assert (
+        langid._detect_langs("This is an English sentence about the weather today.")[0][0] == "en"
+    )
 
 
 def test_objective_functions_name_their_parameters():
@@ -74,7 +76,9 @@ def test_objective_functions_name_their_parameters():
 
 
 def test_a_misspelt_objective_parameter_names_the_objective_and_the_valid_names():
-    with pytest.raises(ConfigError, match=r"objective span_corruption has no parameter mean_span") as e:
+    with pytest.raises(
+        ConfigError, match=r"objective span_corruption has no parameter mean_span"
+    ) as e:
         fns.objective_kwargs("span_corruption", fns.span_corruption, {"mean_span": 3.0})
     assert "mean_noise_span_length" in str(e.value)
     # Valid parameters the function does not use are not passed to it.

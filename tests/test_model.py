@@ -158,7 +158,10 @@ def test_packed_examples_equal_examples_alone():
     inputs, targets, enc_seg, dec_seg = packed_batch()
     with torch.no_grad():
         packed = model(
-            inputs[:1], decoder_input_tokens(targets[:1], segments=dec_seg[:1]), enc_seg[:1], dec_seg[:1]
+            inputs[:1],
+            decoder_input_tokens(targets[:1], segments=dec_seg[:1]),
+            enc_seg[:1],
+            dec_seg[:1],
         )
         for seg in (1, 2):
             e_idx = (enc_seg[0] == seg).nonzero().flatten()
@@ -197,7 +200,9 @@ def test_fully_masked_rows_are_finite_in_fp32_and_bf16():
     targets[1] = 0
     for autocast in (False, True):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            logits = model(inputs, decoder_input_tokens(targets, segments=dec_seg), enc_seg, dec_seg)
+            logits = model(
+                inputs, decoder_input_tokens(targets, segments=dec_seg), enc_seg, dec_seg
+            )
         assert logits.dtype == torch.float32 and torch.isfinite(logits).all()
         loss_sum, w = weighted_cross_entropy(logits, targets)
         (loss_sum / w).backward()
@@ -237,7 +242,9 @@ def test_flex_matches_eager_forward():
     for attn in ("flex", "eager"):
         model = tiny(attn=attn).eval()
         with torch.no_grad():  # flex has no CPU backward; forward runs in its eager fallback
-            out[attn] = model(inputs, decoder_input_tokens(targets, segments=dec_seg), enc_seg, dec_seg)
+            out[attn] = model(
+                inputs, decoder_input_tokens(targets, segments=dec_seg), enc_seg, dec_seg
+            )
     real = targets != 0
     torch.testing.assert_close(out["flex"][real], out["eager"][real], atol=1e-5, rtol=0)
 
@@ -248,7 +255,8 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     for ckpt in (False, True):
         model = tiny(gradient_checkpointing=ckpt)
         loss_sum, w = weighted_cross_entropy(
-            model(inputs, decoder_input_tokens(targets, segments=dec_seg), enc_seg, dec_seg), targets
+            model(inputs, decoder_input_tokens(targets, segments=dec_seg), enc_seg, dec_seg),
+            targets,
         )
         (loss_sum / w).backward()
         grads.append([p.grad for p in model.parameters()])
@@ -382,7 +390,13 @@ def test_full_inputs_skip_the_masks_and_match_the_math_path():
     model = tiny()
     inputs, targets, enc_seg, dec_seg = packed_batch()
     with pytest.raises(ValueError, match="without segments"):
-        model(inputs, decoder_input_tokens(targets, segments=dec_seg), enc_seg, dec_seg, full_inputs=True)
+        model(
+            inputs,
+            decoder_input_tokens(targets, segments=dec_seg),
+            enc_seg,
+            dec_seg,
+            full_inputs=True,
+        )
 
 
 def test_deterministic_mode_keeps_the_masked_path(deterministic):

@@ -24,14 +24,11 @@ work, docs, vocab_dir, vocab = corpus_fixtures(
 )
 
 
-
 @pytest.mark.parametrize("engine", ["local", "spark"])
 def test_a_runner_without_the_beam_engine_is_refused(tmp_path, capsys, engine):
     out = tmp_path / "clean"
     argv = ["clean", WET, "-o", str(out), "--engine", engine, "--runner", "DataflowRunner"]
-    one_line_error(
-        capsys, argv, f"--runner DataflowRunner is a Beam runner, but --engine {engine}"
-    )
+    one_line_error(capsys, argv, f"--runner DataflowRunner is a Beam runner, but --engine {engine}")
     assert not out.exists()
 
 
@@ -57,9 +54,18 @@ def test_span_corruption_targets_cut_short_are_refused(work, docs, vocab_dir, ca
 def test_other_objectives_warn_with_the_length_that_fits(work, docs, vocab_dir, capsys):
     out = work / "iid"
     argv = shards_argv(
-        docs, vocab_dir, str(out), "--objective", "iid_drop", "--targets-length", "4",
-        "--workers", "1", "--quiet", inputs_length=64,
-    )  # fmt: skip
+        docs,
+        vocab_dir,
+        str(out),
+        "--objective",
+        "iid_drop",
+        "--targets-length",
+        "4",
+        "--workers",
+        "1",
+        "--quiet",
+        inputs_length=64,
+    )
     assert main(argv) == 0
     err = capsys.readouterr().err
     fits = make_config("iid_drop", inputs_length=64).targets_length

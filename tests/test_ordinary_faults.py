@@ -152,9 +152,17 @@ def test_shards_into_a_read_only_folder(readonly_dir, docs, trained):
 
 def test_train_into_a_read_only_folder(readonly_dir, trained):
     proc = c4forge(
-        "train", trained / "shards", "--preset", "tiny", "--steps", "1", "--batch-size", "2",
-        "-o", readonly_dir / "run",
-    )  # fmt: skip
+        "train",
+        trained / "shards",
+        "--preset",
+        "tiny",
+        "--steps",
+        "1",
+        "--batch-size",
+        "2",
+        "-o",
+        readonly_dir / "run",
+    )
     one_line_error(proc, "train", str(readonly_dir))
 
 
@@ -174,9 +182,18 @@ def test_train_on_a_full_disk_leaves_no_checkpoint(full_disk, trained):
     folder, preexec = full_disk
     out = folder / "run"
     proc = c4forge(
-        "train", trained / "shards", "--preset", "tiny", "--steps", "1", "--batch-size", "2",
-        "-o", out, preexec=preexec,
-    )  # fmt: skip
+        "train",
+        trained / "shards",
+        "--preset",
+        "tiny",
+        "--steps",
+        "1",
+        "--batch-size",
+        "2",
+        "-o",
+        out,
+        preexec=preexec,
+    )
     one_line_error(proc, "train")
     assert any(s in proc.stderr for s in ("no space left", "file too large"))
     assert not (out / "checkpoints" / "latest").exists()
@@ -206,9 +223,17 @@ def test_output_under_a_file(tmp_path, trained):
     target = tmp_path / "notes.txt"
     target.write_text("mine\n")
     proc = c4forge(
-        "train", trained / "shards", "--preset", "tiny", "--steps", "1", "--batch-size", "2",
-        "-o", target / "run",
-    )  # fmt: skip
+        "train",
+        trained / "shards",
+        "--preset",
+        "tiny",
+        "--steps",
+        "1",
+        "--batch-size",
+        "2",
+        "-o",
+        target / "run",
+    )
     one_line_error(proc, "train", "not a directory")
 
 
@@ -237,9 +262,18 @@ def test_utf16_tsv_for_finetune(tmp_path, trained):
     for split in ("train", "dev"):
         (data / f"{split}.tsv").write_bytes(text.encode("utf-16"))
     proc = c4forge(
-        "finetune", trained / "run", "--task", "sst2", "--data", tmp_path / "glue",
-        "-o", tmp_path / "ft", "--steps", "1", "--no-progress",
-    )  # fmt: skip
+        "finetune",
+        trained / "run",
+        "--task",
+        "sst2",
+        "--data",
+        tmp_path / "glue",
+        "-o",
+        tmp_path / "ft",
+        "--steps",
+        "1",
+        "--no-progress",
+    )
     one_line_error(proc, "finetune", "train.tsv", "UTF-16")
 
 
@@ -263,9 +297,15 @@ def test_crawl_warc_without_resiliparse_is_refused_before_work(tmp_path, input_f
     (hide / "resiliparse.py").write_text("raise ImportError('No module named resiliparse')\n")
     out = tmp_path / "out"
     proc = c4forge(
-        "clean", CRAWL_WARC, WHIRLWIND, "-o", out, "--input-format", input_format,
+        "clean",
+        CRAWL_WARC,
+        WHIRLWIND,
+        "-o",
+        out,
+        "--input-format",
+        input_format,
         env={"PREPEND_PATH": str(hide)},
-    )  # fmt: skip
+    )
     one_line_error(proc, "clean", "resiliparse", "pip install")
     assert not (out / "_work").exists() and not (out / "stats.json").exists()
     # WET input alone never needs it.

@@ -133,19 +133,50 @@ def test_two_concurrent_clean_runs(tmp_path: Path) -> None:
     """The real race of the report: a run started while another writes the folder."""
     out = tmp_path / "out"
     first = subprocess.Popen(
-        [sys.executable, "-m", "c4forge", "clean", str(REAL_WET), "-o", str(out), "--quiet",
-         "--engine", "local", "--workers", "1"],
-        env=env(), stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "c4forge",
+            "clean",
+            str(REAL_WET),
+            "-o",
+            str(out),
+            "--quiet",
+            "--engine",
+            "local",
+            "--workers",
+            "1",
+        ],
+        env=env(),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lock = out / ownership.LOCK_NAME
     deadline = time.monotonic() + 120
     while not lock.exists() and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     second = subprocess.run(
-        [sys.executable, "-m", "c4forge", "clean", str(REAL_WET), "-o", str(out), "--quiet",
-         "--engine", "local", "--workers", "1", "--dedup", "lines"],
-        env=env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "c4forge",
+            "clean",
+            str(REAL_WET),
+            "-o",
+            str(out),
+            "--quiet",
+            "--engine",
+            "local",
+            "--workers",
+            "1",
+            "--dedup",
+            "lines",
+        ],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     _, first_err = first.communicate(timeout=300)
     assert first.returncode == 0, first_err
     # the second either found the folder busy or (had the first already ended) refused the
@@ -335,10 +366,23 @@ def test_spills_of_a_killed_run_are_removed_by_the_next(tmp_path: Path, monkeypa
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     out = tmp_path / "out"
     victim = subprocess.Popen(
-        [sys.executable, "-m", "c4forge", "clean", str(REAL_WET), "-o", str(out), "--quiet",
-         "--engine", "local", "--workers", "1"],
-        env={**env(), "TMPDIR": str(scratch)}, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "c4forge",
+            "clean",
+            str(REAL_WET),
+            "-o",
+            str(out),
+            "--quiet",
+            "--engine",
+            "local",
+            "--workers",
+            "1",
+        ],
+        env={**env(), "TMPDIR": str(scratch)},
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     spill = []
     while not spill and victim.poll() is None and time.monotonic() < deadline:
@@ -353,8 +397,11 @@ def test_spills_of_a_killed_run_are_removed_by_the_next(tmp_path: Path, monkeypa
     stranger.mkdir()
     assert clean(str(REAL_WET), "-o", str(out), "--quiet") == 0
     assert not spill[0].exists() and live.exists() and stranger.exists()
-    assert not [p for p in scratch.iterdir() if p.name.startswith(f"c4forge-local-{os.getpid()}-")
-                and p != live]  # fmt: skip
+    assert not [
+        p
+        for p in scratch.iterdir()
+        if p.name.startswith(f"c4forge-local-{os.getpid()}-") and p != live
+    ]
 
 
 @pytest.mark.parametrize("command", ["vocab", "report"])

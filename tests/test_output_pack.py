@@ -45,9 +45,7 @@ def test_packed_documents_round_trip_exactly(text: str, timestamp: str) -> None:
 
 
 def test_long_text_crosses_smaller() -> None:
-    doc = documents.make_out_doc(
-        "https://example.com/", "the same sentence again. " * 10_000, "t"
-    )
+    doc = documents.make_out_doc("https://example.com/", "the same sentence again. " * 10_000, "t")
     assert len(clean_output.pack_doc(doc)[2]) < len(doc.text) // 20
 
 

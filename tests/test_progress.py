@@ -27,7 +27,9 @@ def test_lines_carry_done_total_percentage_eta_rate_and_postfix():
     bar.close()
     lines = out.getvalue().splitlines()
     assert len(lines) == 4 and "\r" not in out.getvalue()
-    assert re.fullmatch(r"train: 2/4 step \(50%\) \[\d\d:\d\d<\d\d:\d\d, .*step/s, loss=3\.2500\]", lines[1])
+    assert re.fullmatch(
+        r"train: 2/4 step \(50%\) \[\d\d:\d\d<\d\d:\d\d, .*step/s, loss=3\.2500\]", lines[1]
+    )
     assert lines[-1].startswith("train: 4/4 step (100%)")
 
 

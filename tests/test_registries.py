@@ -89,12 +89,20 @@ def mean_head():
     head = register_head(
         Head(
             "mean",
-            {"optimizer": "adamw", "lr": 5e-4, "schedule": "constant", "warmup": 0.0,
-             "weight_decay": 0.0, "grad_clip": 1.0, "betas": (0.9, 0.999), "eps": 1e-8},
+            {
+                "optimizer": "adamw",
+                "lr": 5e-4,
+                "schedule": "constant",
+                "warmup": 0.0,
+                "weight_decay": 0.0,
+                "grad_clip": 1.0,
+                "betas": (0.9, 0.999),
+                "eps": 1e-8,
+            },
             builder=f"{__name__}:make_mean_head",
             lr_rule="toy head: fixed 5e-4",
         )
-    )  # fmt: skip
+    )
     yield head
     del HEADS[head.name]
 
@@ -115,9 +123,17 @@ def test_registered_head_is_fine_tuned_end_to_end(mean_head, t5_run, tmp_path):
     from c4forge.finetune.options import FinetuneOptions
 
     opts = FinetuneOptions(
-        checkpoint=t5_run, task="rte", data=GLUE, output=str(tmp_path / "ft"), head="mean",
-        steps=3, batch_size=8, max_length=48, device="cpu", progress=False,
-    )  # fmt: skip
+        checkpoint=t5_run,
+        task="rte",
+        data=GLUE,
+        output=str(tmp_path / "ft"),
+        head="mean",
+        steps=3,
+        batch_size=8,
+        max_length=48,
+        device="cpu",
+        progress=False,
+    )
     s = setup(opts)
     assert isinstance(s.model, EncoderClassifier)
     assert type(s.model.head).__name__ == "MeanHead"
@@ -322,11 +338,18 @@ def test_registered_family_trains_through_the_train_loop(toy_family, span_data, 
     assert len(losses) == 4 and losses[-1] < losses[0]  # adamw, its default, learns
     step_dir = ckpt.latest_checkpoint(str(out))
     with open(os.path.join(step_dir, "config.json")) as f:
-        assert json.load(f) == {"embedding_size": 1152, "d_model": 8, "ffn": "none",
-                                "dropout_rate": 0.0, "family": "toy"}  # fmt: skip
+        assert json.load(f) == {
+            "embedding_size": 1152,
+            "d_model": 8,
+            "ffn": "none",
+            "dropout_rate": 0.0,
+            "family": "toy",
+        }
     with open(os.path.join(step_dir, "trainer_state.json")) as f:
         state = json.load(f)
-    assert state["config"]["family"] == "toy" and state["config"]["training"]["optimizer"] == "adamw"
+    assert (
+        state["config"]["family"] == "toy" and state["config"]["training"]["optimizer"] == "adamw"
+    )
     back = load_pretrained(str(out))  # the checkpoint reads back as the toy family's model
     assert back.family == "toy" and type(back.model).__name__ == "ToyModel"
 
@@ -344,9 +367,17 @@ def test_registered_family_is_fine_tuned_through_its_hidden_states(
 
     train(tiny_options(span_data, tmp_path / "run", preset="toy-tiny", steps=1))
     opts = FinetuneOptions(
-        checkpoint=str(tmp_path / "run"), task="rte", data=GLUE, output=str(tmp_path / "ft"),
-        head="mean", steps=2, batch_size=8, max_length=48, device="cpu", progress=False,
-    )  # fmt: skip
+        checkpoint=str(tmp_path / "run"),
+        task="rte",
+        data=GLUE,
+        output=str(tmp_path / "ft"),
+        head="mean",
+        steps=2,
+        batch_size=8,
+        max_length=48,
+        device="cpu",
+        progress=False,
+    )
     s = setup(opts)
     assert type(s.model.backbone).__name__ == "ToyModel" and s.model.family == "toy"
     res = finetune(opts)
@@ -361,9 +392,14 @@ def test_a_family_without_mixture_glue_trains_no_mixture(toy_family, span_data, 
     from c4forge.trainers.train import train
 
     opts = tiny_options(
-        span_data, tmp_path / "run", preset="toy-tiny", shards=f"a={span_data / 'shards'}",
-        steps=1, mix=(f"b={span_data / 'shards'}",), mix_rates="0.5,0.5",
-    )  # fmt: skip
+        span_data,
+        tmp_path / "run",
+        preset="toy-tiny",
+        shards=f"a={span_data / 'shards'}",
+        steps=1,
+        mix=(f"b={span_data / 'shards'}",),
+        mix_rates="0.5,0.5",
+    )
     with pytest.raises(ConfigError, match=r"mixtures train the t5 family \(encoder-decoder rows\)"):
         train(opts)
 
@@ -385,16 +421,22 @@ def test_registered_strategy_weighs_a_training_mixture(sqrt_strategy, span_data,
     from c4forge.trainers.train import train
 
     opts = tiny_options(
-        span_data, tmp_path / "run", shards=f"a={span_data / 'shards'}", steps=2,
-        mix=(f"b={span_data / 'shards'}",), mix_strategy="sqrt",
-    )  # fmt: skip
+        span_data,
+        tmp_path / "run",
+        shards=f"a={span_data / 'shards'}",
+        steps=2,
+        mix=(f"b={span_data / 'shards'}",),
+        mix_strategy="sqrt",
+    )
     summary = train(opts)
     assert summary.steps == 2 and math.isfinite(summary.final_loss)
     assert "mixture (sqrt)" in summary.text()
     import json
     import os
 
-    with open(os.path.join(ckpt.latest_checkpoint(str(tmp_path / "run")), "trainer_state.json")) as f:
+    with open(
+        os.path.join(ckpt.latest_checkpoint(str(tmp_path / "run")), "trainer_state.json")
+    ) as f:
         mix = json.load(f)["config"]["mixture"]
     assert mix["strategy"] == "sqrt" and mix["rates"] == pytest.approx([0.5, 0.5])
 

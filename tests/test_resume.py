@@ -127,7 +127,9 @@ def test_killed_run_resumes_to_the_same_output(tmp_path: Path) -> None:
         _cmd(out, "--resume"), env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=500
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert re.search(r"--resume: [1-9]\d* chunk\(s\) done by an earlier run, skipped", resumed.stderr)
+    assert re.search(
+        r"--resume: [1-9]\d* chunk\(s\) done by an earlier run, skipped", resumed.stderr
+    )
 
     ref = tmp_path / "uninterrupted"
     fresh = subprocess.run(

@@ -84,9 +84,16 @@ def test_interrupted_build_resumes_to_the_same_bytes(reference, work, docs, voca
 
     out = str(work / "killed")
     argv = shards_argv(
-        docs, vocab_dir, out, "--batch-rows", "100", "--engine", "local",
-        inputs_length=INPUTS_LENGTH, num_shards="train=3,validation=2",
-    )  # fmt: skip
+        docs,
+        vocab_dir,
+        out,
+        "--batch-rows",
+        "100",
+        "--engine",
+        "local",
+        inputs_length=INPUTS_LENGTH,
+        num_shards="train=3,validation=2",
+    )
     leave_one_unit(argv, lambda job, build: whole("train", build.clean_files["train"][0]))
     capsys.readouterr()
     assert main([*argv, "--resume", "--workers", "2"]) == 0
@@ -136,9 +143,18 @@ def test_progress_bars_end_at_100_percent_on_the_local_engine(work, docs, vocab_
 
     out = str(work / "progress-local")
     argv = shards_argv(
-        docs, vocab_dir, out, "--batch-rows", "100", "--engine", "local", "--workers", "2",
-        inputs_length=INPUTS_LENGTH, num_shards="train=3,validation=2",
-    )  # fmt: skip
+        docs,
+        vocab_dir,
+        out,
+        "--batch-rows",
+        "100",
+        "--engine",
+        "local",
+        "--workers",
+        "2",
+        inputs_length=INPUTS_LENGTH,
+        num_shards="train=3,validation=2",
+    )
     capsys.readouterr()
     assert main(argv) == 0
     err = capsys.readouterr().err

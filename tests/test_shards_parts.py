@@ -161,9 +161,18 @@ def test_an_interrupted_parts_build_resumes_to_the_same_bytes(
 
     out = str(work / "killed")
     argv = shards_argv(
-        docs, vocab_dir, out, "--batch-rows", "100", "--engine", "local", "--workers", "2",
-        inputs_length=INPUTS_LENGTH, num_shards="train=3,validation=2",
-    )  # fmt: skip
+        docs,
+        vocab_dir,
+        out,
+        "--batch-rows",
+        "100",
+        "--engine",
+        "local",
+        "--workers",
+        "2",
+        inputs_length=INPUTS_LENGTH,
+        num_shards="train=3,validation=2",
+    )
     first = leave_one_unit(argv, lambda job, build: plan_units(job, build)[0])
     assert first.count == 2
     capsys.readouterr()
@@ -177,9 +186,20 @@ def test_parts_with_rows_per_shard(work, docs, vocab_dir) -> None:
     """``--rows-per-shard``: the parts' unsplit runs are split by the row total's shard count."""
 
     def build(out: str, workers: str) -> dict[str, bytes]:
-        argv = shards_argv(docs, vocab_dir, out, "--batch-rows", "100", "--quiet",
-                           "--engine", "local", "--workers", workers,
-                           inputs_length=INPUTS_LENGTH, rows_per_shard=1500)  # fmt: skip
+        argv = shards_argv(
+            docs,
+            vocab_dir,
+            out,
+            "--batch-rows",
+            "100",
+            "--quiet",
+            "--engine",
+            "local",
+            "--workers",
+            workers,
+            inputs_length=INPUTS_LENGTH,
+            rows_per_shard=1500,
+        )
         assert main(argv) == 0
         return files_of_dir(out)
 

@@ -435,7 +435,11 @@ def test_config_errors_come_before_any_work(work, docs, vocab_dir, capsys):
     capsys.readouterr()
     assert main([*argv, "--seeds", "3"]) == 2  # misspelt: neither ours nor Beam's
     err = capsys.readouterr().err
-    assert "unknown option '--seeds'" in err and "did you mean --seed?" in err and "Traceback" not in err
+    assert (
+        "unknown option '--seeds'" in err
+        and "did you mean --seed?" in err
+        and "Traceback" not in err
+    )
     assert not out.exists()
     with pytest.raises(ConfigError):
         _job(docs, vocab_dir, str(out), batch_rows=0)

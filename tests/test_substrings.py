@@ -40,7 +40,9 @@ def run_substrings(
         for loc, decision in collect(stage.decide(engine, emitted)):
             by_loc.setdefault(tuple(loc), []).append(decision)
         located = [
-            (loc, out) for loc, doc in located for out in stage.apply(loc, doc, by_loc.get(loc, []), counts)
+            (loc, out)
+            for loc, doc in located
+            for out in stage.apply(loc, doc, by_loc.get(loc, []), counts)
         ]
     counts.merge(engine.counters())
     kept = {d.url: d.text for _, d in located}
@@ -228,7 +230,12 @@ def test_winnow_window_minima_and_marked_positions() -> None:
             if any(h[i] == minima[s] for s in range(max(0, i - w + 1), min(i, len(minima) - 1) + 1))
         ]
         assert sorted(sub.marked_hashes(h, minima, w)) == sorted(marked)
-        equal = [(i, j) for i in range(len(h)) for j in range(i) if bytes(data[i : i + k]) == bytes(data[j : j + k])]
+        equal = [
+            (i, j)
+            for i in range(len(h))
+            for j in range(i)
+            if bytes(data[i : i + k]) == bytes(data[j : j + k])
+        ]
         assert all(h[i] == h[j] for i, j in equal)
 
 
@@ -250,7 +257,9 @@ def test_window_digests_are_the_polynomial_hashes_equal_only_for_equal_windows()
         for window, digest in zip(windows, got, strict=True):
             assert by_digest.setdefault(digest, window) == window  # no collision here
         assert len(by_digest) == len(set(windows))
-        assert len(sub.window_digests(data, starts, n).tobytes()) == len(starts) * sub.ANCHORED_BYTES
+        assert (
+            len(sub.window_digests(data, starts, n).tobytes()) == len(starts) * sub.ANCHORED_BYTES
+        )
     # a document past the length below which unreduced terms are summed (the terms reduced
     # mod p first): a window's digest is still the one it has anywhere else
     big = rng.integers(0, 256, sub._NO_MOD + 300).astype(np.uint8)

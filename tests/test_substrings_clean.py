@@ -63,8 +63,13 @@ def test_documents_equal_the_oracle_on_the_corpus_without_the_stage(
 
 def test_two_workers_give_the_same_bytes(first, tmp_path: Path) -> None:
     job = CleanJob(
-        (DERIVED_WET,), str(tmp_path), quiet=True, engine="local", workers=2,
-        dedup_substrings=N, substrings_keep="first",
+        (DERIVED_WET,),
+        str(tmp_path),
+        quiet=True,
+        engine="local",
+        workers=2,
+        dedup_substrings=N,
+        substrings_keep="first",
     )
     assert run_clean(job, local.LocalEngine(job)) == 0
     assert _files(tmp_path) == _files(first)
@@ -90,8 +95,12 @@ def test_spark_gives_the_same_bytes(first, tmp_path: Path) -> None:
     sc = make_context("local[2]", None, [])
     try:
         job = CleanJob(
-            (DERIVED_WET,), str(tmp_path), quiet=True, engine="spark",
-            dedup_substrings=N, substrings_keep="first",
+            (DERIVED_WET,),
+            str(tmp_path),
+            quiet=True,
+            engine="spark",
+            dedup_substrings=N,
+            substrings_keep="first",
         )
         assert run_clean(job, SparkEngine(spark_context=sc)) == 0
     finally:
@@ -105,8 +114,13 @@ def test_beam_gives_the_same_bytes(first, tmp_path: Path, workers: int) -> None:
     from c4forge.engines.beam import BeamEngine
 
     job = CleanJob(
-        (DERIVED_WET,), str(tmp_path), quiet=True, engine="beam", workers=workers,
-        dedup_substrings=N, substrings_keep="first",
+        (DERIVED_WET,),
+        str(tmp_path),
+        quiet=True,
+        engine="beam",
+        workers=workers,
+        dedup_substrings=N,
+        substrings_keep="first",
     )
     assert run_clean(job, BeamEngine(job if workers > 1 else None)) == 0
     assert _files(tmp_path) == _files(first)
@@ -128,8 +142,21 @@ def test_killed_inside_the_stage_resumes_to_the_same_bytes(tmp_path: Path) -> No
 
     def cmd(out: Path, *extra: str) -> list[str]:
         return [
-            sys.executable, "-m", "c4forge", "clean", *inputs, "-o", str(out), "--engine",
-            "local", "--workers", "2", "--dedup-substrings", str(N), "--quiet", *extra,
+            sys.executable,
+            "-m",
+            "c4forge",
+            "clean",
+            *inputs,
+            "-o",
+            str(out),
+            "--engine",
+            "local",
+            "--workers",
+            "2",
+            "--dedup-substrings",
+            str(N),
+            "--quiet",
+            *extra,
         ]
 
     out = tmp_path / "resumed"
@@ -155,12 +182,22 @@ def test_killed_inside_the_stage_resumes_to_the_same_bytes(tmp_path: Path) -> No
 # --- over an existing corpus folder (--input-format c4) ----------------------------------------
 
 
-def test_a_clean_output_folder_gives_the_in_pipeline_documents(plain, first, tmp_path: Path) -> None:
+def test_a_clean_output_folder_gives_the_in_pipeline_documents(
+    plain, first, tmp_path: Path
+) -> None:
     """A c4forge output read back (its shards; stats.json and the rest ignored) with the stage
     on: the documents the one-pass run wrote; with it off: the same documents again."""
     (plain / "notes.txt").write_text("not a shard")
-    again = CleanJob((str(plain),), str(tmp_path / "again"), quiet=True, input_format="c4",
-                     engine="local", workers=2, dedup_substrings=N, substrings_keep="first")
+    again = CleanJob(
+        (str(plain),),
+        str(tmp_path / "again"),
+        quiet=True,
+        input_format="c4",
+        engine="local",
+        workers=2,
+        dedup_substrings=N,
+        substrings_keep="first",
+    )
     assert run_clean(again, local.LocalEngine(again)) == 0
     assert docs_by_url(tmp_path / "again") == docs_by_url(first)
     same = again.replace(output=str(tmp_path / "same"), dedup_substrings=0)
@@ -177,8 +214,15 @@ def test_the_released_c4_sample_equals_the_oracle(tmp_path: Path) -> None:
     release's split is §11's URL hash)."""
     from clean_fixtures import C4_SAMPLE, c4_docs
 
-    job = CleanJob((C4_SAMPLE,), str(tmp_path), quiet=True, input_format="c4", engine="local",
-                   workers=1, dedup_substrings=100)
+    job = CleanJob(
+        (C4_SAMPLE,),
+        str(tmp_path),
+        quiet=True,
+        input_format="c4",
+        engine="local",
+        workers=1,
+        dedup_substrings=100,
+    )
     assert run_clean(job, local.LocalEngine(job)) == 0
     pages = sorted((d["url"], d["text"]) for d in c4_docs(0, 1000))
     want, struck = oracle(pages, 100, "none")

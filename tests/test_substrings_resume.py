@@ -36,7 +36,12 @@ def _cmd(out: Path, *args: str) -> list[str]:
 def clean(out: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     """``c4forge clean`` of the inputs in a process of its own (a fault kills its workers)."""
     return subprocess.run(
-        _cmd(out, *args), env=subprocess_env(**env), cwd=REPO, capture_output=True, text=True, timeout=600
+        _cmd(out, *args),
+        env=subprocess_env(**env),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -54,9 +59,12 @@ def _killed_then_resumed(out: Path, markers: Path, engine: list[str], keep: str)
     line (exit 2); ``--resume`` finishes it."""
     stage = ["--dedup-substrings", str(N), "--substrings-keep", keep]
     failed = clean(
-        out, *engine, *stage,
-        C4FORGE_FAULT=f"{WINDOW_PASS}:kill", C4FORGE_FAULT_MARKERS=str(markers),
-    )  # fmt: skip
+        out,
+        *engine,
+        *stage,
+        C4FORGE_FAULT=f"{WINDOW_PASS}:kill",
+        C4FORGE_FAULT_MARKERS=str(markers),
+    )
     assert failed.returncode == 2, failed.stderr[-3000:]
     assert any((out / "_work").glob("chunk-*.docs1.gz")), "the run never reached the stage"
     assert faults.fired(str(markers)) == 1
@@ -84,13 +92,18 @@ def test_spark_run_killed_in_the_window_pass_resumes_to_the_oracle(corpus, tmp_p
     out, markers = tmp_path / "out", tmp_path / "markers"
     args = ["--engine", "spark", "--master", "local[2]", "--dedup-substrings", str(N)]
     env = subprocess_env(
-        C4FORGE_FAULT=f"{WINDOW_PASS}:stall:once", C4FORGE_FAULT_MARKERS=str(markers),
+        C4FORGE_FAULT=f"{WINDOW_PASS}:stall:once",
+        C4FORGE_FAULT_MARKERS=str(markers),
         C4FORGE_FAULT_STALL_S="600",
-    )  # fmt: skip
+    )
     proc = subprocess.Popen(
-        _cmd(out, *args), env=env, cwd=REPO, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        _cmd(out, *args),
+        env=env,
+        cwd=REPO,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 400
     while proc.poll() is None and not faults.fired(str(markers)) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -28,9 +28,20 @@ def vocab_dir(tmp_path_factory):
 
 def _build(vocab_dir, out, task, *extra, inputs_length=64):
     argv = [
-        "shards", "task", task, "--vocab", vocab_dir, "--output", str(out),
-        "--inputs-length", str(inputs_length), "--targets-length", "14", "--quiet", *extra,
-    ]  # fmt: skip
+        "shards",
+        "task",
+        task,
+        "--vocab",
+        vocab_dir,
+        "--output",
+        str(out),
+        "--inputs-length",
+        str(inputs_length),
+        "--targets-length",
+        "14",
+        "--quiet",
+        *extra,
+    ]
     assert main(argv) == 0
     return ShardSet.open(str(out), vocab=vocab_dir)
 
@@ -91,9 +102,16 @@ def test_custom_jsonl_task_and_its_bad_rows(vocab_dir, tmp_path, capsys):
         )
     )
     shards = _build(
-        vocab_dir, tmp_path / "qa", "custom", "--data", str(data),
-        "--input-field", "question", "--target-field", "answer",
-    )  # fmt: skip
+        vocab_dir,
+        tmp_path / "qa",
+        "custom",
+        "--data",
+        str(data),
+        "--input-field",
+        "question",
+        "--target-field",
+        "answer",
+    )
     pairs = _examples(shards, Vocabulary.load(vocab_dir), "train")
     assert sorted(pairs, key=lambda p: int(p[1])) == [
         (f"what is {i} plus one?", str(i + 1)) for i in range(30)
@@ -102,9 +120,20 @@ def test_custom_jsonl_task_and_its_bad_rows(vocab_dir, tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "a", "answer": "b"}\n{"question": "c"}\n')
     argv = [
-        "shards", "task", "custom", "--vocab", vocab_dir, "--output", str(tmp_path / "bad"),
-        "--data", str(bad), "--input-field", "question", "--target-field", "answer",
-    ]  # fmt: skip
+        "shards",
+        "task",
+        "custom",
+        "--vocab",
+        vocab_dir,
+        "--output",
+        str(tmp_path / "bad"),
+        "--data",
+        str(bad),
+        "--input-field",
+        "question",
+        "--target-field",
+        "answer",
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith(f"{bad}:2: no field 'answer' (has question)") and "\n" not in err
@@ -125,9 +154,13 @@ def test_a_task_set_trains_in_a_mixture_with_c4(vocab_dir, tmp_path):
     _build(vocab_dir, tmp_path / "sst2", "sst2", "--data", GLUE)
     (tmp_path / "vocab").symlink_to(vocab_dir)
     opts = fx.tiny_options(
-        tmp_path, tmp_path / "run", steps=3, mix=(str(tmp_path / "sst2"),),
-        mix_strategy="proportional", mix_limit=200,
-    )  # fmt: skip
+        tmp_path,
+        tmp_path / "run",
+        steps=3,
+        mix=(str(tmp_path / "sst2"),),
+        mix_strategy="proportional",
+        mix_limit=200,
+    )
     summary = train(opts)
     assert np.isfinite(summary.final_loss)
     assert "sst2" in summary.text() and summary.evaluation["eval_nll_sst2"] > 0
@@ -137,8 +170,17 @@ def test_a_task_set_trains_in_a_mixture_with_c4(vocab_dir, tmp_path):
     lines = open(os.path.join(GLUE, "SST-2", "dev.tsv"), encoding="utf-8").readlines()[:17]
     (small / "dev.tsv").write_text("".join(lines), encoding="utf-8")
     zs = tmp_path / "zero-shot"
-    argv = ["evaluate", str(tmp_path / "run"), "--task", "sst2", "--data", str(small.parent),
-            "-o", str(zs), "--no-progress"]  # fmt: skip
+    argv = [
+        "evaluate",
+        str(tmp_path / "run"),
+        "--task",
+        "sst2",
+        "--data",
+        str(small.parent),
+        "-o",
+        str(zs),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     res = json.loads((zs / "results.json").read_text())
     assert res["init"] == "pretrained (no fine-tuning)" and res["examples"] == {"dev": 16}
@@ -150,9 +192,23 @@ def test_a_task_set_trains_in_a_mixture_with_c4(vocab_dir, tmp_path):
     small_train = tmp_path / "glue" / "SST-2" / "train.tsv"
     small_train.write_text("".join(lines), encoding="utf-8")
     ft = tmp_path / "ft"
-    argv = ["finetune", str(tmp_path / "run"), "--task", "sst2", "--data", str(small.parent),
-            "-o", str(ft), "--head", "text", "--steps", "2", "--batch-size", "4",
-            "--no-progress"]  # fmt: skip
+    argv = [
+        "finetune",
+        str(tmp_path / "run"),
+        "--task",
+        "sst2",
+        "--data",
+        str(small.parent),
+        "-o",
+        str(ft),
+        "--head",
+        "text",
+        "--steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--no-progress",
+    ]
     assert main(argv) == 0
     assert json.loads((ft / "results.json").read_text())["init"] == "pretrained"
 
@@ -173,8 +229,21 @@ def test_cut_inputs_are_said_in_task_words_with_the_length_that_fits(vocab_dir, 
     cut = {split: sum(n > 16 for n in v) for split, v in sizes.items()}
     assert 0 < cut["train"] < len(sizes["train"])  # the real file has short and long inputs
 
-    argv = ["shards", "task", "sst2", "--vocab", vocab_dir, "--data", GLUE, "--inputs-length",
-            "16", "--targets-length", "14", "-o", str(tmp_path / "short")]  # fmt: skip
+    argv = [
+        "shards",
+        "task",
+        "sst2",
+        "--vocab",
+        vocab_dir,
+        "--data",
+        GLUE,
+        "--inputs-length",
+        "16",
+        "--targets-length",
+        "14",
+        "-o",
+        str(tmp_path / "short"),
+    ]
     assert main(argv) == 0
     out, err = capsys.readouterr()
     said = (

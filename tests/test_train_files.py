@@ -69,9 +69,13 @@ def _cli(args, crash_after=None):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")])
     return subprocess.run(
-        [sys.executable, *prefix, *args], cwd=ROOT, capture_output=True, text=True, env=env,
+        [sys.executable, *prefix, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
         timeout=300,
-    )  # fmt: skip
+    )
 
 
 def _records(run) -> list[dict]:
@@ -88,10 +92,27 @@ def test_killed_and_resumed_run_logs_the_straight_runs_metrics(data, tmp_path):
 
     def common(out):
         return [
-            str(data / "shards"), "--output", str(out), "--steps", "9", "--preset", "tiny",
-            "--batch-size", "4", "--vocab", str(data / "vocab"), "--log-every", "3",
-            "--save-every", "4", "--eval-rows", "8", "--no-progress", "--shuffle-batches", "2",
-        ]  # fmt: skip
+            str(data / "shards"),
+            "--output",
+            str(out),
+            "--steps",
+            "9",
+            "--preset",
+            "tiny",
+            "--batch-size",
+            "4",
+            "--vocab",
+            str(data / "vocab"),
+            "--log-every",
+            "3",
+            "--save-every",
+            "4",
+            "--eval-rows",
+            "8",
+            "--no-progress",
+            "--shuffle-batches",
+            "2",
+        ]
 
     straight = tmp_path / "straight"
     done = _cli(common(straight))
@@ -113,11 +134,34 @@ def test_two_ranks_resumed_between_logs_log_the_straight_runs_metrics(data, tmp_
 
     def run(out, *extra):
         cmd = [
-            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-            "-m", "c4forge", "train", str(data / "shards"), "--output", str(out), "--steps", "6",
-            "--preset", "tiny", "--batch-size", "4", "--vocab", str(data / "vocab"),
-            "--log-every", "3", "--save-every", "4", "--eval-rows", "8", "--no-progress", *extra,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "-m",
+            "c4forge",
+            "train",
+            str(data / "shards"),
+            "--output",
+            str(out),
+            "--steps",
+            "6",
+            "--preset",
+            "tiny",
+            "--batch-size",
+            "4",
+            "--vocab",
+            str(data / "vocab"),
+            "--log-every",
+            "3",
+            "--save-every",
+            "4",
+            "--eval-rows",
+            "8",
+            "--no-progress",
+            *extra,
+        ]
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]

@@ -47,10 +47,17 @@ def test_loss_falls_on_real_shards(data, tmp_path):
     out = tmp_path / "run"
     summary = train(
         _opts(
-            root, out, steps=30, batch_size=8, optimizer="adamwscale", lr=1e-2, warmup=5,
-            eval_every=10, eval_rows=32,
+            root,
+            out,
+            steps=30,
+            batch_size=8,
+            optimizer="adamwscale",
+            lr=1e-2,
+            warmup=5,
+            eval_every=10,
+            eval_rows=32,
         )
-    )  # fmt: skip
+    )
     losses = _losses(out)
     assert len(losses) == 30
     ln_e = math.log(desc["embedding_size"])
@@ -82,11 +89,31 @@ def test_ddp_two_ranks_match_one_rank_with_accumulation(data, tmp_path):
     train(_opts(root, single, grad_accum=2))
     ddp = tmp_path / "ddp"
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-        "-m", "c4forge", "train", str(root / "shards"), "--output", str(ddp), "--steps", "2",
-        "--preset", "tiny", "--batch-size", "4", "--vocab", str(root / "vocab"),
-        "--log-every", "1", "--eval-rows", "8", "--no-progress",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "c4forge",
+        "train",
+        str(root / "shards"),
+        "--output",
+        str(ddp),
+        "--steps",
+        "2",
+        "--preset",
+        "tiny",
+        "--batch-size",
+        "4",
+        "--vocab",
+        str(root / "vocab"),
+        "--log-every",
+        "1",
+        "--eval-rows",
+        "8",
+        "--no-progress",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

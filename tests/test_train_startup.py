@@ -35,8 +35,9 @@ def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("startup")
     desc = fx.build_data(root, docs=40, inputs_length=32)
     vocab = str(root / "vocab")
-    fx.build_shards(str(root / "noval"), vocab, desc, docs=20, inputs_length=32,
-                    validation_shards=0)  # fmt: skip
+    fx.build_shards(
+        str(root / "noval"), vocab, desc, docs=20, inputs_length=32, validation_shards=0
+    )
     fx.build_shards(str(root / "other"), vocab, desc, docs=30, inputs_length=32, seed=7)
     fx.build_shards(str(root / "small"), vocab, desc, docs=2, inputs_length=32, train_shards=1)
     return root
@@ -164,10 +165,14 @@ def test_a_mixtures_overall_nll_is_pooled_over_held_out_tokens(data, tmp_path):
     T_s (the same first --eval-rows rows of each), not the rates' mean; both are printed."""
     summary = train(
         fx.tiny_options(
-            data, tmp_path / "mix", steps=2, shards=f"c4={data / 'shards'}",
-            mix=(f"other={data / 'other'}",), mix_rates="0.9,0.1",
+            data,
+            tmp_path / "mix",
+            steps=2,
+            shards=f"c4={data / 'shards'}",
+            mix=(f"other={data / 'other'}",),
+            mix_rates="0.9,0.1",
         )
-    )  # fmt: skip
+    )
     ev = summary.evaluation
     tokens = {}
     for name, folder in (("c4", "shards"), ("other", "other")):
@@ -202,14 +207,32 @@ def test_the_command_line_makes_openmp_waits_passive(data, tmp_path):
     """A CLI run's torch (and every process it starts) sleeps while it waits for a core,
     unless the user chose otherwise: the start-up summary says which policy the run has."""
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    base = [sys.executable, "-m", "c4forge", "train", str(data / "shards"), "--vocab", str(data / "vocab"), "--preset", "tiny", "--steps",
-            "1", "--batch-size", "4", "--no-progress", "--threads", "2"]  # fmt: skip
-    run = subprocess.run(base + ["-o", str(tmp_path / "a")], env=env, capture_output=True,
-                         text=True, check=True)  # fmt: skip
+    base = [
+        sys.executable,
+        "-m",
+        "c4forge",
+        "train",
+        str(data / "shards"),
+        "--vocab",
+        str(data / "vocab"),
+        "--preset",
+        "tiny",
+        "--steps",
+        "1",
+        "--batch-size",
+        "4",
+        "--no-progress",
+        "--threads",
+        "2",
+    ]
+    run = subprocess.run(
+        base + ["-o", str(tmp_path / "a")], env=env, capture_output=True, text=True, check=True
+    )
     assert "2 torch threads (--threads), OpenMP waits passive" in run.stderr
     env["OMP_WAIT_POLICY"] = "active"
-    run = subprocess.run(base + ["-o", str(tmp_path / "b")], env=env, capture_output=True,
-                         text=True, check=True)  # fmt: skip
+    run = subprocess.run(
+        base + ["-o", str(tmp_path / "b")], env=env, capture_output=True, text=True, check=True
+    )
     assert "OpenMP waits active" in run.stderr
 
 

@@ -33,10 +33,25 @@ def data(tmp_path_factory):
 
 def _argv(root, out, *extra):
     return [
-        "train", str(root / "shards"), "--output", str(out), "--steps", "4", "--preset", "tiny",
-        "--batch-size", "4", "--vocab", str(root / "vocab"), "--log-every", "1",
-        "--eval-rows", "8", "--no-progress", *extra,
-    ]  # fmt: skip
+        "train",
+        str(root / "shards"),
+        "--output",
+        str(out),
+        "--steps",
+        "4",
+        "--preset",
+        "tiny",
+        "--batch-size",
+        "4",
+        "--vocab",
+        str(root / "vocab"),
+        "--log-every",
+        "1",
+        "--eval-rows",
+        "8",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def _strict_records(path):
@@ -50,8 +65,22 @@ def _strict_records(path):
 
 def test_a_diverging_run_stops_and_keeps_the_last_finite_checkpoint(data, tmp_path, capsys):
     out = tmp_path / "run"
-    argv = _argv(data, out, "--optimizer", "adamw", "--lr", "1e30", "--warmup", "0",
-                 "--schedule", "constant", "--grad-clip", "0", "--save-every", "1")  # fmt: skip
+    argv = _argv(
+        data,
+        out,
+        "--optimizer",
+        "adamw",
+        "--lr",
+        "1e30",
+        "--warmup",
+        "0",
+        "--schedule",
+        "constant",
+        "--grad-clip",
+        "0",
+        "--save-every",
+        "1",
+    )
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err  # after the start-up summary, the error is its last line
@@ -69,8 +98,16 @@ def test_a_diverging_run_stops_and_keeps_the_last_finite_checkpoint(data, tmp_pa
 
 
 @pytest.mark.parametrize("optimizer", ["adafactor", "adamwscale", "adamw"])
-@pytest.mark.parametrize("flag, value", [("--lr", "nan"), ("--lr", "-1"), ("--lr", "inf"),
-                                         ("--grad-clip", "nan"), ("--z-loss", "-0.5")])  # fmt: skip
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--lr", "nan"),
+        ("--lr", "-1"),
+        ("--lr", "inf"),
+        ("--grad-clip", "nan"),
+        ("--z-loss", "-0.5"),
+    ],
+)
 def test_bad_numbers_are_refused_before_any_work(data, tmp_path, capsys, optimizer, flag, value):
     out = tmp_path / "run"
     assert main(_argv(data, out, "--optimizer", optimizer, flag, value)) == 2
@@ -105,8 +142,18 @@ def test_metrics_never_hold_a_bare_nan(tmp_path):
 
 def test_finetune_refuses_a_bad_lr_before_reading_the_checkpoint(tmp_path, capsys):
     glue = os.path.join(os.path.dirname(__file__), "data", "glue")
-    argv = ["finetune", str(tmp_path / "no-run"), "--task", "sst2", "--data", glue,
-            "-o", str(tmp_path / "ft"), "--lr", "nan"]  # fmt: skip
+    argv = [
+        "finetune",
+        str(tmp_path / "no-run"),
+        "--task",
+        "sst2",
+        "--data",
+        glue,
+        "-o",
+        str(tmp_path / "ft"),
+        "--lr",
+        "nan",
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--lr must be a finite number >= 0, got nan" in err

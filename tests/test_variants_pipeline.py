@@ -137,7 +137,11 @@ def test_realnewslike_survivors_and_counters(inputs, runs_root) -> None:
     assert all(docs[u]["text"] == en[u]["text"] for u in docs)
     # the 36 + 12 C4 pages of test_variants_rules, and one derived page (a wordpress.com
     # blog) from a domain whose list does not name its subdomain
-    assert c["realnews"] == {"passed": 36, "bad_subdomain": 13, "bad_domain": c["length"]["passed"] - 49}
+    assert c["realnews"] == {
+        "passed": 36,
+        "bad_subdomain": 13,
+        "bad_domain": c["length"]["passed"] - 49,
+    }
     assert stats_of(out)["config"]["resources"]["realnews_domains"]["domains"] == 5036
 
 
@@ -191,7 +195,9 @@ def test_multilingual_layout_and_per_language_counts(inputs, runs_root) -> None:
     c = stats["counters"]
     assert sum(v["documents"] for v in langs.values()) == stats["totals"]["documents_out"]
     assert sum(v["identified"] for v in langs.values()) == c["langid"]["passed"]
-    assert c["paragraph"]["passed"] + c["paragraph"]["too_few_paragraphs"] == c["url_dedup"]["passed"]
+    assert (
+        c["paragraph"]["passed"] + c["paragraph"]["too_few_paragraphs"] == c["url_dedup"]["passed"]
+    )
     assert c["dedup"]["too_few_sentences"] == 0  # no sentence minimum without the line rules
     assert stats["config"]["dedup"] == "lines" and stats["config"]["badwords_fraction"] == 0.999
     assert stats["config"]["resources"]["cld3"]["version"]
@@ -227,7 +233,10 @@ def test_languages_option_restricts_the_sets(inputs, tmp_path) -> None:
         (["--variant", "realnewslike", "--domain-list", "{damaged}"], "is damaged"),
         (["--variant", "multilingual", "--languages", "de,xx"], "CLD3 does not know xx"),
         (["--variant", "multilingual", "--dedup", "spans"], "cannot use --dedup spans"),
-        (["--variant", "en", "--url-list", "x.txt"], "--url-list is an option of --variant webtextlike"),
+        (
+            ["--variant", "en", "--url-list", "x.txt"],
+            "--url-list is an option of --variant webtextlike",
+        ),
         (["--variant", "en.noblocklist", "--badwords-fraction", "0.5"], "has no bad-words filter"),
     ],
 )

@@ -315,7 +315,9 @@ def multilingual_pages() -> dict[int, dict]:
 def test_cld3_hand_checked_real_pages(multilingual_pages):
     langs = frozenset(cld3.MC4_LANGUAGES)
     for line, expected in HAND_CHECKED.items():
-        assert cld3.cld3_language(multilingual_pages[line]["text"], CounterBag(), langs) == expected, line
+        assert (
+            cld3.cld3_language(multilingual_pages[line]["text"], CounterBag(), langs) == expected
+        ), line
 
 
 def test_cld3_counters_and_languages_on_real_pages(multilingual_pages):
@@ -329,12 +331,22 @@ def test_cld3_counters_and_languages_on_real_pages(multilingual_pages):
     assert sum(v for k, v in c.items() if k.startswith("passed:")) == c["passed"]
     # restricted to two languages, every other reliable page is dropped under its code
     bag2 = CounterBag()
-    kept = [cld3.cld3_language(d["text"], bag2, frozenset({"en", "de"})) for d in multilingual_pages.values()]
+    kept = [
+        cld3.cld3_language(d["text"], bag2, frozenset({"en", "de"}))
+        for d in multilingual_pages.values()
+    ]
     kept = [k for k in kept if k is not None]
     assert set(kept) == {"en", "de", "und"}
     c2 = bag2.counts["langid"]
-    assert c2["ignored_language"] == 81 - len(kept) == c2.get("ignored_language:ru", 0) + sum(
-        v for k, v in c2.items() if k.startswith("ignored_language:") and k != "ignored_language:ru"
+    assert (
+        c2["ignored_language"]
+        == 81 - len(kept)
+        == c2.get("ignored_language:ru", 0)
+        + sum(
+            v
+            for k, v in c2.items()
+            if k.startswith("ignored_language:") and k != "ignored_language:ru"
+        )
     )
 
 
@@ -395,16 +407,30 @@ def test_line_dedup_without_sentence_minimum():
     out = {u: (d.text if d else None) for u, d in run_corpus_stage(stage, docs)[0].items()}
     owner_of_b = min(pages, key=lambda p: hashlib.md5(p[0].encode()).hexdigest())[0]
     assert ("b" in (out["u1"] or "").split("\n")) == (owner_of_b == "u1")
-    assert apply_span_removals([["One sentence."]], [], CounterBag(), min_sentences=0) == "One sentence."
+    assert (
+        apply_span_removals([["One sentence."]], [], CounterBag(), min_sentences=0)
+        == "One sentence."
+    )
 
 
 def test_variant_table():
-    assert set(VARIANTS) == {"en", "en.noclean", "en.noblocklist", "realnewslike", "webtextlike", "multilingual"}
+    assert set(VARIANTS) == {
+        "en",
+        "en.noclean",
+        "en.noblocklist",
+        "realnewslike",
+        "webtextlike",
+        "multilingual",
+    }
     en = get_variant("en")
     assert en.clean and en.badwords_fraction == 1.0 and en.resolve_dedup(None) == "spans"
     assert en.min_sentences_after_dedup == 3
     noclean = get_variant("en.noclean")
-    assert not noclean.clean and noclean.badwords_fraction == 0.0 and noclean.resolve_dedup(None) == "none"
+    assert (
+        not noclean.clean
+        and noclean.badwords_fraction == 0.0
+        and noclean.resolve_dedup(None) == "none"
+    )
     assert noclean.min_sentences_after_dedup == 0
     assert get_variant("en.noblocklist").badwords_fraction == 0.0
     assert get_variant("realnewslike").realnews and get_variant("webtextlike").webtext

@@ -39,7 +39,6 @@ def flipped(t5_run, tmp_path):
     return run
 
 
-
 @pytest.mark.parametrize("command", ["export", "finetune", "evaluate", "glue"])
 def test_a_bit_flipped_checkpoint_is_refused(flipped, tmp_path, capsys, command):
     out = str(tmp_path / "out")
@@ -47,9 +46,20 @@ def test_a_bit_flipped_checkpoint_is_refused(flipped, tmp_path, capsys, command)
         "export": ["export", flipped, "--output", out],
         "finetune": finetune_argv(flipped, "sst2", out),
         "evaluate": ["evaluate", flipped, "--task", "sst2", "--data", GLUE, "--no-progress"],
-        "glue": ["glue", flipped, "--data", GLUE, "-o", out, "--tasks", "sst2", "--steps", "1",
-                 "--no-progress"],
-    }[command]  # fmt: skip
+        "glue": [
+            "glue",
+            flipped,
+            "--data",
+            GLUE,
+            "-o",
+            out,
+            "--tasks",
+            "sst2",
+            "--steps",
+            "1",
+            "--no-progress",
+        ],
+    }[command]
     one_line_error(capsys, argv, "model.safetensors: corrupt checkpoint (sha256 ")
     assert not os.path.exists(out) or not os.listdir(out)
 

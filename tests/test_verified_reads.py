@@ -40,10 +40,23 @@ def _copy(root, tmp_path):
 
 def _train(work, tmp_path, *extra):
     argv = [
-        "train", str(work / "shards"), "--output", str(tmp_path / "run"), "--steps", "2",
-        "--preset", "tiny", "--batch-size", "4", "--vocab", str(work / "vocab"),
-        "--eval-rows", "8", "--no-progress", *extra,
-    ]  # fmt: skip
+        "train",
+        str(work / "shards"),
+        "--output",
+        str(tmp_path / "run"),
+        "--steps",
+        "2",
+        "--preset",
+        "tiny",
+        "--batch-size",
+        "4",
+        "--vocab",
+        str(work / "vocab"),
+        "--eval-rows",
+        "8",
+        "--no-progress",
+        *extra,
+    ]
     return main(argv)
 
 

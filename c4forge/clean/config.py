@@ -326,9 +326,7 @@ class CleanJob(CliConfig):
         if self.keep_samples < 0:
             raise ConfigError(f"--keep-samples must be >= 0, got {self.keep_samples}")
         if self.decontaminate_ngram < 1:
-            raise ConfigError(
-                f"--decontaminate-ngram must be >= 1, got {self.decontaminate_ngram}"
-            )
+            raise ConfigError(f"--decontaminate-ngram must be >= 1, got {self.decontaminate_ngram}")
         if self.decontaminate:
             _ = self.benchmarks  # missing file, bad name, malformed rows: one-line errors now
         parse_shards_option(self.train_shards, "--train-shards")

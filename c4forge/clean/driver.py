@@ -203,7 +203,10 @@ def finish(
             "the counters do not add up (a page was lost without a reason): "
             + "; ".join(stats["conservation_errors"])
         )
-    path, text = storage.join(job.output, clean_stats.STATS_NAME), clean_stats.stats_text(stats).encode()
+    path, text = (
+        storage.join(job.output, clean_stats.STATS_NAME),
+        clean_stats.stats_text(stats).encode(),
+    )
     job_driver.commit_last(job.output, lambda: storage.write_bytes(path, text))
     return stats
 

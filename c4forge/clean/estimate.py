@@ -54,7 +54,9 @@ from c4forge.io import storage
 ESTIMATE_NAME = "estimate.json"
 SAMPLE_FILES = 4
 DEFAULT_SAMPLE_MB = 16.0
-DEFAULT_PRICE = 0.04  # USD per vCPU-hour (on-demand cloud order of magnitude; --price-per-vcpu-hour)
+DEFAULT_PRICE = (
+    0.04  # USD per vCPU-hour (on-demand cloud order of magnitude; --price-per-vcpu-hour)
+)
 CRAWL_WORKERS = (1, 2, 16, 64, 450)
 MEMORY_CUTS = (1, 4)  # the memory runs: the sample, and cuts 4× as large of the same files
 MIN_CUT_GAP = 0.5  # the larger cut must exceed the smaller by half to measure a slope
@@ -144,8 +146,14 @@ def bucket_bytes(shuffled: float) -> float:
 
 
 def project_peak(
-    cuts: list[MemoryCut], *, largest: int, files: int, pages: float, workers: int,
-    doc_bytes: float, shuffle_per_page: float = 0.0,
+    cuts: list[MemoryCut],
+    *,
+    largest: int,
+    files: int,
+    pages: float,
+    workers: int,
+    doc_bytes: float,
+    shuffle_per_page: float = 0.0,
 ) -> dict[str, float]:
     """The peak PSS of the whole run's process tree (bytes), from the memory runs, as the sum of
     what was measured and four terms for what the sample cannot hold:
@@ -171,13 +179,15 @@ def project_peak(
     )
     per_run = RUN_BATCH * (doc_bytes + DOC_OVERHEAD_BYTES)
     files_term = min(workers, max(files, 1)) * per_run * max(0, files - big.files)
-    buckets = workers * BUCKET_MEMORY * max(
-        0.0,
-        bucket_bytes(shuffle_per_page * pages) - bucket_bytes(shuffle_per_page * big.pages),
+    buckets = (
+        workers
+        * BUCKET_MEMORY
+        * max(
+            0.0,
+            bucket_bytes(shuffle_per_page * pages) - bucket_bytes(shuffle_per_page * big.pages),
+        )
     )
-    volume = workers * max(
-        0.0, volume_growth(pages / workers) - volume_growth(big.pages / workers)
-    )
+    volume = workers * max(0.0, volume_growth(pages / workers) - volume_growth(big.pages / workers))
     return {
         "measured": float(big.peak),
         "driver": float(big.driver),
@@ -192,8 +202,14 @@ def project_peak(
 def _sample_job(job: Any, paths: list[str], output: str, workers: int) -> Any:
     """``job`` on the sample files, on the local engine, quiet, into a scratch folder."""
     return job.replace(
-        inputs=tuple(paths), output=output, engine="local", quiet=True, resume=False,
-        report=False, overwrite=True, workers=workers,
+        inputs=tuple(paths),
+        output=output,
+        engine="local",
+        quiet=True,
+        resume=False,
+        report=False,
+        overwrite=True,
+        workers=workers,
     )
 
 
@@ -275,8 +291,10 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
         doc_bytes = _doc_bytes(f"{tmp}/out", stats["totals"]["documents_out"])
         cuts, peaks, memory_cuts, tree_cpu = [], [], [], []
         for factor in MEMORY_CUTS:
-            cut = sample if factor == 1 else _sample(
-                files, int(sample_mb * 1e6) * factor, tmp, prefix=f"memory{factor}"
+            cut = (
+                sample
+                if factor == 1
+                else _sample(files, int(sample_mb * 1e6) * factor, tmp, prefix=f"memory{factor}")
             )
             cuts.append(cut.largest)
             out = f"{tmp}/memory{factor}-out"
@@ -284,7 +302,9 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
             peaks.append(found)
             tree_cpu.append(used)
             if found is not None:
-                cut_pages = json.loads(open(f"{out}/stats.json").read())["counters"][READ_STAGE]["pages"]
+                cut_pages = json.loads(open(f"{out}/stats.json").read())["counters"][READ_STAGE][
+                    "pages"
+                ]
                 memory_cuts.append(MemoryCut(cut.largest, len(cut.paths), cut_pages, found, driver))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     largest = max((f.size for f in files), default=0)
@@ -304,10 +324,14 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
         # per compressed MB of the largest chunk, from the two cuts
         per_mb = memory_slope(cuts, peaks) * 1e6
         parts = project_peak(
-            memory_cuts, largest=largest, files=len(files), pages=pages * scale,
-            workers=workers, doc_bytes=doc_bytes,
+            memory_cuts,
+            largest=largest,
+            files=len(files),
+            pages=pages * scale,
+            workers=workers,
+            doc_bytes=doc_bytes,
             shuffle_per_page=max(engine.shuffle_bytes.values(), default=0) / max(pages, 1),
-        )  # fmt: skip
+        )
         projected = parts["total"]
         by_workers = {str(workers): projected}
         method = (
@@ -360,10 +384,12 @@ def estimate(job: Any, sample_mb: float = DEFAULT_SAMPLE_MB, price: float = DEFA
             "memory_sample_tree_gib": _gib(tree_peak, 3),
             "memory_cuts": [
                 {"bytes_per_file": round(c), "tree_gib": _gib(p, 3)}
-                | ({"files": m.files, "pages": m.pages, "driver_gib": _gib(m.driver, 3)} if m else {})
-                for c, p, m in zip(
-                    cuts, peaks, memory_cuts or [None] * len(cuts), strict=True
+                | (
+                    {"files": m.files, "pages": m.pages, "driver_gib": _gib(m.driver, 3)}
+                    if m
+                    else {}
                 )
+                for c, p, m in zip(cuts, peaks, memory_cuts or [None] * len(cuts), strict=True)
             ],
             "memory_gib_per_chunk_mb": round(per_mb / 2**30, 5),
             "memory_parts_gib": {k: _gib(v, 4) for k, v in parts.items()},

@@ -342,7 +342,9 @@ def write_run_shard(
     key, index, n = shard
     ordered = sorted(runs)
     merged = heapq.merge(*(read_batches(path) for path, _ in ordered), key=doc_order)
-    stats = write_document_shard(directory, key, index, n, (unpack_doc(d) for d in merged), fmt, True)
+    stats = write_document_shard(
+        directory, key, index, n, (unpack_doc(d) for d in merged), fmt, True
+    )
     expected = sum(m for _, m in ordered)
     if stats["documents"] != expected:
         from c4forge.errors import VerificationError
@@ -353,9 +355,7 @@ def write_run_shard(
     yield stats
 
 
-def empty_shards(
-    written: list[dict], options: Mapping[str, Any]
-) -> list[tuple[str, int, int]]:
+def empty_shards(written: list[dict], options: Mapping[str, Any]) -> list[tuple[str, int, int]]:
     """``(key, index, shards)`` of every shard no document went to (an empty corpus still gets
     its empty shards): the shard counts from the documents written, as the writers had them."""
     totals: dict[str, int] = {}

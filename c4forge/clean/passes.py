@@ -140,7 +140,11 @@ def front(chunk: resume_state.Chunk, count: Count, *, plan: Plan, output: str) -
                             for r, n in sorted(reasons.items())
                         ]
                         doc = docs[0] if docs else None
-                        line = [None, None, counts] if doc is None else [doc.text, doc.sentences, counts]
+                        line = (
+                            [None, None, counts]
+                            if doc is None
+                            else [doc.text, doc.sentences, counts]
+                        )
                         if keep and page_bag.samples:
                             line.append(page_bag.samples)  # the survivor's only, as its counts
                         out.write(line)
@@ -263,7 +267,9 @@ def chunk_pass(
     with _lines_to(_path(work, chunk, docs_suffix(k))) as out:
         for i, doc in docs:
             for d in run_maps(maps, doc, count):
-                out.write([i, d.url, d.timestamp, d.normalized_url, d.text, d.sentences, d.language])
+                out.write(
+                    [i, d.url, d.timestamp, d.normalized_url, d.text, d.sentences, d.language]
+                )
                 yield from corpus.emit((chunk.index, i), d, count)
 
 

@@ -170,8 +170,14 @@ def recorded_job(config: dict[str, Any]) -> CleanJob:
     variant = get_variant(config.get("variant", {}).get("name", "en"))
     substrings = config.get("dedup_substrings") or {}
     shards = config.get("shards") or {}
-    as_recorded = ("language", "format", "input_format", "max_record_bytes", "near_dedup",
-                   "keep_samples")  # fmt: skip
+    as_recorded = (
+        "language",
+        "format",
+        "input_format",
+        "max_record_bytes",
+        "near_dedup",
+        "keep_samples",
+    )
     values.update({k: config[k] for k in as_recorded if k in config})
     values.update({f"{s}_shards": shards[s] for s in ("train", "validation") if s in shards})
     values.update(config.get("near_dedup_params") or {})  # ngram, num_perm, threshold
@@ -211,8 +217,13 @@ def all_accounts() -> tuple[tuple[str, Flow], ...]:
     flows: dict[str, Flow] = {}
     for v in VARIANTS.values():
         for mode in v.dedup_modes:
-            every = {"variant": {"name": v.name}, "dedup": mode, "near_dedup": "minhash",
-                     "decontaminate": {"any": {}}, "dedup_substrings": {"bytes": 1}}  # fmt: skip
+            every = {
+                "variant": {"name": v.name},
+                "dedup": mode,
+                "near_dedup": "minhash",
+                "decontaminate": {"any": {}},
+                "dedup_substrings": {"bytes": 1},
+            }
             plan = build_plan(recorded_job(every))
             names = plan.funnel
             for i, (name, flow) in enumerate(plan.accounts):

@@ -99,9 +99,7 @@ def is_clean_work(root: str) -> bool:
 def changed_input(old: Any, new: list[list[dict[str, Any]]]) -> str | None:
     """The path of an input recorded in ``old`` (a job record's chunks) whose size or version
     differs in ``new``; None when none does."""
-    seen = {
-        f.get("path"): f for chunk in old or [] for f in chunk or [] if isinstance(f, dict)
-    }
+    seen = {f.get("path"): f for chunk in old or [] for f in chunk or [] if isinstance(f, dict)}
     for chunk in new:
         for f in chunk:
             before = seen.get(f["path"])

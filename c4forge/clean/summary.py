@@ -204,9 +204,7 @@ def render(
             f"{_pct(step.pages_out, step.pages_in):>8}  {_reasons(step.drops) or '–'}"
         )
         if step.detail:
-            lines.append(
-                f"  {'':<{width}}{'':>28}  ({step.detail_label}: {_reasons(step.detail)})"
-            )
+            lines.append(f"  {'':<{width}}{'':>28}  ({step.detail_label}: {_reasons(step.detail)})")
     split = c.get("split", {})
     docs = totals["documents_out"]
     lines.append(

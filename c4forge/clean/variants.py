@@ -77,28 +77,63 @@ class Variant:
 VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
-        Variant("en", "C4 (today's behaviour)", True, False, False, False, "langdetect", 1.0, "spans"),
+        Variant(
+            "en", "C4 (today's behaviour)", True, False, False, False, "langdetect", 1.0, "spans"
+        ),
         Variant(
             "en.noclean",
             "T5's 'C4, unfiltered': length, URL dedup, langdetect only",
-            False, False, False, False, "langdetect", 0.0, "none",
+            False,
+            False,
+            False,
+            False,
+            "langdetect",
+            0.0,
+            "none",
         ),
         Variant(
-            "en.noblocklist", "en without the bad-words filter",
-            True, False, False, False, "langdetect", 0.0, "spans",
+            "en.noblocklist",
+            "en without the bad-words filter",
+            True,
+            False,
+            False,
+            False,
+            "langdetect",
+            0.0,
+            "spans",
         ),
         Variant(
-            "realnewslike", "en restricted to RealNews' news domains",
-            True, True, False, False, "langdetect", 1.0, "spans",
+            "realnewslike",
+            "en restricted to RealNews' news domains",
+            True,
+            True,
+            False,
+            False,
+            "langdetect",
+            1.0,
+            "spans",
         ),
         Variant(
-            "webtextlike", "en restricted to the URLs of an OpenWebText URL list (--url-list)",
-            True, False, True, False, "langdetect", 1.0, "spans",
+            "webtextlike",
+            "en restricted to the URLs of an OpenWebText URL list (--url-list)",
+            True,
+            False,
+            True,
+            False,
+            "langdetect",
+            1.0,
+            "spans",
         ),
         Variant(
             "multilingual",
             "mC4: paragraph filter, line dedup, CLD3, per-language bad words (0.999)",
-            False, False, False, True, "cld3", 0.999, "lines",
+            False,
+            False,
+            False,
+            True,
+            "cld3",
+            0.999,
+            "lines",
             # spans are Punkt-English sentences; mC4 dedups lines
             dedup_modes=("lines", "none"),
         ),
@@ -112,9 +147,7 @@ def get_variant(name: str) -> Variant:
     try:
         return VARIANTS[name]
     except KeyError:
-        raise ConfigError(
-            f"unknown --variant {name!r} (choose {', '.join(VARIANTS)})"
-        ) from None
+        raise ConfigError(f"unknown --variant {name!r} (choose {', '.join(VARIANTS)})") from None
 
 
 def variants_help() -> str:

@@ -163,8 +163,7 @@ def full_counters(
     ``accounts``: the plan's ``(stage, Flow)`` pairs (``Plan.accounts``); a stage listed only
     when the plan runs it, extension reasons only when counted (``listed_reasons``)."""
     out: dict[str, dict[str, int]] = {
-        stage: dict.fromkeys(reasons, 0)
-        for stage, reasons in listed_reasons(accounts, raw).items()
+        stage: dict.fromkeys(reasons, 0) for stage, reasons in listed_reasons(accounts, raw).items()
     }
     for stage, reasons in raw.items():
         bucket = out.setdefault(stage, {})
@@ -186,8 +185,12 @@ def conservation_errors(c: Mapping[str, Mapping[str, int]], accounts: Accounts) 
         return sum(g(stage, r) for r in reasons)
 
     checks = [
-        (f"{stage}.{flow.received}", g(stage, flow.received), f"{stage} outcomes",
-         total(stage, flow.outcomes))
+        (
+            f"{stage}.{flow.received}",
+            g(stage, flow.received),
+            f"{stage} outcomes",
+            total(stage, flow.outcomes),
+        )
         for stage, flow in accounts
         if flow.received
     ]

@@ -34,12 +34,18 @@ LONE_END_MARKS = frozenset({".", "?", "!", '"'})
 _DROPS = ("empty", "too_few_sentences")
 FLOWS: dict[str, Flow] = {
     "spans": Flow(
-        _DROPS, ("passed",), ("repeated_windows", "duplicate_sentence"),
-        title="dedup", detail="lines/sentences",
+        _DROPS,
+        ("passed",),
+        ("repeated_windows", "duplicate_sentence"),
+        title="dedup",
+        detail="lines/sentences",
     ),
     "lines": Flow(
-        _DROPS, ("passed",), ("global_duplicate", "local_duplicate", "line_passed"),
-        title="dedup", detail="lines/sentences",
+        _DROPS,
+        ("passed",),
+        ("global_duplicate", "local_duplicate", "line_passed"),
+        title="dedup",
+        detail="lines/sentences",
     ),
 }
 

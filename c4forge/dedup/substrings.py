@@ -310,7 +310,9 @@ def anchor_positions(
     return combined[np.searchsorted(combined, wanted)] % (n + 1)
 
 
-def _candidate_starts(minima: np.ndarray, marks: frozenset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _candidate_starts(
+    minima: np.ndarray, marks: frozenset
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(grouped starts, hot starts, sorted candidate hashes)``: the windows whose minimum is
     a candidate (not hot / hot), found by one search of every minimum among the marks."""
     values = np.array(sorted(m if m >= 0 else -1 - m for m in marks), dtype=_U64)
@@ -353,7 +355,9 @@ def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> It
     anchors = anchor_positions(h, minima, grouped, values)
     cuts = np.concatenate([[0], np.flatnonzero(np.diff(anchors)) + 1, [len(grouped)]])
     lows = cuts[:-1]
-    heads = zip(anchors[lows].tolist(), grouped[lows].tolist(), h[anchors[lows]].tolist(), strict=True)
+    heads = zip(
+        anchors[lows].tolist(), grouped[lows].tolist(), h[anchors[lows]].tolist(), strict=True
+    )
     bounds = (cuts * ANCHORED_BYTES).tolist()
     digests = window_digests(data, grouped, n).tobytes()
     for (p, first, key), lo, hi in zip(heads, bounds[:-1], bounds[1:], strict=True):
@@ -448,15 +452,24 @@ def _copies(heads: list[tuple], bodies: list[bytes]) -> bool:
     return all(h[2] - h[3] == gap for h in heads) and bodies.count(bodies[0]) == len(bodies)
 
 
-def _decide_copies(places: list[bytes], heads: list[tuple], windows: int, count: Count, skip: int) -> Iterator:
+def _decide_copies(
+    places: list[bytes], heads: list[tuple], windows: int, count: Count, skip: int
+) -> Iterator:
     """Every window of a copy is repeated: all struck (``none``), or all but those of the copy
     of smallest ``(md5(url), chunk, record, start)`` (``first``: the same copy owns every
     window, their starts being ``first + j`` in every copy)."""
     count(STAGE, "repeated_windows", windows)
-    owner = min(range(len(places)), key=lambda i: (places[i][:skip], heads[i][:2], heads[i][3])) if skip else -1
+    owner = (
+        min(range(len(places)), key=lambda i: (places[i][:skip], heads[i][:2], heads[i][3]))
+        if skip
+        else -1
+    )
     for i, head in enumerate(heads):
         if i != owner:
-            yield head[:2], np.arange(head[3], head[3] + windows, dtype=np.int64).astype(_OFFSET).tobytes()
+            yield (
+                head[:2],
+                np.arange(head[3], head[3] + windows, dtype=np.int64).astype(_OFFSET).tobytes(),
+            )
 
 
 def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
@@ -466,7 +479,9 @@ def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
     raw, data = _bytes_of(text)
     starts = np.asarray(offsets, dtype=np.int64)  # repeats add up in ``diff``: no unique needed
     size = len(raw) + 1
-    diff = np.bincount(starts, minlength=size) - np.bincount(np.minimum(starts + n, len(raw)), minlength=size)
+    diff = np.bincount(starts, minlength=size) - np.bincount(
+        np.minimum(starts + n, len(raw)), minlength=size
+    )
     struck = np.cumsum(diff[:-1]) > 0
     char_of = np.cumsum((data & 0xC0) != 0x80) - 1  # the character of each byte
     removed = np.zeros(len(text), dtype=bool)
@@ -483,7 +498,9 @@ def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
     touched = np.zeros(int(np.count_nonzero(breaks)) + 1, dtype=bool)
     touched[(np.cumsum(breaks) - breaks)[removed]] = True
     kept = codes[~removed].tobytes().decode("utf-32-le").split("\n")
-    lines = [line.strip() if hit else line for line, hit in zip(kept, touched.tolist(), strict=True)]
+    lines = [
+        line.strip() if hit else line for line, hit in zip(kept, touched.tolist(), strict=True)
+    ]
     lines = [line for line, hit in zip(lines, touched.tolist(), strict=True) if line or not hit]
     return ("\n".join(lines) if any(lines) else None), struck_bytes
 
@@ -494,7 +511,9 @@ def apply_strikes(
     """The document with its struck windows removed (``decisions``: packed starts)."""
     found = b"".join(decisions)
     doc = doc._replace(marks=None)
-    text, struck_bytes = strike(doc.text, np.frombuffer(found, dtype=_OFFSET), n) if found else (doc.text, 0)
+    text, struck_bytes = (
+        strike(doc.text, np.frombuffer(found, dtype=_OFFSET), n) if found else (doc.text, 0)
+    )
     if not struck_bytes:
         count(STAGE, "passed")
         yield doc

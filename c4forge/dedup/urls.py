@@ -20,6 +20,7 @@ DEDUP_FLOW = Flow(
     ("duplicate_url",), ("passed",), ("tie_text_md5",), title="URL dedup", detail="groups"
 )
 
+
 def text_md5(text: str) -> str:
     return hashlib.md5(text.encode("utf-8")).hexdigest()
 

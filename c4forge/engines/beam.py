@@ -137,9 +137,7 @@ class _MapFn(CountingDoFn):
         self._tallied_at = time.monotonic()
         pages, self.count.watched = self.count.watched, 0
         if self._processed or pages or started or finished:
-            write_tally(
-                self.progress_dir, self.label, self._processed, pages, started, finished
-            )
+            write_tally(self.progress_dir, self.label, self._processed, pages, started, finished)
         self._processed = 0
 
     def _processed_one(self) -> None:
@@ -669,6 +667,4 @@ class BeamEngine(Engine):
     def close(self) -> None:
         """Write the stage profile (``C4FORGE_ENGINE_PROFILE``): shuffle bytes per stage."""
         if self.profile:
-            write_profile(
-                self.profile, self.shuffle_bytes, largest_element=self.largest_element
-            )
+            write_profile(self.profile, self.shuffle_bytes, largest_element=self.largest_element)

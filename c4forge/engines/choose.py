@@ -49,7 +49,9 @@ def check_runner(engine: str, runner: str | None) -> None:
         )
 
 
-def choose(engine: str, runner: str | None, passthrough: tuple[str, ...], size: int) -> tuple[str, str]:
+def choose(
+    engine: str, runner: str | None, passthrough: tuple[str, ...], size: int
+) -> tuple[str, str]:
     """``(engine, why)``: ``engine`` as given, or what ``auto`` picks for ``size`` input bytes
     (``why`` is empty unless ``auto`` decided, for the first log line)."""
     check_runner(engine, runner)

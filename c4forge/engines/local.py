@@ -98,7 +98,9 @@ def _timed_task(work: Callable[[CounterBag], None], keep: int = 0) -> tuple[dict
 
 def _map_task(fn: Fn, inputs: list[str], out: str, keep: int = 0) -> tuple:
     def work(bag: CounterBag) -> None:
-        write_items(out, (o for path in inputs for item in read_batches(path) for o in fn(item, bag)))
+        write_items(
+            out, (o for path in inputs for item in read_batches(path) for o in fn(item, bag))
+        )
 
     return _timed_task(work, keep)
 
@@ -188,9 +190,7 @@ def _grouped(items: Iterable[tuple[Any, Any]]) -> dict[Any, list[Any]]:
     return out
 
 
-def _reduce_task(
-    kind: str, fn: Fn | None, sides: list[Segments], out: str, keep: int = 0
-) -> tuple:
+def _reduce_task(kind: str, fn: Fn | None, sides: list[Segments], out: str, keep: int = 0) -> tuple:
     """One bucket (its segments of every map task's spill file, per side) → its output
     partition."""
 

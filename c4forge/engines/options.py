@@ -51,6 +51,8 @@ def engine_option() -> Any:
 def master_option() -> Any:
     """``--master URL``: the Spark master of ``--engine spark``."""
     return option(
-        "--master", default=None, help="Spark master URL for --engine spark (default local[*]; a local master without F "
-        "in local[N,F] retries a failed task up to 4 attempts, as a cluster does)"
+        "--master",
+        default=None,
+        help="Spark master URL for --engine spark (default local[*]; a local master without F "
+        "in local[N,F] retries a failed task up to 4 attempts, as a cluster does)",
     )

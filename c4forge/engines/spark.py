@@ -41,7 +41,6 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     AccumulatorParam = object  # type: ignore[assignment,misc]
 
 
-
 class CountersParam(AccumulatorParam):
     """Merges ``{stage: {reason: n}}`` dicts: one accumulator carries every counter."""
 

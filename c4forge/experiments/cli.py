@@ -37,25 +37,36 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("config", help="experiment TOML file, or the name of a shipped config")
     p.add_argument("--output", "-o", required=True, help="experiment folder")
     p.add_argument(
-        "--device", default="auto", choices=("auto", "cpu", "cuda"),
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
         help="auto: every GPU (arms spread over them when there are several), else the CPU",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--stages", default=None, metavar="STORE",
+        "--stages",
+        default=None,
+        metavar="STORE",
         help="stage folder (default DIR/stages); experiments sharing one run equal stages once",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--workers", type=int, default=None,
+        "--workers",
+        type=int,
+        default=None,
         help="worker processes of the clean and shards stages (default: the file's "
         "[experiment] workers, else all cores)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--threads", type=int, default=None,
+        "--threads",
+        type=int,
+        default=None,
         help="torch threads of pretraining and fine-tuning (default 1 on CPU, torch's on GPU)",
-    )  # fmt: skip
+    )
     p.add_argument("--check", action="store_true", help="check the file and print the plan only")
-    p.add_argument("--results-only", action="store_true",
-                   help="recompute the table and plots from the run folders (finished runs only)")  # fmt: skip
+    p.add_argument(
+        "--results-only",
+        action="store_true",
+        help="recompute the table and plots from the run folders (finished runs only)",
+    )
     p.add_argument("--worker-runs", default=None, help=argparse.SUPPRESS)
     return p
 
@@ -78,8 +89,10 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         kinds: dict[str, int] = {}
         for s in plan.stages:
             kinds[s.kind] = kinds.get(s.kind, 0) + 1
-        print(f"{exp.name}: {len(exp.arms)} arms × {len(exp.seeds)} seeds; stages: "
-              + ", ".join(f"{k} {v}" for k, v in kinds.items()))  # fmt: skip
+        print(
+            f"{exp.name}: {len(exp.arms)} arms × {len(exp.seeds)} seeds; stages: "
+            + ", ".join(f"{k} {v}" for k, v in kinds.items())
+        )
         return 0
     if args.results_only:
         from c4forge.experiments.results import write_results

@@ -97,9 +97,12 @@ def _pinned_threads() -> int:
 
 
 def run_stage(
-    store: str, stage: Stage, device: str = "cpu", workers: int | None = None,
+    store: str,
+    stage: Stage,
+    device: str = "cpu",
+    workers: int | None = None,
     threads: int | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """Run ``stage`` (its inputs are done) and write its marker; returns the marker's content."""
     out = stage_dir(store, stage)
     if os.path.isdir(out) and stage.kind not in RESUMABLE:
@@ -166,11 +169,17 @@ def _clean(stage: Stage, out: str, dirs: dict, device: str, workers: int | None)
     fraction = c.get("badwords_fraction")
     return CleanJob.from_mapping(
         _given(
-            inputs=tuple(inputs), output=out, variant=c["variant"], quiet=True,
-            dedup=c.get("dedup"), url_list=p.get("url_list"), domain_list=p.get("domain_list"),
-            badwords_fraction=None if fraction is None else float(fraction), workers=workers,
+            inputs=tuple(inputs),
+            output=out,
+            variant=c["variant"],
+            quiet=True,
+            dedup=c.get("dedup"),
+            url_list=p.get("url_list"),
+            domain_list=p.get("domain_list"),
+            badwords_fraction=None if fraction is None else float(fraction),
+            workers=workers,
         )
-    )  # fmt: skip
+    )
 
 
 def _vocab(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> Any:
@@ -179,10 +188,14 @@ def _vocab(stage: Stage, out: str, dirs: dict, device: str, workers: int | None)
     c = stage.config
     return VocabOptions.from_mapping(
         _given(
-            docs=dirs["clean"], output=out, vocab_size=int(c["size"]), quiet=True,
-            sample_chars=_maybe(int, c.get("sample_chars")), seed=_maybe(int, c.get("seed")),
+            docs=dirs["clean"],
+            output=out,
+            vocab_size=int(c["size"]),
+            quiet=True,
+            sample_chars=_maybe(int, c.get("sample_chars")),
+            seed=_maybe(int, c.get("seed")),
         )
-    )  # fmt: skip
+    )
 
 
 def _shards(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> Any:
@@ -191,14 +204,20 @@ def _shards(stage: Stage, out: str, dirs: dict, device: str, workers: int | None
     c = stage.config
     return ShardsJob.from_mapping(
         _given(
-            docs=dirs["clean"], vocab=dirs["vocab"], output=out, quiet=True,
-            objective=c["objective"], inputs_length=_maybe(int, c.get("inputs_length")),
+            docs=dirs["clean"],
+            vocab=dirs["vocab"],
+            output=out,
+            quiet=True,
+            objective=c["objective"],
+            inputs_length=_maybe(int, c.get("inputs_length")),
             targets_length=_maybe(int, c.get("targets_length")),
             noise_density=_maybe(float, c.get("noise_density")),
             mean_noise_span_length=_maybe(float, c.get("mean_noise_span_length")),
-            packing=c.get("packing"), seed=_maybe(int, c.get("seed")), workers=workers,
+            packing=c.get("packing"),
+            seed=_maybe(int, c.get("seed")),
+            workers=workers,
         )
-    )  # fmt: skip
+    )
 
 
 def train_options(stage: Stage, out: str, dirs: dict, device: str) -> TrainOptions:
@@ -223,19 +242,33 @@ def train_options(stage: Stage, out: str, dirs: dict, device: str) -> TrainOptio
         )
     return TrainOptions.from_mapping(
         _given(
-            shards=shards, output=out, steps=steps, **mix, preset=m["preset"],
-            vocab=dirs["vocab"], device=device, batch_size=int(c["batch_size"]),
-            seed=int(c["seed"]), eval_every=int(c.get("eval_every") or max(1, steps // 4)),
+            shards=shards,
+            output=out,
+            steps=steps,
+            **mix,
+            preset=m["preset"],
+            vocab=dirs["vocab"],
+            device=device,
+            batch_size=int(c["batch_size"]),
+            seed=int(c["seed"]),
+            eval_every=int(c.get("eval_every") or max(1, steps // 4)),
             save_every=int(c.get("save_every") or max(1, steps // 4)),
             warmup=int(c["warmup"] if "warmup" in c else max(1, steps // 10)),
-            resume="auto", progress=False, keep_checkpoints=1,
-            eval_rows=_maybe(int, c.get("eval_rows")), log_every=_maybe(int, c.get("log_every")),
-            optimizer=c.get("optimizer"), schedule=c.get("schedule"),
-            lr=_maybe(float, c.get("lr")), grad_clip=_maybe(float, c.get("grad_clip")),
-            ffn=m.get("ffn"), d_ff=_maybe(int, m.get("d_ff")),
-            dropout=_maybe(float, m.get("dropout")), tie_embeddings=True if m.get("tie_embeddings") else None,
+            resume="auto",
+            progress=False,
+            keep_checkpoints=1,
+            eval_rows=_maybe(int, c.get("eval_rows")),
+            log_every=_maybe(int, c.get("log_every")),
+            optimizer=c.get("optimizer"),
+            schedule=c.get("schedule"),
+            lr=_maybe(float, c.get("lr")),
+            grad_clip=_maybe(float, c.get("grad_clip")),
+            ffn=m.get("ffn"),
+            d_ff=_maybe(int, m.get("d_ff")),
+            dropout=_maybe(float, m.get("dropout")),
+            tie_embeddings=True if m.get("tie_embeddings") else None,
         )
-    )  # fmt: skip
+    )
 
 
 def _pretrain(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> Any:
@@ -248,11 +281,15 @@ def _taskshards(stage: Stage, out: str, dirs: dict, device: str, workers: int | 
     c = stage.config
     return TaskShardsRequest(
         **_given(
-            task=c["task"], vocab=dirs["vocab"], output=out, quiet=True,
-            data=stage.params["data"], targets_length=int(c["targets_length"]),
+            task=c["task"],
+            vocab=dirs["vocab"],
+            output=out,
+            quiet=True,
+            data=stage.params["data"],
+            targets_length=int(c["targets_length"]),
             inputs_length=_maybe(int, c.get("inputs_length")),
         )
-    )  # fmt: skip
+    )
 
 
 def _zero_shot(stage: Stage, out: str, dirs: dict, device: str) -> Any:
@@ -261,9 +298,14 @@ def _zero_shot(stage: Stage, out: str, dirs: dict, device: str) -> Any:
 
     c = stage.config
     return EvaluateOptions(
-        ft=dirs["pretrain"], task=c["task"], data=stage.params["data"], output=out,
-        batch_size=c["batch_size"], device=device, progress=False,
-    )  # fmt: skip
+        ft=dirs["pretrain"],
+        task=c["task"],
+        data=stage.params["data"],
+        output=out,
+        batch_size=c["batch_size"],
+        device=device,
+        progress=False,
+    )
 
 
 def _finetune(stage: Stage, out: str, dirs: dict, device: str, workers: int | None) -> Any:
@@ -275,13 +317,24 @@ def _finetune(stage: Stage, out: str, dirs: dict, device: str, workers: int | No
     random = c["init"] == "random"
     checkpoint = dirs["after-pretrain"] if random else dirs["pretrain"]
     return FinetuneOptions(
-        checkpoint=checkpoint, task=c["task"], data=stage.params["data"], output=out,
-        head=c["head"], steps=c["steps"], lr=c["lr"], batch_size=c["batch_size"],
-        max_length=c["max_length"], seed=c["seed"], device=device, resume=True,
-        random_init=random, max_train_examples=c.get("max_train_examples"),
-        save_every=c.get("save_every") or max(1, c["steps"] // 2), progress=False,
+        checkpoint=checkpoint,
+        task=c["task"],
+        data=stage.params["data"],
+        output=out,
+        head=c["head"],
+        steps=c["steps"],
+        lr=c["lr"],
+        batch_size=c["batch_size"],
+        max_length=c["max_length"],
+        seed=c["seed"],
+        device=device,
+        resume=True,
+        random_init=random,
+        max_train_examples=c.get("max_train_examples"),
+        save_every=c.get("save_every") or max(1, c["steps"] // 2),
+        progress=False,
         threads=_pinned_threads(),
-    )  # fmt: skip
+    )
 
 
 def _finetuned(stage: Stage) -> str:

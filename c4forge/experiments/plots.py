@@ -59,8 +59,15 @@ def plot_loss_curves(root: str, res: dict[str, Any], png_path: str) -> str:
             ax.plot(steps, loss, color=color, linewidth=1.2, label=f"{name} train")
         steps, nll = _mean_curve(paths, key)
         if len(steps):
-            ax.plot(steps, nll, "o--", color=color, markersize=4, linewidth=0.8,
-                    label=f"{name} held-out")  # fmt: skip
+            ax.plot(
+                steps,
+                nll,
+                "o--",
+                color=color,
+                markersize=4,
+                linewidth=0.8,
+                label=f"{name} held-out",
+            )
     ax.set_xlabel("step")
     ax.set_ylabel("nats per target token")
     ax.set_title(f"{res['name']}: pretraining loss (mean over {len(res['seeds'])} seeds)")
@@ -81,8 +88,15 @@ def plot_scores(res: dict[str, Any], png_path: str) -> str:
         t = res["arms"][name]["tasks"]
         x = np.arange(len(tasks)) + (i - (len(arms) - 1) / 2) * width
         pre = [t.get(k, {}).get("pretrained", {"mean": np.nan, "std": 0}) for k in tasks]
-        ax.bar(x, [p["mean"] for p in pre], width, yerr=[p["std"] for p in pre],
-               color=colors(i % 10), label=name, capsize=2)  # fmt: skip
+        ax.bar(
+            x,
+            [p["mean"] for p in pre],
+            width,
+            yerr=[p["std"] for p in pre],
+            color=colors(i % 10),
+            label=name,
+            capsize=2,
+        )
         rnd = [t.get(k, {}).get("random", {}).get("mean", np.nan) for k in tasks]
         ax.plot(x, rnd, "k_", markersize=10, markeredgewidth=2)
     ax.plot([], [], "k_", markersize=10, markeredgewidth=2, label="random start")

@@ -75,8 +75,16 @@ def collect(root: str) -> dict[str, Any]:
             missing.append(rel)  # still running, or interrupted: left out of the table
             continue
         info = read_json(os.path.join(folder, "run.json"))
-        arm = arms.setdefault(run["arm"], {"overrides": info["overrides"], "recipe": info["recipe"],
-                                           "loss": [], "curves": [], "tasks": {}})  # fmt: skip
+        arm = arms.setdefault(
+            run["arm"],
+            {
+                "overrides": info["overrides"],
+                "recipe": info["recipe"],
+                "loss": [],
+                "curves": [],
+                "tasks": {},
+            },
+        )
         for task in info["recipe"]["finetune"]["tasks"]:
             if task not in tasks:
                 tasks.append(task)
@@ -95,8 +103,14 @@ def collect(root: str) -> dict[str, Any]:
             res_rel = f"{rel}/{role}/results.json"
             res = read_json(os.path.join(root, res_rel))
             entry = arm["tasks"].setdefault(task, {}).setdefault(init, [])
-            entry.append({"seed": run["seed"], "value": 100.0 * float(res["task_score"]),
-                          "source": res_rel, "predictions": f"{rel}/{role}/predictions.jsonl"})  # fmt: skip
+            entry.append(
+                {
+                    "seed": run["seed"],
+                    "value": 100.0 * float(res["task_score"]),
+                    "source": res_rel,
+                    "predictions": f"{rel}/{role}/predictions.jsonl",
+                }
+            )
     return {"plan": plan, "arms": arms, "tasks": tasks, "missing": missing}
 
 
@@ -135,13 +149,13 @@ def compute(root: str, bootstrap: int = 1000) -> dict[str, Any]:
         "units": {
             "held_out_loss": "nats per target token (lower is better)",
             "scores": "points: 100 × task score (higher is better)",
-        },  # fmt: skip
+        },
         "bootstrap": {
             "resamples": bootstrap,
             "seed": 0,
             "level": stats.LEVEL,
             "over": "seeds (paired) × dev examples",
-        },  # fmt: skip
+        },
         "arms": out_arms,
         "complete": not data["missing"],
         "missing_runs": data["missing"],
@@ -158,8 +172,7 @@ def _paired(a: list[dict], b: list[dict]) -> tuple[list[dict], list[dict]]:
 def _against_base(root: str, arm: dict, base: dict, get_task, resamples: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     a, b = _paired(arm["loss"], base["loss"])
-    test = stats.paired_bootstrap_seeds([v["value"] for v in a], [v["value"] for v in b],
-                                        resamples)  # fmt: skip
+    test = stats.paired_bootstrap_seeds([v["value"] for v in a], [v["value"] for v in b], resamples)
     test["statement"] = stats.verdict(test, "held-out loss", "nats", False, len(a))
     test["seeds"] = len(a)
     test["tested"] = stats.is_tested(len(a), "nats")
@@ -173,8 +186,9 @@ def _against_base(root: str, arm: dict, base: dict, get_task, resamples: int) ->
         splits = []
         for split in pa[0]:
             labels = pa[0][split][0]
-            splits.append((labels, np.stack([p[split][1] for p in pa]),
-                           np.stack([p[split][1] for p in pb])))  # fmt: skip
+            splits.append(
+                (labels, np.stack([p[split][1] for p in pa]), np.stack([p[split][1] for p in pb]))
+            )
         spec = get_task(task)
         test = stats.paired_bootstrap(spec.metrics, splits, resamples)
         test = {k: 100.0 * v if k != "p_value" else v for k, v in test.items()}
@@ -232,8 +246,12 @@ def markdown(res: dict[str, Any], recipe_line: str = "", description: str = "") 
     for name, arm in res["arms"].items():
         anchor = f"#arm-{name.lower().replace('.', '')}"
         seeds = str(len(arm["held_out_loss"]["per_seed"]))
-        cells = [f"[{name}](runs/{name}/)", _changes(arm["overrides"]), seeds,
-                 f"[{_pm(arm['held_out_loss'], 3)}]({anchor})"]  # fmt: skip
+        cells = [
+            f"[{name}](runs/{name}/)",
+            _changes(arm["overrides"]),
+            seeds,
+            f"[{_pm(arm['held_out_loss'], 3)}]({anchor})",
+        ]
         for t in tasks:
             tt = arm["tasks"].get(t, {})
             cells.append(f"[{_pm(tt['pretrained'], 1)}]({anchor})" if "pretrained" in tt else "–")
@@ -244,9 +262,12 @@ def markdown(res: dict[str, Any], recipe_line: str = "", description: str = "") 
             bits = [f"{t} {vs[t]['difference']:+.1f}{_star(vs[t])}" for t in tasks if t in vs]
             loss = vs["held_out_loss"]
             text = ", ".join(
-                [f"loss {loss['difference']:+.{stats.digits_for(loss['difference'], least=3)}f}"
-                 f"{_star(loss)}", *bits]
-            )  # fmt: skip
+                [
+                    f"loss {loss['difference']:+.{stats.digits_for(loss['difference'], least=3)}f}"
+                    f"{_star(loss)}",
+                    *bits,
+                ]
+            )
             cells.append(f"[{text}](#against-the-base)")
         else:
             cells.append("base")
@@ -289,14 +310,18 @@ def markdown(res: dict[str, Any], recipe_line: str = "", description: str = "") 
     doc += ["", "## Per seed (each number links to the file it was read from)", ""]
     for name, arm in res["arms"].items():
         doc += [f"### arm {name}", ""]
-        row = ", ".join(f"seed {v['seed']}: [{v['value']:.4f}]({v['source']}) (step {v['step']})"
-                        for v in arm["held_out_loss"]["per_seed"])  # fmt: skip
+        row = ", ".join(
+            f"seed {v['seed']}: [{v['value']:.4f}]({v['source']}) (step {v['step']})"
+            for v in arm["held_out_loss"]["per_seed"]
+        )
         doc.append(f"- held-out loss: {row}")
         for t, tt in arm["tasks"].items():
             for init in ("pretrained", "random"):
                 if init in tt:
-                    row = ", ".join(f"seed {v['seed']}: [{v['value']:.2f}]({v['source']})"
-                                    for v in tt[init]["per_seed"])  # fmt: skip
+                    row = ", ".join(
+                        f"seed {v['seed']}: [{v['value']:.2f}]({v['source']})"
+                        for v in tt[init]["per_seed"]
+                    )
                     doc.append(f"- {t} ({init} init): {row}")
         doc.append("")
     doc += [
@@ -306,7 +331,7 @@ def markdown(res: dict[str, Any], recipe_line: str = "", description: str = "") 
         "(sum over stages, all invocations): "
         + ", ".join(
             f"{k} {v['stages']}× {v['cpu_seconds']:.0f} CPU s" for k, v in b["by_kind"].items()
-        ),  # fmt: skip
+        ),
         "",
         "Plots: [loss_curves.png](loss_curves.png), [scores.png](scores.png).",
         "",

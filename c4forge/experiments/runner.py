@@ -54,16 +54,26 @@ def write_plan(root: str, store: str, exp: Experiment, plan: Plan) -> None:
         "seeds": exp.seeds,
         "stages_dir": os.path.relpath(store, root),
         "stages": [
-            {"name": s.name, "kind": s.kind, "key": s.key, "config": s.config,
-             "inputs": [i.name for i in s.inputs], "after": [a.name for a in s.after]}
+            {
+                "name": s.name,
+                "kind": s.kind,
+                "key": s.key,
+                "config": s.config,
+                "inputs": [i.name for i in s.inputs],
+                "after": [a.name for a in s.after],
+            }
             for s in plan.stages
         ],
         "runs": [
-            {"arm": r.arm, "seed": r.seed, "folder": r.folder,
-             "stages": {role: s.name for role, s in r.stages.items()}}
+            {
+                "arm": r.arm,
+                "seed": r.seed,
+                "folder": r.folder,
+                "stages": {role: s.name for role, s in r.stages.items()},
+            }
             for r in plan.runs
         ],
-    }  # fmt: skip
+    }
     write_json(os.path.join(root, "plan.json"), doc)
 
 
@@ -84,11 +94,16 @@ def link_runs(root: str, store: str, exp: Experiment, plan: Plan) -> None:
             path = os.path.join(folder, stale)
             if os.path.islink(path):
                 os.remove(path)  # a role the arm no longer has (a task removed)
-        write_json(os.path.join(folder, "run.json"), {
-            "arm": run.arm, "seed": run.seed, "recipe": exp.arms[run.arm],
-            "overrides": exp.overrides[run.arm],
-            "stages": {role: s.name for role, s in run.stages.items()},
-        })  # fmt: skip
+        write_json(
+            os.path.join(folder, "run.json"),
+            {
+                "arm": run.arm,
+                "seed": run.seed,
+                "recipe": exp.arms[run.arm],
+                "overrides": exp.overrides[run.arm],
+                "stages": {role: s.name for role, s in run.stages.items()},
+            },
+        )
     wanted = {r.arm for r in plan.runs}
     runs_dir = os.path.join(root, "runs")
     for arm in sorted(set(os.listdir(runs_dir)) - wanted):
@@ -136,9 +151,12 @@ def run_stages(
             resumed = os.path.isdir(execute.stage_dir(store, stage))
             say(f"{head}: {'resuming' if resumed else 'running'} → {stage.name}")
             beat = StageHeartbeat(
-                head, execute.stage_dir(store, stage), stage.config.get("steps"), say,
+                head,
+                execute.stage_dir(store, stage),
+                stage.config.get("steps"),
+                say,
                 line_every_seconds(),
-            )  # fmt: skip
+            )
             try:
                 with beat:
                     marker = execute.run_stage(store, stage, device, workers, threads)
@@ -198,16 +216,33 @@ def worker_commands(
         if not group:
             continue
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(device)}
-        argv = [sys.executable, "-m", "c4forge", "experiment", config, "-o", root, "--stages", store,
-                "--worker-runs", ",".join(map(str, group)), *extra]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "c4forge",
+            "experiment",
+            config,
+            "-o",
+            root,
+            "--stages",
+            store,
+            "--worker-runs",
+            ",".join(map(str, group)),
+            *extra,
+        ]
         cmds.append((env, argv))
     return cmds
 
 
 def run_parallel(
-    exp: Experiment, root: str, store: str, plan: Plan, n_gpus: int, workers: int | None,
+    exp: Experiment,
+    root: str,
+    store: str,
+    plan: Plan,
+    n_gpus: int,
+    workers: int | None,
     worker_device: str = "cuda",
-) -> None:  # fmt: skip
+) -> None:
     """Shared stages here, then one worker process per GPU (``worker_device`` "cpu" runs the
     same processes without CUDA: the tests exercise this path on a machine without GPUs)."""
     shared = [s for s in plan.stages if s.kind in SHARED_KINDS]
@@ -236,9 +271,14 @@ def run_worker(store: str, plan: Plan, run_indices: list[int], device: str) -> N
 # ------------------------------------------------------------------------------- the whole job
 @ownership.owns_output("experiment", lambda exp, root, *_, **__: root)
 def run_experiment(
-    exp: Experiment, root: str, device: str, workers: int | None = None,
-    n_gpus: int | None = None, threads: int | None = None, store: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    exp: Experiment,
+    root: str,
+    device: str,
+    workers: int | None = None,
+    n_gpus: int | None = None,
+    threads: int | None = None,
+    store: str | None = None,
+) -> dict[str, Any]:
     from c4forge.experiments.results import write_results
     from c4forge.experiments.stages import experiment_plan
 
@@ -248,15 +288,19 @@ def run_experiment(
     write_plan(root, store, exp, plan)
     link_runs(root, store, exp, plan)
     done = sum(execute.is_done(store, s) for s in plan.stages)
-    say(f"c4forge experiment {exp.name}: {len(exp.arms)} arms × {len(exp.seeds)} seeds, "
-        f"{len(plan.stages)} stages ({done} done earlier) → {root}")  # fmt: skip
+    say(
+        f"c4forge experiment {exp.name}: {len(exp.arms)} arms × {len(exp.seeds)} seeds, "
+        f"{len(plan.stages)} stages ({done} done earlier) → {root}"
+    )
     if n_gpus is not None and n_gpus > 1:
         run_parallel(exp, root, store, plan, n_gpus, workers)
     else:
         run_stages(store, plan.stages, plan, device, workers, threads=threads)
     results = write_results(root, exp)
     wall, cpu = time.perf_counter() - start, execute._cpu_seconds() - cpu0  # noqa: SLF001
-    say(f"\n{results['markdown_summary']}\n\nthis invocation: {wall:.0f} s wall, {cpu:.0f} s CPU; "
+    say(
+        f"\n{results['markdown_summary']}\n\nthis invocation: {wall:.0f} s wall, {cpu:.0f} s CPU; "
         f"stage CPU total (all invocations): {results['budget']['cpu_seconds']:.0f} s\n"
-        f"results: {os.path.join(root, 'results.md')} (+ results.json, loss_curves.png, scores.png)")  # fmt: skip
+        f"results: {os.path.join(root, 'results.md')} (+ results.json, loss_curves.png, scores.png)"
+    )
     return results

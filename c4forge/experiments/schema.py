@@ -160,8 +160,10 @@ class Experiment:
 
 
 def _type_name(types: tuple[type, ...]) -> str:
-    return " or ".join({str: "string", int: "integer", float: "number", bool: "true/false",
-                        list: "list"}[t] for t in types)  # fmt: skip
+    return " or ".join(
+        {str: "string", int: "integer", float: "number", bool: "true/false", list: "list"}[t]
+        for t in types
+    )
 
 
 def _check_type(where: str, value: Any, types: tuple[type, ...]) -> None:
@@ -269,11 +271,19 @@ def from_mapping(raw: dict[str, Any], path: str = "<config>") -> Experiment:
     if bootstrap < 100:
         raise ConfigError(f"{name} [experiment] bootstrap: at least 100 resamples, got {bootstrap}")
     return Experiment(
-        path=os.path.abspath(path), name=exp.get("name", os.path.splitext(name)[0]),
-        base_name=base_name, seeds=list(seeds), arms=arms, overrides=overrides,
-        shared_vocab=shared, bootstrap=bootstrap, workers=exp.get("workers"),
-        description=exp.get("description", ""), budget=exp.get("budget", ""), raw=raw,
-    )  # fmt: skip
+        path=os.path.abspath(path),
+        name=exp.get("name", os.path.splitext(name)[0]),
+        base_name=base_name,
+        seeds=list(seeds),
+        arms=arms,
+        overrides=overrides,
+        shared_vocab=shared,
+        bootstrap=bootstrap,
+        workers=exp.get("workers"),
+        description=exp.get("description", ""),
+        budget=exp.get("budget", ""),
+        raw=raw,
+    )
 
 
 def _absolute_paths(recipe: dict[str, dict[str, Any]], folder: str) -> None:
@@ -329,8 +339,10 @@ def check_values(where: str, r: dict[str, dict[str, Any]]) -> None:
     except ConfigError as err:
         raise ConfigError(f"{where} model: {err}") from None
     if objective == "bert_mlm_nsp":
-        raise ConfigError(f"{where} shards.objective: bert_mlm_nsp (BERT family) is not an "
-                          "experiment objective yet; use bert_t5 for T5's BERT-style objective")  # fmt: skip
+        raise ConfigError(
+            f"{where} shards.objective: bert_mlm_nsp (BERT family) is not an "
+            "experiment objective yet; use bert_t5 for T5's BERT-style objective"
+        )
     ft = r["finetune"]
     if ft["head"] not in HEADS:
         raise ConfigError(
@@ -360,7 +372,7 @@ def check_values(where: str, r: dict[str, dict[str, Any]]) -> None:
             raise ConfigError(f"{where} finetune.{key}: must be >= 1, got {ft[key]}")
     if ft["steps"] < 0 or (ft["steps"] == 0 and ft["head"] != "text"):
         raise ConfigError(
-            f"{where} finetune.steps: must be >= 1 (0, no fine-tuning, only with head \"text\"), "
+            f'{where} finetune.steps: must be >= 1 (0, no fine-tuning, only with head "text"), '
             f"got {ft['steps']}"
         )
     if ft["steps"] == 0 and ft["random_baseline"]:
@@ -412,6 +424,9 @@ def check_mix(where: str, r: dict[str, dict[str, Any]]) -> None:
         sources=tuple(
             MixtureSource(n, n, None if rates is None else rates[i]) for i, n in enumerate(names)
         ),
-        strategy=strategy, limit=mix.get("limit"), temperature=mix.get("temperature"),
-        pad=True, origin=f"{where} mix",
-    )  # fmt: skip
+        strategy=strategy,
+        limit=mix.get("limit"),
+        temperature=mix.get("temperature"),
+        pad=True,
+        origin=f"{where} mix",
+    )

@@ -41,8 +41,12 @@ class Stage:
 
 
 def content_key(kind: str, config: dict[str, Any], inputs: tuple[Stage, ...]) -> str:
-    doc = {"format": KEY_FORMAT, "kind": kind, "config": config,
-           "inputs": {s.kind: s.key for s in inputs}}  # fmt: skip
+    doc = {
+        "format": KEY_FORMAT,
+        "kind": kind,
+        "config": config,
+        "inputs": {s.kind: s.key for s in inputs},
+    }
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

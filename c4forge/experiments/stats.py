@@ -110,8 +110,9 @@ def paired_bootstrap(
             b = base[seeds[:, j]][pick, rows]
             diffs += task_score_rows(metrics, y, a) - task_score_rows(metrics, y, b)
         full_y = np.broadcast_to(labels, arm.shape)
-        observed += float(np.mean(task_score_rows(metrics, full_y, arm)
-                                  - task_score_rows(metrics, full_y, base)))  # fmt: skip
+        observed += float(
+            np.mean(task_score_rows(metrics, full_y, arm) - task_score_rows(metrics, full_y, base))
+        )
     diffs /= n_seeds * len(splits)
     return _summary(observed / len(splits), diffs)
 

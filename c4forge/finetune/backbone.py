@@ -64,9 +64,15 @@ def load_backbone(path: str, vocab: str | None = None) -> Backbone:
     pre = load_pretrained(path, device="cpu")
     voc = _vocab_from_dir(vocab or pre.vocab_dir, path)
     return Backbone(
-        pre.model.train(), pre.family, pre.config, voc, vocab or pre.vocab_dir,
-        pre.fingerprint, pre.step, path,
-    )  # fmt: skip
+        pre.model.train(),
+        pre.family,
+        pre.config,
+        voc,
+        vocab or pre.vocab_dir,
+        pre.fingerprint,
+        pre.step,
+        path,
+    )
 
 
 def random_init(backbone: Backbone, seed: int) -> Backbone:
@@ -76,6 +82,12 @@ def random_init(backbone: Backbone, seed: int) -> Backbone:
     torch.manual_seed(seed)
     model = build_model(backbone.family, backbone.config).train()
     return Backbone(
-        model, backbone.family, backbone.config, backbone.vocab, backbone.vocab_dir,
-        "random-init", None, None,
-    )  # fmt: skip
+        model,
+        backbone.family,
+        backbone.config,
+        backbone.vocab,
+        backbone.vocab_dir,
+        "random-init",
+        None,
+        None,
+    )

@@ -126,10 +126,20 @@ def _both_inits(run_dir: str, work: str, overwrite: bool, threads: int) -> dict[
             print(f"\n=== fine-tune ({init} init): SST-2, {STEPS} steps", flush=True)
             finetune(
                 FinetuneOptions(
-                    checkpoint=run_dir, task="sst2", data=BUNDLED_GLUE, output=out, head="cls",
-                    steps=STEPS, lr=1e-3, batch_size=32, max_length=64, device="cpu",
-                    random_init=init == "random", overwrite=True, threads=threads,
+                    checkpoint=run_dir,
+                    task="sst2",
+                    data=BUNDLED_GLUE,
+                    output=out,
+                    head="cls",
+                    steps=STEPS,
+                    lr=1e-3,
+                    batch_size=32,
+                    max_length=64,
+                    device="cpu",
+                    random_init=init == "random",
+                    overwrite=True,
+                    threads=threads,
                 )
-            )  # fmt: skip
+            )
         accuracy[init] = read_json(done)["metrics"]["dev"]["accuracy"]
     return accuracy

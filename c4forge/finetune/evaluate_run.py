@@ -58,39 +58,52 @@ def evaluate_run(opts: EvaluateOptions) -> tuple[dict[str, Any], str]:
     if task == "custom":
         saved = run_cfg["custom"]
         custom = CustomFields(
-            opts.text_field or saved["text"], opts.label_field or saved["label"],
-            opts.text_pair_field or saved["pair"], saved["regression"],
-        )  # fmt: skip
+            opts.text_field or saved["text"],
+            opts.label_field or saved["label"],
+            opts.text_pair_field or saved["pair"],
+            saved["regression"],
+        )
     labels = tuple(run_cfg["labels"]) if run_cfg["labels"] else None
     data = load_task_data(
-        task, opts.data, train=False, split=opts.split, custom=custom,
-        eval_data=opts.eval_data, labels=labels,
-    )  # fmt: skip
+        task,
+        opts.data,
+        train=False,
+        split=opts.split,
+        custom=custom,
+        eval_data=opts.eval_data,
+        labels=labels,
+    )
     data.spec = spec_of(run_cfg)
     enc = encoded_for_eval(run_cfg, vocab, data)
     t0 = time.perf_counter()
     results = {
-        name: predict_split(name, data.spec, e, model, run_cfg["head"], vocab, dev,
-                            opts.batch_size, opts.progress)
+        name: predict_split(
+            name, data.spec, e, model, run_cfg["head"], vocab, dev, opts.batch_size, opts.progress
+        )
         for name, e in enc.items()
-    }  # fmt: skip
+    }
     seconds = time.perf_counter() - t0
     split_name = opts.split or "dev"
     out = opts.output or os.path.join(opts.ft, f"eval-{task}-{split_name}")
     cfg = dict(run_cfg, data_files=data.files)
     with ownership.owned_output(out, "evaluate"):  # creates it; one evaluation at a time
         res = write_results(
-            out, cfg, results, {k: v.truncated for k, v in enc.items()},
-            {"eval_seconds": seconds}, None,
-        )  # fmt: skip
+            out,
+            cfg,
+            results,
+            {k: v.truncated for k, v in enc.items()},
+            {"eval_seconds": seconds},
+            None,
+        )
         if excluded is not None:
             from c4forge.finetune.clean_subset import score_clean_subset
             from c4forge.finetune.outputs import RESULTS
             from c4forge.io.storage import write_json
 
             records = [rec for r in results.values() for rec in r.predictions]
-            res["clean_subset"] = {"report": os.path.abspath(opts.exclude),
-                                   **score_clean_subset(data.spec, records, excluded)}  # fmt: skip
+            res["clean_subset"] = {
+                "report": os.path.abspath(opts.exclude),
+                **score_clean_subset(data.spec, records, excluded),
+            }
             write_json(os.path.join(out, RESULTS), res)
     return res, out
-

@@ -42,14 +42,27 @@ def _one_run(o: GlueOptions, init: str, head: str, task: str, seed: int) -> dict
     start = time.perf_counter()
     res = finetune(
         FinetuneOptions(
-            checkpoint=o.checkpoint, task=task, data=o.data, output=out, head=head,
-            epochs=o.epochs, steps=o.steps, lr=o.lr, batch_size=o.batch_size,
-            max_length=o.max_length, seed=seed, device=o.device, overwrite=True,
-            random_init=init == "random", vocab=o.vocab,
-            max_train_examples=o.max_train_examples, compile=o.compile,
-            log_every=o.log_every, progress=o.progress,
+            checkpoint=o.checkpoint,
+            task=task,
+            data=o.data,
+            output=out,
+            head=head,
+            epochs=o.epochs,
+            steps=o.steps,
+            lr=o.lr,
+            batch_size=o.batch_size,
+            max_length=o.max_length,
+            seed=seed,
+            device=o.device,
+            overwrite=True,
+            random_init=init == "random",
+            vocab=o.vocab,
+            max_train_examples=o.max_train_examples,
+            compile=o.compile,
+            log_every=o.log_every,
+            progress=o.progress,
         )
-    )  # fmt: skip
+    )
     res["timing"]["wall_seconds"] = time.perf_counter() - start
     write_json(done, res)
     return res
@@ -77,10 +90,13 @@ def summarise(runs: list[dict[str, Any]], tasks: list[str], seeds: int) -> list[
             per_seed[: len(scores), j] = scores
             entry = {"scores": scores, **_mean_std(scores)}
             entry["metrics"] = {
-                split: {m: _mean_std([r["metrics"][split][m] for r in rs])
-                        for m in rs[0]["metrics"][split] if m != "constant_predictions"}
+                split: {
+                    m: _mean_std([r["metrics"][split][m] for r in rs])
+                    for m in rs[0]["metrics"][split]
+                    if m != "constant_predictions"
+                }
                 for split in rs[0]["metrics"]
-            }  # fmt: skip
+            }
             entry["invalid_outputs"] = sum(sum(r["invalid_outputs"].values()) for r in rs)
             entry["examples_per_s"] = float(
                 np.mean([r["timing"]["train_examples_per_s"] for r in rs])
@@ -112,11 +128,15 @@ def glue_markdown(checkpoint: str, rows: list[dict[str, Any]], tasks: list[str])
             for t in tasks
         ]
         glue = f"{100 * row['glue']['mean']:.1f} ± {100 * row['glue']['std']:.1f}"
-        lines.append(f"| {label} | {row['head']} | {row['init']} | " + " | ".join(cells)
-                     + f" | {glue} |")  # fmt: skip
+        lines.append(
+            f"| {label} | {row['head']} | {row['init']} | " + " | ".join(cells) + f" | {glue} |"
+        )
     metric_names = ", ".join(f"{get_task(t).name}: {'/'.join(get_task(t).metrics)}" for t in tasks)
-    lines += ["", f"Task scores × 100 ({metric_names}; two metrics: their mean), mean ± std over "
-              "seeds. GLUE = mean of the task scores."]  # fmt: skip
+    lines += [
+        "",
+        f"Task scores × 100 ({metric_names}; two metrics: their mean), mean ± std over "
+        "seeds. GLUE = mean of the task scores.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -129,7 +149,9 @@ def _clean_runs(
 
     out = []
     for r in runs:
-        folder = os.path.join(o.output, "runs", r["init"], r["head"], r["task"], f"seed-{r['seed']}")
+        folder = os.path.join(
+            o.output, "runs", r["init"], r["head"], r["task"], f"seed-{r['seed']}"
+        )
         preds = read_predictions(os.path.join(folder, PREDICTIONS))
         clean = score_clean_subset(get_task(r["task"]), preds, exclusions[r["task"]])
         out.append(dict(r, metrics=clean["metrics"], task_score=clean["task_score"]))
@@ -158,13 +180,19 @@ def run_glue(o: GlueOptions) -> str:
             for head in heads:
                 for init in inits:
                     k += 1
-                    print(f"c4forge glue: [{k}/{total}] {init} {head} {task} seed {seed}",
-                          flush=True)  # fmt: skip
+                    print(
+                        f"c4forge glue: [{k}/{total}] {init} {head} {task} seed {seed}", flush=True
+                    )
                     runs.append(_one_run(o, init, head, task, seed))
     rows = summarise(runs, tasks, o.seeds)
     fingerprint = runs[0]["checkpoint_fingerprint"] if runs else None
-    record = {"checkpoint": os.path.abspath(o.checkpoint), "fingerprint": fingerprint,
-              "tasks": tasks, "seeds": o.seeds, "rows": rows}  # fmt: skip
+    record = {
+        "checkpoint": os.path.abspath(o.checkpoint),
+        "fingerprint": fingerprint,
+        "tasks": tasks,
+        "seeds": o.seeds,
+        "rows": rows,
+    }
     table = glue_markdown(o.checkpoint, rows, tasks)
     if o.exclude:
         clean_rows = summarise(_clean_runs(o, runs, exclusions), tasks, o.seeds)

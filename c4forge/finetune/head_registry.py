@@ -84,25 +84,47 @@ def heads_for(family: str) -> list[str]:
 register_head(
     Head(
         "text",
-        {"optimizer": "adafactor", "lr": 1e-3, "schedule": "constant", "warmup": 0.0,
-         "weight_decay": 0.0, "grad_clip": 0.0},
+        {
+            "optimizer": "adafactor",
+            "lr": 1e-3,
+            "schedule": "constant",
+            "warmup": 0.0,
+            "weight_decay": 0.0,
+            "grad_clip": 0.0,
+        },
         generates=True,
         lr_rule="text head: Adafactor's constant 1e-3 (T5)",
     )
-)  # fmt: skip
+)
 register_head(
     Head(
         "cls",
-        {"optimizer": "adamw", "lr": 1e-4, "schedule": "linear", "warmup": 0.1,
-         "weight_decay": 0.01, "grad_clip": 1.0, "betas": (0.9, 0.999), "eps": 1e-6},
+        {
+            "optimizer": "adamw",
+            "lr": 1e-4,
+            "schedule": "linear",
+            "warmup": 0.1,
+            "weight_decay": 0.01,
+            "grad_clip": 1.0,
+            "betas": (0.9, 0.999),
+            "eps": 1e-6,
+        },
         builder="c4forge.finetune.heads:ClsHead",
     )
-)  # fmt: skip
+)
 register_head(
     Head(
         "hire",
-        {"optimizer": "adamw", "lr": 1e-4, "schedule": "linear", "warmup": 0.1,
-         "weight_decay": 0.1, "grad_clip": 1.0, "betas": (0.9, 0.98), "eps": 1e-6},
+        {
+            "optimizer": "adamw",
+            "lr": 1e-4,
+            "schedule": "linear",
+            "warmup": 0.1,
+            "weight_decay": 0.1,
+            "grad_clip": 1.0,
+            "betas": (0.9, 0.98),
+            "eps": 1e-6,
+        },
         builder="c4forge.finetune.heads:build_hire",
     )
-)  # fmt: skip
+)

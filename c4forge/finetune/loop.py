@@ -103,9 +103,12 @@ def finetune(opts: FinetuneOptions) -> dict[str, Any]:
     from c4forge.progress import progress
 
     bar = progress(
-        total=s.steps, initial=s.start_step, unit="step", desc=f"finetune {o.task}",
+        total=s.steps,
+        initial=s.start_step,
+        unit="step",
+        desc=f"finetune {o.task}",
         disable=not o.progress,
-    )  # fmt: skip
+    )
     s.model.train()
     train_seconds, train_cpu, window, window_n = 0.0, 0.0, torch.zeros(()), 0
     last_loss = None
@@ -121,8 +124,14 @@ def finetune(opts: FinetuneOptions) -> dict[str, Any]:
             bar.update(1)
             if step % max(1, o.log_every) == 0 or step == s.steps:
                 last_loss = float(window) / window_n
-                log.write({"step": step, "loss": last_loss, "lr": s.schedule(step),
-                           "examples": step * o.batch_size})  # fmt: skip
+                log.write(
+                    {
+                        "step": step,
+                        "loss": last_loss,
+                        "lr": s.schedule(step),
+                        "examples": step * o.batch_size,
+                    }
+                )
                 bar.set_postfix(loss=f"{last_loss:.4f}", refresh=False)
                 window, window_n = torch.zeros(()), 0
             if o.eval_every and step % o.eval_every == 0 and step < s.steps:
@@ -210,8 +219,9 @@ def setup(opts: FinetuneOptions) -> Setup:
     train_enc, eval_enc = encode_data(data, backbone, head, max_length)
     steps = total_steps(o, len(data.train))
     recipe = recipes.resolve_recipe(head, backbone.d_model, lr=o.lr)
-    config = run_config(o, backbone, head, pretrained_fingerprint, data, max_length, steps,
-                        recipe, dev)  # fmt: skip
+    config = run_config(
+        o, backbone, head, pretrained_fingerprint, data, max_length, steps, recipe, dev
+    )
     torch.manual_seed(o.seed)  # head initialisation
     model = build_finetune_model(
         backbone.family, backbone.model, head, backbone.d_model, data.spec.num_labels
@@ -223,10 +233,25 @@ def setup(opts: FinetuneOptions) -> Setup:
     compiled = bool(use_compile and dev.kind != "xla")
     forward_model = torch.compile(model) if compiled else model
     return Setup(
-        o, dev, backbone, head, max_length, data, train_enc, eval_enc, steps, recipe, config,
-        model, forward_model, compiled, optimizer, schedule, start_step or 0,
+        o,
+        dev,
+        backbone,
+        head,
+        max_length,
+        data,
+        train_enc,
+        eval_enc,
+        steps,
+        recipe,
+        config,
+        model,
+        forward_model,
+        compiled,
+        optimizer,
+        schedule,
+        start_step or 0,
         start_step is not None,
-    )  # fmt: skip
+    )
 
 
 def capped_length(max_length: int, backbone: Backbone) -> int:
@@ -263,9 +288,16 @@ def total_steps(o: FinetuneOptions, train_rows: int) -> int:
 
 
 def run_config(
-    o: FinetuneOptions, b: Backbone, head: str, pretrained_fingerprint: str, data: TaskData,
-    max_length: int, steps: int, recipe: dict[str, Any], dev: DeviceInfo,
-) -> dict[str, Any]:  # fmt: skip
+    o: FinetuneOptions,
+    b: Backbone,
+    head: str,
+    pretrained_fingerprint: str,
+    data: TaskData,
+    max_length: int,
+    steps: int,
+    recipe: dict[str, Any],
+    dev: DeviceInfo,
+) -> dict[str, Any]:
     """finetune.json (and each checkpoint's config): the run, as a resume must find it again."""
     spec = data.spec
     return {
@@ -300,9 +332,11 @@ def run_config(
 
 
 def restore(
-    o: FinetuneOptions, config: dict[str, Any], model: torch.nn.Module,
+    o: FinetuneOptions,
+    config: dict[str, Any],
+    model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
-) -> int | None:  # fmt: skip
+) -> int | None:
     """The step of the checkpoint restored into ``model`` and ``optimizer`` (with the RNG), or
     None for a fresh start; a finished run in ``-o`` needs --resume or --overwrite, and a
     resumed run keeps its trajectory (``TRAJECTORY`` and the steps)."""
@@ -404,17 +438,25 @@ def save(s: Setup, step: int) -> str:
 def evaluate(s: Setup) -> dict[str, Any]:
     return {
         name: predict_split(
-            name, s.data.spec, enc, s.model, s.head, s.backbone.vocab, s.dev,
-            max(s.opts.batch_size, 64), s.opts.progress,
+            name,
+            s.data.spec,
+            enc,
+            s.model,
+            s.head,
+            s.backbone.vocab,
+            s.dev,
+            max(s.opts.batch_size, 64),
+            s.opts.progress,
         )
         for name, enc in s.eval_enc.items()
-    }  # fmt: skip
+    }
 
 
 def encoded_for_eval(run_cfg: dict[str, Any], vocab, data) -> dict[str, Encoded]:
     """Encode the evaluation splits the way the run encoded its own (evaluate's path)."""
     return {
-        name: encode_examples(data.spec, rows, vocab, run_cfg["head"], run_cfg["family"],
-                              run_cfg["max_length"])
+        name: encode_examples(
+            data.spec, rows, vocab, run_cfg["head"], run_cfg["family"], run_cfg["max_length"]
+        )
         for name, rows in data.evals.items()
-    }  # fmt: skip
+    }

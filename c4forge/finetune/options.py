@@ -34,59 +34,82 @@ def _comma_list(value: Any) -> list[str]:
 # -- the fine-tuning budget and recipe (finetune, glue) ---------------------------------------
 def _epochs() -> Any:
     return option(
-        "--epochs", default=None, group=_FT, type=float,
+        "--epochs",
+        default=None,
+        group=_FT,
+        type=float,
         help="passes over the training rows (default 3)",
-    )  # fmt: skip
+    )
 
 
 def _steps() -> Any:
     return option(
-        "--steps", default=None, group=_FT, type=positive,
+        "--steps",
+        default=None,
+        group=_FT,
+        type=positive,
         help="optimizer steps (instead of --epochs)",
-    )  # fmt: skip
+    )
 
 
 def _lr() -> Any:
     return option(
-        "--lr", default=None, group=_FT, type=float,
+        "--lr",
+        default=None,
+        group=_FT,
+        type=float,
         help=f"learning rate (text: 1e-3 constant; {LR_HELP})",
-    )  # fmt: skip
+    )
 
 
 def _batch_size() -> Any:
     return option(
-        "--batch-size", default=DEFAULT_BATCH, group=_FT, type=positive,
+        "--batch-size",
+        default=DEFAULT_BATCH,
+        group=_FT,
+        type=positive,
         help="rows per step (default 32)",
-    )  # fmt: skip
+    )
 
 
 def _max_length() -> Any:
     return option(
-        "--max-length", default=DEFAULT_MAX_LENGTH, group=_FT, type=positive,
+        "--max-length",
+        default=DEFAULT_MAX_LENGTH,
+        group=_FT,
+        type=positive,
         help="input tokens (default 128; capped at the model's positions, longer inputs are cut "
         "and counted)",
-    )  # fmt: skip
+    )
 
 
 def _max_train_examples() -> Any:
     return option(
-        "--max-train-examples", default=None, group=_FT, type=positive,
+        "--max-train-examples",
+        default=None,
+        group=_FT,
+        type=positive,
         help="train on a fixed random subset of this many rows (the same for every seed)",
-    )  # fmt: skip
+    )
 
 
 def _vocab() -> Any:
     return option(
-        "--vocab", default=None, group=_FT,
+        "--vocab",
+        default=None,
+        group=_FT,
         help="vocabulary folder, when the checkpoint does not record one",
-    )  # fmt: skip
+    )
 
 
 def _device(group: str | None = _RUN) -> Any:
     return option(
-        "--device", default="auto", group=group, choices=DEVICES,
+        "--device",
+        default="auto",
+        group=group,
+        choices=DEVICES,
         help="auto: a CUDA GPU, else a TPU (torch_xla), else the CPU",
-    )  # fmt: skip
+    )
 
 
 def _compile() -> Any:
@@ -102,24 +125,33 @@ def _compile() -> Any:
 
 def _threads() -> Any:
     return option(
-        "--threads", default=None, group=_RUN, type=positive,
+        "--threads",
+        default=None,
+        group=_RUN,
+        type=positive,
         help="torch CPU threads (default: the CPUs this process may use, from its affinity and "
         "cgroup quota, shared by the ranks; OMP_NUM_THREADS if set)",
-    )  # fmt: skip
+    )
 
 
 def _log_every() -> Any:
     return option(
-        "--log-every", default=10, group=_RUN, type=positive,
+        "--log-every",
+        default=10,
+        group=_RUN,
+        type=positive,
         help="steps per metrics.jsonl line and progress update",
-    )  # fmt: skip
+    )
 
 
 def _progress(group: str | None = _RUN) -> Any:
     return option(
-        "--no-progress", default=True, group=group, action="store_false",
+        "--no-progress",
+        default=True,
+        group=group,
+        action="store_false",
         help="no progress bar or periodic progress lines",
-    )  # fmt: skip
+    )
 
 
 # -- the columns of --task custom (finetune, evaluate) ----------------------------------------
@@ -129,9 +161,11 @@ def _text_field() -> Any:
 
 def _text_pair_field() -> Any:
     return option(
-        "--text-pair-field", default=None, group=_CUSTOM,
+        "--text-pair-field",
+        default=None,
+        group=_CUSTOM,
         help="column/field with the second text of a pair",
-    )  # fmt: skip
+    )
 
 
 def _label_field() -> Any:
@@ -140,16 +174,21 @@ def _label_field() -> Any:
 
 def _regression() -> Any:
     return option(
-        "--regression", default=False, group=_CUSTOM, action="store_true",
+        "--regression",
+        default=False,
+        group=_CUSTOM,
+        action="store_true",
         help="the label is a number",
-    )  # fmt: skip
+    )
 
 
 def _eval_data() -> Any:
     return option(
-        "--eval-data", default=None, group=_CUSTOM,
+        "--eval-data",
+        default=None,
+        group=_CUSTOM,
         help="evaluation file (default: dev.EXT beside --data)",
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,9 +204,11 @@ class FinetuneOptions(CliConfig):
     )
     output: str = option("--output", "-o", required=True, help="fine-tuning output folder")
     head: str | None = option(
-        "--head", default=None, choices=tuple(HEADS),
+        "--head",
+        default=None,
+        choices=tuple(HEADS),
         help="default: text (T5), cls (BERT)",
-    )  # fmt: skip
+    )
     seed: int = option("--seed", default=0, type=int, help="head init, dropout and data order")
     random_init: bool = option(
         "--random-init", default=False, action="store_true", help="same shape, random weights"
@@ -227,18 +268,25 @@ class GlueOptions(CliConfig):
     data: str = option("--data", required=True, help="GLUE folder (CoLA/, SST-2/, …)")
     output: str = option("--output", "-o", required=True, help="output folder")
     tasks: list[str] = option(
-        "--tasks", default_factory=lambda: list(GLUE_TASKS), convert=_comma_list,
+        "--tasks",
+        default_factory=lambda: list(GLUE_TASKS),
+        convert=_comma_list,
         help="comma-separated tasks (default all nine)",
-    )  # fmt: skip
+    )
     heads: list[str] | None = option(
-        "--head", default=None, metavar="HEAD", convert=_comma_list,
+        "--head",
+        default=None,
+        metavar="HEAD",
+        convert=_comma_list,
         help=f"comma-separated heads: {','.join(HEADS)} (default text for T5, cls for BERT)",
-    )  # fmt: skip
+    )
     seeds: int = option("--seeds", default=3, type=positive, help="seeds per task (default 3)")
     also_random_init: bool = option(
-        "--also-random-init", default=False, action="store_true",
+        "--also-random-init",
+        default=False,
+        action="store_true",
         help="the same from random weights",
-    )  # fmt: skip
+    )
     epochs: float | None = _epochs()
     steps: int | None = _steps()
     lr: float | None = _lr()
@@ -251,10 +299,12 @@ class GlueOptions(CliConfig):
     log_every: int = _log_every()
     progress: bool = _progress()
     exclude: str | None = option(
-        "--exclude", default=None, metavar="REPORT",
+        "--exclude",
+        default=None,
+        metavar="REPORT",
         help="a `c4forge contamination` report: also score every task without its contaminated "
         "dev examples (a second table)",
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,9 +317,7 @@ class EvaluateOptions(CliConfig):
         "text-to-text head, no fine-tuning: a multi-task model)",
     )
     task: str = option("--task", required=True, help=TASK_HELP)
-    data: str = option(
-        "--data", required=True, help="GLUE folder, or the custom file to score"
-    )
+    data: str = option("--data", required=True, help="GLUE folder, or the custom file to score")
     split: str | None = option(
         "--split", default=None, help="split file name (default: the task's dev split(s))"
     )
@@ -280,10 +328,12 @@ class EvaluateOptions(CliConfig):
         "--output", "-o", default=None, help="where results go (default FT/eval-TASK-SPLIT)"
     )
     exclude: str | None = option(
-        "--exclude", default=None, metavar="REPORT",
+        "--exclude",
+        default=None,
+        metavar="REPORT",
         help="a `c4forge contamination` report: also score the subset without its contaminated "
         "examples",
-    )  # fmt: skip
+    )
     batch_size: int = option(
         "--batch-size", default=64, type=int, help="examples scored per forward pass"
     )

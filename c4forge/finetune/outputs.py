@@ -124,8 +124,10 @@ def summary_text(res: dict[str, Any], ft_dir: str, command: str = "finetune") ->
     ]
     for split, metrics in res["metrics"].items():
         shown = ", ".join(f"{k} {_pct(v)}" for k, v in metrics.items() if isinstance(v, float))
-        lines.append(f"  {split:15s} {shown}  ({res['examples'][split]} examples, "
-                     f"{res['invalid_outputs'][split]} invalid outputs)")  # fmt: skip
+        lines.append(
+            f"  {split:15s} {shown}  ({res['examples'][split]} examples, "
+            f"{res['invalid_outputs'][split]} invalid outputs)"
+        )
     lines.append(f"  task score      {_pct(res['task_score'])}")
     trunc = res["truncated_examples"]
     if any(trunc.values()):

@@ -36,8 +36,14 @@ def plot_glue(rows: list[dict[str, Any]], tasks: list[str], path: str) -> str | 
         entries = [row["tasks"][t] for t in tasks] + [row["glue"]]
         means = [100 * e["mean"] for e in entries]
         stds = [100 * e["std"] for e in entries]
-        ax.bar(x + (i - (len(rows) - 1) / 2) * width, means, width, yerr=stds, capsize=3,
-               label=f"{row['head']} / {row['init']}")  # fmt: skip
+        ax.bar(
+            x + (i - (len(rows) - 1) / 2) * width,
+            means,
+            width,
+            yerr=stds,
+            capsize=3,
+            label=f"{row['head']} / {row['init']}",
+        )
     ax.set_xticks(x, labels)
     ax.set_ylabel("task score × 100 (mean ± std over seeds)")
     ax.axhline(0, color="black", linewidth=0.6)
@@ -57,19 +63,28 @@ def plot_hire_scores(rows: list[dict[str, Any]], tasks: list[str], path: str) ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(hire), figsize=(4.5 * len(hire), 0.5 * len(tasks) + 2),
-                             dpi=110, squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(
+        1, len(hire), figsize=(4.5 * len(hire), 0.5 * len(tasks) + 2), dpi=110, squeeze=False
+    )
     for ax, row in zip(axes[0], hire):
         grid = np.array([row["tasks"][t]["hire_scores"] for t in tasks])
-        im = ax.imshow(grid, cmap="Blues", vmin=0.0, vmax=max(float(grid.max()), 1e-6),
-                       aspect="auto")  # fmt: skip
+        im = ax.imshow(
+            grid, cmap="Blues", vmin=0.0, vmax=max(float(grid.max()), 1e-6), aspect="auto"
+        )
         ax.set_yticks(range(len(tasks)), tasks)
         ax.set_xticks(range(grid.shape[1]), [f"H{i}" for i in range(grid.shape[1])])
         ax.set_xlabel("hidden state (H0 = embeddings)")
         ax.set_title(f"HIRE contribution scores ({row['init']})")
         for (i, j), v in np.ndenumerate(grid):
             dark = v > 0.6 * grid.max()
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
-                    color="white" if dark else "black")  # fmt: skip
+            ax.text(
+                j,
+                i,
+                f"{v:.2f}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if dark else "black",
+            )
         fig.colorbar(im, ax=ax, fraction=0.046)
     return _save(fig, path)

@@ -43,8 +43,11 @@ def load_finetuned(ft_dir: str) -> tuple[torch.nn.Module, dict[str, Any], Any]:
     backbone = build_model(family, config_from_dict(family, run_cfg["backbone_config"]))
     spec = spec_of(run_cfg)
     model = build_finetune_model(
-        family, backbone, run_cfg["head"], int(run_cfg["backbone_config"]["d_model"]),
+        family,
+        backbone,
+        run_cfg["head"],
+        int(run_cfg["backbone_config"]["d_model"]),
         spec.num_labels,
-    )  # fmt: skip
+    )
     ckpt.load_checkpoint(path, model, None)
     return model.eval(), run_cfg, vocab

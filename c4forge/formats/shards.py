@@ -740,7 +740,9 @@ class ShardSet:
         """The vocabulary copy's checksums and content (``check_vocab_copy``): a few small
         files, checked before a run copies or loads them (train's SHARDS/vocab)."""
         if VOCAB_INDEX_KEY in self.index:
-            check_vocab_copy(self.directory, self.index[VOCAB_INDEX_KEY], self.vocab, checksums=True)
+            check_vocab_copy(
+                self.directory, self.index[VOCAB_INDEX_KEY], self.vocab, checksums=True
+            )
 
     # -- manifest views
     @property
@@ -794,9 +796,7 @@ class ShardSet:
                     f"{path}: metadata {key} expected {value!r} (index.json), found {meta.get(key)!r}"
                 )
 
-    def iter_batches(
-        self, path: str, *, checksum: bool | None = None
-    ) -> Iterator[pa.RecordBatch]:
+    def iter_batches(self, path: str, *, checksum: bool | None = None) -> Iterator[pa.RecordBatch]:
         """Record batches of one shard; checks schema, metadata and row count.
 
         Local shards are memory-mapped; remote ones (gs://, s3://, any Beam filesystem) are

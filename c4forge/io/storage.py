@@ -300,7 +300,6 @@ def sha256(path: str) -> str:
     return h.hexdigest()
 
 
-
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -472,7 +471,6 @@ def chmod_as_created(path: str) -> None:
 def write_bytes(path: str, data: bytes) -> None:
     with atomic_writer(path) as f:
         f.write(data)
-
 
 
 def atomic_write_text(path: str, text: str) -> None:

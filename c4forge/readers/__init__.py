@@ -13,9 +13,7 @@ from typing import Any
 from c4forge.corpus.stages import StageJob
 
 
-def read_input(
-    path: str, count: Any, *, max_record_bytes: int, input_format: str
-) -> Iterator[Any]:
+def read_input(path: str, count: Any, *, max_record_bytes: int, input_format: str) -> Iterator[Any]:
     """One input path → its pages (c4_rules.md §3). The reader counts every ``wet.*`` reason."""
     if input_format == "c4":
         from c4forge.readers.c4_docs import read_documents

@@ -89,7 +89,9 @@ def _num(key: str, value: Any) -> str:
     )
 
 
-def _rows(prefix: str, items: Iterable[tuple[str, Mapping[str, Any]]], fields: Sequence[str]) -> str:
+def _rows(
+    prefix: str, items: Iterable[tuple[str, Mapping[str, Any]]], fields: Sequence[str]
+) -> str:
     """One ``<tr>`` per ``(name, values)``: the name, then each field as a ``_num`` cell keyed
     ``prefix.name.field`` (what the browser-free test reads back)."""
     return "".join(

@@ -66,7 +66,9 @@ def _parse(raw: bytes, where: str) -> dict[str, frozenset[str] | None]:
     try:
         obj: Any = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"RealNews domain list {where} is damaged: not UTF-8 JSON ({err})") from None
+        raise InputError(
+            f"RealNews domain list {where} is damaged: not UTF-8 JSON ({err})"
+        ) from None
     if not isinstance(obj, dict) or not obj:
         raise InputError(
             f"RealNews domain list {where} is damaged: expected a non-empty JSON object "

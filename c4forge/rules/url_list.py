@@ -66,7 +66,9 @@ def resolve_url_list(spec: str) -> list[str]:
             raise InputError(f"--url-list glob {spec!r} matches no file")
         return files
     if os.path.isdir(path):
-        raise InputError(f"--url-list {spec} is a folder; give a file or a glob such as '{path}/*.txt'")
+        raise InputError(
+            f"--url-list {spec} is a folder; give a file or a glob such as '{path}/*.txt'"
+        )
     if not os.path.isfile(path):
         raise InputError(f"--url-list {spec} does not exist")
     return [os.path.abspath(path)]
@@ -205,7 +207,9 @@ def normalized_url_of(doc: Doc) -> str:
     return doc.normalized_url
 
 
-def join_listed(key: str, locs: Iterable[Any], listed: Iterable[int], count: Count) -> Iterator[Any]:
+def join_listed(
+    key: str, locs: Iterable[Any], listed: Iterable[int], count: Count
+) -> Iterator[Any]:
     """One normalized URL: the location of its document (at most one) if the list names it."""
     kept = webtext_join(list(locs), sum(listed), count)
     if kept is not None:

@@ -66,45 +66,70 @@ def nested_parsers(parent: argparse.ArgumentParser) -> dict[str, argparse.Argume
 
     def parser(form: str, description: str, positional: Flag, flags: list[Flag]) -> Any:
         q = argparse.ArgumentParser(
-            prog=f"{parent.prog} {form}", description=description,
+            prog=f"{parent.prog} {form}",
+            description=description,
             formatter_class=parent.formatter_class,
-        )  # fmt: skip
+        )
         for fl in (positional, *flags):
             q.add_argument(*fl.names, **fl.kwargs)
         return q
 
     def own(*names: str, **helps: str) -> list[Flag]:
         return [
-            fl for n in names
+            fl
+            for n in names
             for fl in field_flags(ShardsJob, n, **({"help": helps[n]} if n in helps else {}))
-        ]  # fmt: skip
+        ]
 
     verify = parser(
         "verify",
         "Check a finished shard set: its manifest (index.json), vocabulary, schemas, row counts "
         "and every file's sha256; then print its summary.",
         Flag(("target",), {"nargs": 1, "metavar": "DIR", "help": "the shard folder"}),
-        own("vocab", "extra_ids", "quiet", vocab="compare the set's vocabulary with this one "
+        own(
+            "vocab",
+            "extra_ids",
+            "quiet",
+            vocab="compare the set's vocabulary with this one "
             "(a `c4forge vocab` folder or a .model); not given: not compared",
-            quiet="no progress bar, no summary"),
-    )  # fmt: skip
+            quiet="no progress bar, no summary",
+        ),
+    )
     task = parser(
         "task",
         "Write a supervised task as text-to-text training shards (T5 §3.5): each example is "
         "an input with the task's prefix and a target label word, short pairs packed several "
         "to a row with segment ids. GLUE tasks read a GLUE-layout folder; `custom` reads your "
         ".tsv/.csv/.jsonl. The set mixes with C4 shards in `c4forge train --mix`.",
-        Flag(("target",), {"nargs": 1, "metavar": "NAME", "help": "GLUE task (cola, sst2, "
-             "mrpc, stsb, qqp, mnli, qnli, rte, wnli) or custom"}),
-        own("vocab", "extra_ids", "output", "inputs_length", "targets_length", "pack_window",
-            "num_shards", "seed", "batch_rows", "token_dtype", "overwrite", "quiet",
+        Flag(
+            ("target",),
+            {
+                "nargs": 1,
+                "metavar": "NAME",
+                "help": "GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli) or custom",
+            },
+        ),
+        own(
+            "vocab",
+            "extra_ids",
+            "output",
+            "inputs_length",
+            "targets_length",
+            "pack_window",
+            "num_shards",
+            "seed",
+            "batch_rows",
+            "token_dtype",
+            "overwrite",
+            "quiet",
             inputs_length="encoder row length; a longer input loses its tail, counted and "
             "warned about (default 512)",
             targets_length="decoder row length (default 114)",
             pack_window="examples per first-fit packing window",
-            num_shards="N (train), or train=N,validation=M; default auto = 1 per split")
+            num_shards="N (train), or train=N,validation=M; default auto = 1 per split",
+        )
         + task_flags(),
-    )  # fmt: skip
+    )
     return {"verify": verify, "task": task}
 
 

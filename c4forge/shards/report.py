@@ -39,7 +39,9 @@ def summary_lines(
 ) -> list[str]:
     obj = index["objective"]
     task = obj.get("task") if obj["name"] == _TASK_OBJECTIVE else None
-    head = f"c4forge shards task: {task} ({obj['name']})" if task else f"c4forge shards: {obj['name']}"
+    head = (
+        f"c4forge shards task: {task} ({obj['name']})" if task else f"c4forge shards: {obj['name']}"
+    )
     lines = [
         f"{head} {obj['inputs_length']}/{obj['targets_length']} "
         f"packing={obj['packing']} seed={index['seed']} dtype={index['token_dtype']}",

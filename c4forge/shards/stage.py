@@ -232,4 +232,3 @@ def row_counts(build: ShardsBuild, units: list[Part]) -> dict[str, int]:
 def _record(build: ShardsBuild, unit: Part) -> dict[str, Any]:
     """What a unit's rows step recorded (its counters and runs)."""
     return storage.read_json(shard_rows.clean_stats_path(build.job.output, unit))
-

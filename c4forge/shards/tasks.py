@@ -227,9 +227,13 @@ def build_task_shards(
             longest[split] = lengths
         perm = np.random.default_rng([req.seed, _SHUFFLE_TAG, split_no]).permutation(len(ins))
         packed = pack_arrays(
-            [ins[i] for i in perm], [tgs[i] for i in perm], req.inputs_length,
-            req.targets_length, window=req.pack_window, dtype=np_dtype,
-        )  # fmt: skip
+            [ins[i] for i in perm],
+            [tgs[i] for i in perm],
+            req.inputs_length,
+            req.targets_length,
+            window=req.pack_window,
+            dtype=np_dtype,
+        )
         keys = row_keys(req.seed, task, split, perm[packed.first_example])
         count = (req.num_shards or {}).get(split) or 1
         records = []
@@ -244,9 +248,13 @@ def build_task_shards(
             records.append(fmt.write_shard(path, spec, cols, meta, batch_rows=req.batch_rows))
         splits[split] = fmt.split_summary(count, records)
         stats[split] = {
-            "documents": len(ins), "examples": len(ins), "rows": packed.num_rows,
-            "documents_empty": 0, "too_many_spans": 0, **counts,
-        }  # fmt: skip
+            "documents": len(ins),
+            "examples": len(ins),
+            "rows": packed.num_rows,
+            "documents_empty": 0,
+            "too_many_spans": 0,
+            **counts,
+        }
     index = dict(manifest)
     index["splits"] = splits
     index["stats"] = stats
@@ -279,20 +287,22 @@ def _already_built(req: TaskShardsRequest, manifest: dict[str, Any]) -> bool:
 
 # ----------------------------------------------------------------------------- the command
 
+
 def task_flags() -> list[Any]:
     """The flags only `shards task` reads (CLI-only dests, listed after the build's own)."""
     from c4forge.cliconfig import flag
 
     return [
         flag(
-            "--data", default=None,
+            "--data",
+            default=None,
             help="shards task: GLUE-layout folder (default: the bundled GLUE files), or custom's "
             "train file",
         ),
         flag("--validation-data", default=None, help="shards task custom: the validation file"),
         flag("--input-field", default="input", help="shards task custom: the input text field"),
         flag("--target-field", default="target", help="shards task custom: the target field"),
-    ]  # fmt: skip
+    ]
 
 
 def task_command(args: Any, extra: Sequence[str]) -> int:

@@ -50,7 +50,6 @@ class ExportOptions(CliConfig):
     )
 
 
-
 # transformers 5.x's T5Config ties the head whatever config.json says, then finds two different
 # tensors and logs that it will not tie them (model.md §8 gives the lines read on 5.24, and
 # tests/test_export_tie_warning.py the layouts tried): expected, and its advice is wrong.
@@ -62,6 +61,7 @@ UNTIED_NOTE = (
     "false only to turn off the d^-1/2 logit scaling; no folder layout loads silently with these "
     "logits: model.md §8; transformers.logging.set_verbosity_error() hides it)"
 )
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(

@@ -320,9 +320,14 @@ class T5Export:
         """Nothing to refuse before the weights are read."""
 
     def files(
-        self, cfg: ModelConfig, vocab, max_len: int, dropout_rate: float | None,
-        tensors: dict[str, Any], embed_token_copies: bool,
-    ) -> dict[str, Any]:  # fmt: skip
+        self,
+        cfg: ModelConfig,
+        vocab,
+        max_len: int,
+        dropout_rate: float | None,
+        tensors: dict[str, Any],
+        embed_token_copies: bool,
+    ) -> dict[str, Any]:
         if embed_token_copies:  # for a transformers release that reports them missing
             tensors["encoder.embed_tokens.weight"] = tensors["shared.weight"].clone()
             tensors["decoder.embed_tokens.weight"] = tensors["shared.weight"].clone()

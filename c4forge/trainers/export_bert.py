@@ -97,9 +97,14 @@ class BertExport:
         bert_files(cfg, None, 0, dropout_rate)  # a non-gelu FFN is refused here
 
     def files(
-        self, cfg: Any, vocab: Any, max_len: int, dropout_rate: float | None,
-        tensors: dict[str, Any], embed_token_copies: bool,
-    ) -> dict[str, Any]:  # fmt: skip
+        self,
+        cfg: Any,
+        vocab: Any,
+        max_len: int,
+        dropout_rate: float | None,
+        tensors: dict[str, Any],
+        embed_token_copies: bool,
+    ) -> dict[str, Any]:
         return bert_files(cfg, vocab, max_len, dropout_rate)
 
 

@@ -152,10 +152,12 @@ class MixtureReader:
         m = self.mixture
         rows = np.asarray(rows, np.int64)
         out = {
-            c: np.empty((len(rows), m.inputs_length if c.startswith("inputs") else m.targets_length),
-                        m.dtypes[c])
+            c: np.empty(
+                (len(rows), m.inputs_length if c.startswith("inputs") else m.targets_length),
+                m.dtypes[c],
+            )
             for c in m.columns
-        }  # fmt: skip
+        }
         direct = m.direct or (False,) * len(m.sources)
         dest = _range_positions(rows)
         if dest is not None:
@@ -356,7 +358,9 @@ def open_mixture(
 
     if get_family(fams[0][1]).mixture_training_ref is None:
         mixing = [f.name for f in families().values() if f.mixture_training_ref is not None]
-        raise ConfigError(f"mixtures train the {'/'.join(mixing)} family (encoder-decoder rows) only")
+        raise ConfigError(
+            f"mixtures train the {'/'.join(mixing)} family (encoder-decoder rows) only"
+        )
     inputs_length, targets_length = _row_lengths(spec, opened)
     if lengths is not None and (inputs_length, targets_length) != (
         lengths["inputs_length"],
@@ -409,10 +413,12 @@ def _column_dtype(shards: Any, name: str) -> np.dtype:
 
 def _row_lengths(spec: MixtureSpec, opened: list) -> tuple[int, int]:
     found = {
-        src.name: (int(sh.index["objective"]["inputs_length"]),
-                   int(sh.index["objective"]["targets_length"]))
+        src.name: (
+            int(sh.index["objective"]["inputs_length"]),
+            int(sh.index["objective"]["targets_length"]),
+        )
         for src, sh, _ in opened
-    }  # fmt: skip
+    }
     widest = (max(v[0] for v in found.values()), max(v[1] for v in found.values()))
     if len(set(found.values())) > 1 and not spec.pad:
         listed = ", ".join(f"{n} {i}/{t}" for n, (i, t) in found.items())

@@ -99,13 +99,19 @@ class TrainOptions(CliConfig):
     )
     # -- optimisation
     batch_size: int | None = option(
-        "--batch-size", default=None, group=_O, type=positive,
+        "--batch-size",
+        default=None,
+        group=_O,
+        type=positive,
         help="global rows per step (default 128)",
-    )  # fmt: skip
+    )
     grad_accum: int | None = option(
-        "--grad-accum", default=None, group=_O, type=positive,
+        "--grad-accum",
+        default=None,
+        group=_O,
+        type=positive,
         help="micro-steps per step (default 1)",
-    )  # fmt: skip
+    )
     optimizer: str | None = option(
         "--optimizer",
         default=None,
@@ -121,85 +127,148 @@ class TrainOptions(CliConfig):
         help="default isr_decay (adafactor) / cosine (adamwscale) / linear (adamw)",
     )
     lr: float | None = option(
-        "--lr", default=None, group=_O, type=float,
+        "--lr",
+        default=None,
+        group=_O,
+        type=float,
         help="peak LR (adamwscale 2e-2, adamw 1e-4) or Adafactor's cap (1e-2)",
-    )  # fmt: skip
+    )
     warmup: int | None = option(
-        "--warmup", default=None, group=_O, type=non_negative,
+        "--warmup",
+        default=None,
+        group=_O,
+        type=non_negative,
         help="warm-up steps (default: linear 10 %% of --steps; cosine 10 %% of --steps, at "
         "most 10000; isr/isr_decay 10000, the plateau that holds the relative step at 0.01)",
-    )  # fmt: skip
+    )
     grad_clip: float | None = option(
-        "--grad-clip", default=None, group=_O, type=float,
+        "--grad-clip",
+        default=None,
+        group=_O,
+        type=float,
         help="global norm clip (0 = off; adamwscale 1.0)",
-    )  # fmt: skip
+    )
     z_loss: float | None = option(
-        "--z-loss", default=None, group=_O, type=float,
+        "--z-loss",
+        default=None,
+        group=_O,
+        type=float,
         help="t5x z-loss coefficient (default 0; t5x 1e-4)",
-    )  # fmt: skip
+    )
     seed: int | None = option(
-        "--seed", default=None, group=_O, type=non_negative,
+        "--seed",
+        default=None,
+        group=_O,
+        type=non_negative,
         help="model init and data order seed (default 0)",
-    )  # fmt: skip
+    )
     shuffle_window: int | None = option(
-        "--shuffle-batches", default=None, group=_O, type=non_negative,
+        "--shuffle-batches",
+        default=None,
+        group=_O,
+        type=non_negative,
         help="shuffle rows within windows of K global batches (default 0: shard order)",
-    )  # fmt: skip
+    )
     # -- mixture (the sources' figures: loss_<name>, tokens_<name>, eval_nll_<name>)
     mix: tuple[str, ...] | None = option(
-        "--mix", default=None, group=_X, action="append", metavar="[NAME=]SHARDS",
-        convert=tuple, help="another shard set mixed with SHARDS (repeat for more)",
-    )  # fmt: skip
+        "--mix",
+        default=None,
+        group=_X,
+        action="append",
+        metavar="[NAME=]SHARDS",
+        convert=tuple,
+        help="another shard set mixed with SHARDS (repeat for more)",
+    )
     mix_rates: str | None = option(
-        "--mix-rates", default=None, group=_X, metavar="R,R,…",
+        "--mix-rates",
+        default=None,
+        group=_X,
+        metavar="R,R,…",
         help="strategy rates: one weight per source (SHARDS first), normalised",
-    )  # fmt: skip
+    )
     mix_strategy: str | None = option(
-        "--mix-strategy", default=None, group=_X, choices=tuple(STRATEGIES),
+        "--mix-strategy",
+        default=None,
+        group=_X,
+        choices=tuple(STRATEGIES),
         help="T5 §3.5.2: rates, proportional (min(rows, K)), temperature, equal",
-    )  # fmt: skip
+    )
     mix_limit: int | None = option(
-        "--mix-limit", default=None, group=_X, type=positive, metavar="K",
+        "--mix-limit",
+        default=None,
+        group=_X,
+        type=positive,
+        metavar="K",
         help="examples-proportional limit K in rows (proportional, temperature)",
-    )  # fmt: skip
+    )
     mix_temperature: float | None = option(
-        "--mix-temperature", default=None, group=_X, type=float, metavar="T",
+        "--mix-temperature",
+        default=None,
+        group=_X,
+        type=float,
+        metavar="T",
         help="temperature T (rates ∝ min(rows, K)^(1/T))",
-    )  # fmt: skip
+    )
     mix_pad: bool = option(
-        "--mix-pad", default=False, group=_X, action="store_true",
+        "--mix-pad",
+        default=False,
+        group=_X,
+        action="store_true",
         help="zero-pad sources with shorter rows to the longest (else an error)",
-    )  # fmt: skip
+    )
     # -- run
     device: str = option(
-        "--device", default="auto", group=_R, choices=DEVICES,
+        "--device",
+        default="auto",
+        group=_R,
+        choices=DEVICES,
         help="auto: a CUDA GPU, else a TPU (torch_xla), else the CPU",
-    )  # fmt: skip
+    )
     resume: str | None = option(
-        "--resume", default=None, group=_R, nargs="?", const="auto", metavar="CKPT",
+        "--resume",
+        default=None,
+        group=_R,
+        nargs="?",
+        const="auto",
+        metavar="CKPT",
         help="continue from RUN/checkpoints/latest (or the checkpoint directory given)",
-    )  # fmt: skip
+    )
     # resume: None = a fresh run; "auto" = RUN/checkpoints/latest; else a checkpoint directory
     eval_every: int = option(
-        "--eval-every", default=0, group=_R, type=non_negative,
+        "--eval-every",
+        default=0,
+        group=_R,
+        type=non_negative,
         help="held-out eval period (and at the end)",
-    )  # fmt: skip
+    )
     eval_rows: int | None = option(
-        "--eval-rows", default=None, group=_R, type=non_negative,
+        "--eval-rows",
+        default=None,
+        group=_R,
+        type=non_negative,
         help="validation rows to evaluate (default all)",
-    )  # fmt: skip
+    )
     save_every: int = option(
-        "--save-every", default=0, group=_R, type=non_negative,
+        "--save-every",
+        default=0,
+        group=_R,
+        type=non_negative,
         help="checkpoint period (and at the end)",
-    )  # fmt: skip
+    )
     keep_checkpoints: int = option(
-        "--keep-checkpoints", default=3, group=_R, type=positive,
+        "--keep-checkpoints",
+        default=3,
+        group=_R,
+        type=positive,
         help="checkpoints kept under RUN/checkpoints (older ones are deleted)",
-    )  # fmt: skip
+    )
     log_every: int = option(
-        "--log-every", default=10, group=_R, type=positive,
+        "--log-every",
+        default=10,
+        group=_R,
+        type=positive,
         help="steps per metrics.jsonl line and progress update (the loss averaged over them)",
-    )  # fmt: skip
+    )
     compile: bool | None = option(
         default=None,  # None: on for CUDA, off elsewhere
         group=_R,
@@ -209,32 +278,50 @@ class TrainOptions(CliConfig):
         ),
     )
     verify_shards: str = option(
-        "--verify-shards", default="read", group=_R, choices=("read", "full", "quick"),
+        "--verify-shards",
+        default="read",
+        group=_R,
+        choices=("read", "full", "quick"),
         help="read (default): each shard's sha256 checked on the bytes of its first read, as "
         "training reads it; full: every shard opened and hashed before training; quick: the "
         "manifest, vocabulary, and every file's existence and size only",
-    )  # fmt: skip
+    )
     num_workers: int | None = option(
-        "--num-workers", default=None, group=_R, type=non_negative,
+        "--num-workers",
+        default=None,
+        group=_R,
+        type=non_negative,
         help="DataLoader workers (default 2 on GPU/TPU, 0 on CPU)",
-    )  # fmt: skip
+    )
     threads: int | None = option(
-        "--threads", default=None, group=_R, type=positive,
+        "--threads",
+        default=None,
+        group=_R,
+        type=positive,
         help="torch CPU threads (default: the CPUs this process may use, from its affinity and "
         "cgroup quota, shared by the ranks; OMP_NUM_THREADS if set)",
-    )  # fmt: skip
+    )
     deterministic: bool = option(
-        "--deterministic", default=False, group=_R, action="store_true",
+        "--deterministic",
+        default=False,
+        group=_R,
+        action="store_true",
         help="torch.use_deterministic_algorithms",
-    )  # fmt: skip
+    )
     progress: bool = option(
-        "--no-progress", default=True, group=_R, action="store_false",
+        "--no-progress",
+        default=True,
+        group=_R,
+        action="store_false",
         help="no progress bar or periodic progress lines",
-    )  # fmt: skip
+    )
     stop_after_step: int | None = option(
-        "--stop-after-step", default=None, group=_R, type=positive,
+        "--stop-after-step",
+        default=None,
+        group=_R,
+        type=positive,
         help="stop after this step with a checkpoint, keeping the --steps schedule (resume later)",
-    )  # fmt: skip
+    )
 
     def resolved_training(self, family: str | None = None) -> dict[str, Any]:
         """The trajectory options with defaults filled in (the family picks the optimizer;

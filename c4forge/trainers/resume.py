@@ -240,9 +240,7 @@ def model_choice(opts: TrainOptions, data: RunData, resume: Resume, xla: bool) -
                 overrides["tie_embeddings"] = (
                     cfg.tie_embeddings if opts.tie_embeddings is None else opts.tie_embeddings
                 )
-            wanted = make_config(
-                opts.preset or c["preset"], cfg.embedding_size, **overrides
-            )
+            wanted = make_config(opts.preset or c["preset"], cfg.embedding_size, **overrides)
             # attention implementation may change on resume (same maths); the shape may not
             diff = [
                 k

@@ -165,9 +165,13 @@ def check_first_rows(data: RunData, check: RowCheck) -> None:
         shards = data.shards.split_shards(split) if split in data.shards.index["splits"] else []
         if shards:
             reader = ShardReader(
-                data.shards, [shards[0][0]], [shards[0][1]], cache=1, columns=data.fam.columns,
+                data.shards,
+                [shards[0][0]],
+                [shards[0][1]],
+                cache=1,
+                columns=data.fam.columns,
                 check=check,
-            )  # fmt: skip
+            )
             reader.shard(0)  # the family's checks, then the id ranges
 
 

@@ -70,7 +70,9 @@ __all__ = ["RunSummary", "TrainOptions", "setup", "run", "train"]
 StepHook = Callable[[int], None]
 
 
-@ownership.owns_output("train", lambda opts, *_, **__: opts.output if dist.env_info().is_main else None)
+@ownership.owns_output(
+    "train", lambda opts, *_, **__: opts.output if dist.env_info().is_main else None
+)
 def train(opts: TrainOptions, hooks: Sequence[StepHook] = ()) -> RunSummary:
     """Set up, train to ``--steps``, leave the process group; each of ``hooks`` is called with
     the step number after every step's log, eval and checkpoint (the resume tests kill from one).
@@ -442,9 +444,15 @@ def summarize(
     else:
         note = None
     return RunSummary.of(
-        last, steps=step, start_step=s.start_step, seconds=time.perf_counter() - t_start,
-        eval_line=s.fam.eval_text(ev) if ev else None, checkpoint=path, curve=curve,
-        metrics=metrics, tensorboard=log.tensorboard_dir if log is not None else None,
+        last,
+        steps=step,
+        start_step=s.start_step,
+        seconds=time.perf_counter() - t_start,
+        eval_line=s.fam.eval_text(ev) if ev else None,
+        checkpoint=path,
+        curve=curve,
+        metrics=metrics,
+        tensorboard=log.tensorboard_dir if log is not None else None,
         mixture_lines=mixture_lines(s.data.mixture, s.data.plan, step, ev),
         held_out_note=note,
-    )  # fmt: skip
+    )

@@ -82,7 +82,10 @@ class VocabOptions(CliConfig):
         help="replace an existing vocabulary in --output",
     )
     verbose: bool = option(
-        "--verbose", default=False, action="store_true", help="show SentencePiece's own training log"
+        "--verbose",
+        default=False,
+        action="store_true",
+        help="show SentencePiece's own training log",
     )
     quiet: bool = option(
         "--quiet", default=False, action="store_true", help="no progress bar or summary"

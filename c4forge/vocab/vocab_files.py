@@ -51,7 +51,11 @@ def read_descriptor(vocab: str) -> dict[str, Any]:
     checked. ``InputError`` when there is none."""
     from c4forge.io.storage import check_format
 
-    path = vocab if os.path.basename(vocab) == DESCRIPTOR_FILE else storage.join(vocab, DESCRIPTOR_FILE)
+    path = (
+        vocab
+        if os.path.basename(vocab) == DESCRIPTOR_FILE
+        else storage.join(vocab, DESCRIPTOR_FILE)
+    )
     desc = storage.read_json_if_exists(path)
     if desc is None:
         raise InputError(f"{vocab}: not a c4forge vocabulary (no {DESCRIPTOR_FILE})")

@@ -61,9 +61,14 @@ class Exporter(Protocol):
 
     def check(self, cfg: ModelConfig, dropout_rate: float | None) -> None: ...
     def files(
-        self, cfg: ModelConfig, vocab: Any, max_len: int, dropout_rate: float | None,
-        tensors: dict[str, Any], embed_token_copies: bool,
-    ) -> dict[str, Any]: ...  # fmt: skip
+        self,
+        cfg: ModelConfig,
+        vocab: Any,
+        max_len: int,
+        dropout_rate: float | None,
+        tensors: dict[str, Any],
+        embed_token_copies: bool,
+    ) -> dict[str, Any]: ...
 
 
 class ConfigClass(Protocol):
