@@ -43,9 +43,9 @@ RUN = """
 import sys
 from c4forge.experiments import runner
 from c4forge.experiments.schema import load
-from c4forge.experiments.stages import build_plan
+from c4forge.experiments.stages import experiment_plan
 
-plan = build_plan(load(sys.argv[1]))
+plan = experiment_plan(load(sys.argv[1]))
 stages = [s for s in plan.stages if s.kind in ("clean", "vocab")]
 runner.run_stages(sys.argv[2], stages, plan, "cpu", 1)
 """

@@ -221,11 +221,11 @@ def test_worker_processes_run_their_units(experiment):
     """The several-GPU path on CPU: one worker process per device, each with its own units
     (here two fine-tuning stages whose markers were removed, in different units)."""
     from c4forge.experiments import runner, schema
-    from c4forge.experiments.stages import build_plan
+    from c4forge.experiments.stages import experiment_plan
 
     out = experiment["out"]
     exp = schema.load(experiment["config"])
-    plan = build_plan(exp)
+    plan = experiment_plan(exp)
     units = runner.units(plan)
     groups = runner.assign([runner.unit_cost(u) for u in units], 2)
     redo = [next(s for s in units[g[0]] if s.kind == "finetune") for g in groups]

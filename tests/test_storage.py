@@ -18,6 +18,7 @@ from memfs import MemFileSystem
 from c4forge import cli
 from c4forge.clean import output as clean_output
 from c4forge.clean import stats as clean_stats
+from c4forge.corpus.clean_docs import CLEAN_STATS_FORMAT
 from c4forge.errors import StorageError
 from c4forge.io import storage
 
@@ -75,7 +76,7 @@ def test_failed_listing_is_an_error_not_an_empty_folder(bucket) -> None:
 def test_failed_read_of_stats_is_an_error_not_an_unfinished_run(bucket, tmp_path) -> None:
     path = f"{bucket}/out/stats.json"
     assert clean_stats.read_existing(path) is None  # confirmed absent: no finished run
-    MemFileSystem.put(path, json.dumps({"format": clean_stats.FORMAT}).encode())
+    MemFileSystem.put(path, json.dumps({"format": CLEAN_STATS_FORMAT}).encode())
     with pytest.raises(StorageError, match="cannot read .*read refused"):
         clean_stats.read_existing(path)  # was None → the finished run was overwritten
     local = tmp_path / "stats.json"
