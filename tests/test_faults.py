@@ -99,6 +99,20 @@ def test_task_pool_replaces_a_worker_killed_while_idle(tmp_path: Path) -> None:
         pool.close()
 
 
+def test_a_pool_never_closed_stops_its_workers_when_collected() -> None:
+    """A pool dropped without ``close`` (an engine its caller never closed) must not leave its
+    forked workers waiting for the driver's death: each is a copy of the driver's memory."""
+    import gc
+
+    pool = TaskPool(2)
+    assert pool.run("step", [(abs, (-3,)), (abs, (-4,))]) == [3, 4]
+    processes = [w.process for w in pool.workers]
+    assert len(processes) == 2 and all(p.is_alive() for p in processes)
+    del pool
+    gc.collect()
+    assert not any(p.is_alive() for p in processes)
+
+
 def test_task_pool_gives_up_after_its_attempts(tmp_path: Path) -> None:
     pool = TaskPool(2, attempts=3)
     try:

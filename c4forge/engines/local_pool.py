@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import traceback
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -103,6 +104,12 @@ def _death(exitcode: int | None) -> str:
     return f"exited with status {exitcode}"
 
 
+def _stop_workers(workers: list[_Worker]) -> None:
+    for w in workers:
+        w.stop()
+    workers.clear()
+
+
 class TaskPool:
     """``workers`` forked processes running tasks; ``run`` returns their results in order."""
 
@@ -120,6 +127,10 @@ class TaskPool:
         self.attempts = attempts or task_attempts()
         self.workers: list[_Worker] = []
         self.retried = 0  # attempts re-run, over the pool's life (a test reads it)
+        # a pool dropped without ``close`` (an engine its caller never closed) still stops its
+        # workers when it is collected, or at exit: idle forked copies of the driver would
+        # otherwise wait for its death, each holding memory (the list is only changed in place)
+        self._finalizer = weakref.finalize(self, _stop_workers, self.workers)
 
     def run(
         self,
@@ -230,5 +241,4 @@ class TaskPool:
         for w in self.workers:
             if kill and w.process.is_alive():
                 w.process.kill()
-            w.stop()
-        self.workers = []
+        _stop_workers(self.workers)
