@@ -25,7 +25,10 @@ def test_tiny_runs_and_buckets_give_the_same_bytes(tmp_path: Path, monkeypatch) 
     default = _run(tmp_path / "default", 1, train_shards=3)
     monkeypatch.setattr(local, "MIN_BUCKETS", 64)
     monkeypatch.setattr(local, "BUCKET_BYTES", 1 << 10)
-    monkeypatch.setattr(local, "SPILL_ITEMS", 7)  # many segments per bucket in a spill file
+    monkeypatch.setattr(local, "SPILL_ITEMS", 7)  # many runs per spill file …
+    monkeypatch.setattr(local, "SPILL_BYTES", 600)  # … of a few items each, after the first
+    monkeypatch.setattr(local, "MIN_SPILL_ITEMS", 3)
+    monkeypatch.setattr(local, "RUN_FANOUT", 2)  # merged over several levels
     monkeypatch.setattr(clean_output, "RUN_BATCH", 2)  # many pickle records per sorted run
     spilled = _run(tmp_path / "spilled", 2, train_shards=3)
     assert spilled == default
@@ -71,3 +74,41 @@ def test_the_shards_of_a_split_take_different_buckets() -> None:
     # other keys keep their hash (strings, bytes) or round-robin (chunk indexes)
     assert local.bucket_of(7, 16) == 7
     assert local.bucket_of("abc", 16) == local.bucket_of("abc", 16)
+
+
+def test_a_spill_of_many_runs_keeps_one_region_per_bucket_in_write_order(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A map task that flushes many runs merges them (several levels here) into one region per
+    bucket: each bucket reads back its items in the order they were put, no run file is left,
+    and the index is one offset per bucket whatever the number of runs."""
+    import random
+
+    monkeypatch.setattr(local, "SPILL_ITEMS", 5)
+    monkeypatch.setattr(local, "SPILL_BYTES", 300)
+    monkeypatch.setattr(local, "MIN_SPILL_ITEMS", 2)
+    monkeypatch.setattr(local, "RUN_FANOUT", 3)
+    levels: list[int] = []
+    merge = local._Runs._merge
+
+    def counted(self, runs, dest, level):
+        levels.append(level)
+        return merge(self, runs, dest, level)
+
+    monkeypatch.setattr(local._Runs, "_merge", counted)
+    rng = random.Random(0)
+    items = [(rng.randrange(1 << 40), bytes(rng.randrange(40))) for _ in range(2000)]
+    items += [(b"k%d" % rng.randrange(50), i) for i in range(500)]
+    source = tmp_path / "in"
+    local.write_items(str(source), items, batch_size=97)
+    spill = str(tmp_path / "spill")
+    buckets = 13
+    local._scatter_task([str(source)], spill, buckets, False, None)
+    assert max(levels) >= 2  # runs merged into merged runs
+    index = local.spill_index(spill)
+    assert len(index) == buckets + 1 and index[-1] == Path(spill).stat().st_size
+    for b in range(buckets):
+        region = [(spill, int(index[b]), int(index[b + 1] - index[b]))]
+        want = [item for item in items if local.bucket_of(item[0], buckets) == b]
+        assert list(local.read_bucket(region)) == want
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "spill", "spill.idx"]

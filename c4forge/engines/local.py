@@ -5,12 +5,13 @@ Why: Beam's DirectRunner keeps every collection that crosses a stage boundary in
 local run's memory grows with the corpus. Here, as in datatrove's local executor, a
 collection is a list of partition files (pickle batches); a shuffle (``group``, ``combine``,
 ``cogroup``, ``distinct``) has each map task write one spill file, its items grouped by bucket
-(a stable hash of the key) with an index of each bucket's segments (Spark's sort-shuffle
-layout), then reduces one bucket at a time from its segments of every spill file. A worker
-holds one partition, ``SPILL_ITEMS`` pending items or one bucket, never the corpus; the bucket
-count follows the bytes being shuffled (``BUCKET_BYTES`` each), and a task has one spill file
-open whatever the bucket count. Measured (``benchmarks/scale.py``, RESULTS §11): the peak of
-the process tree is the same at 250,000 and 1,000,000 pages. The plan runs keys-only
+(a stable hash of the key) into one region per bucket, with an index of one offset per bucket
+(Spark's sort-shuffle layout: runs of ``SPILL_BYTES`` merged, ``_Runs``), then reduces one
+bucket at a time from its region of every spill file. A worker holds one partition, one
+run's pending items or one bucket, never the corpus; the bucket count follows the bytes being
+shuffled (``BUCKET_BYTES`` each), and a task has a few files open whatever the bucket count;
+the driver holds one offset per bucket per map task. Measured (``benchmarks/scale.py``,
+RESULTS §11): the peak of the process tree is the same at 250,000 and 1,000,000 pages. The plan runs keys-only
 (``clean.passes``), so what is shuffled is keys and small ids, and the documents once, packed.
 
 Workers: ``--workers`` processes (default: every core); each task returns its counters and CPU
@@ -24,6 +25,7 @@ garbage-collected).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import pickle
 import shutil
@@ -34,15 +36,20 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
+
 from c4forge.corpus.counting import CounterBag
 from c4forge.engines.base import Engine, Fn
 from c4forge.io import tempdirs
-from c4forge.io.pickle_batches import dump_batches, read_batches
+from c4forge.io.pickle_batches import dump_batches, read_batches, read_records
 
 SPILL_PREFIX = "c4forge-local-"  # the spill folder: tempdirs.make names it with the pid
 
 BATCH = 2048  # items per pickle record
-SPILL_ITEMS = 16_384  # items a map task holds before writing them to its spill file
+SPILL_BYTES = 4 << 20  # pickled bytes of the items a map task holds before writing a run
+SPILL_ITEMS = 16_384  # items of a map task's first run (before their size is known)
+MIN_SPILL_ITEMS, MAX_SPILL_ITEMS = 256, 1 << 20  # the bounds of a later run's item count
+RUN_FANOUT = 32  # runs of a spill file merged at a time (``_Runs``)
 BUCKET_BYTES = 4 << 20  # pickled bytes per shuffle bucket (a worker holds ~5× in memory)
 MIN_BUCKETS = 16
 MAX_BUCKETS = 1 << 20  # no practical cap: buckets are segments of the spill files, not files
@@ -86,6 +93,18 @@ def bucket_of(key: Any, buckets: int) -> int:
     return zlib.crc32(raw) % buckets
 
 
+def bucket_list(keys: list[Any], buckets: int) -> list[int]:
+    """``bucket_of`` of each key, a batch at a time: a batch of plain ints or bytes (the
+    shuffles' usual keys) in one comprehension, without the per-key type tests."""
+    kinds = set(map(type, keys))
+    if kinds == {int}:
+        return [k % buckets for k in keys]
+    if kinds == {bytes}:
+        crc32 = zlib.crc32
+        return [crc32(k) % buckets for k in keys]
+    return [bucket_of(k, buckets) for k in keys]
+
+
 # --- tasks (module level: run in the worker processes) -------------------------------------------
 
 
@@ -112,81 +131,239 @@ def _source_task(fn: Fn, items: list[Any], out: str, keep: int = 0) -> tuple:
     return _timed_task(work, keep)
 
 
+class _Runs:
+    """A map task's spill: each flush of its pending items is one *run* (its buckets in order,
+    one segment per bucket), and runs are merged, ``RUN_FANOUT`` at a time, until one is left:
+    the spill file then holds one region per bucket, in bucket order, and its index is one
+    offset per bucket.
+
+    Why merge (Spark's sort-shuffle does the same): with one segment per bucket per flush, the
+    index held ``flushes × buckets`` entries, and both grow with the corpus. At 1M pages the
+    window shuffle's map tasks wrote about 9 million segments, whose index the driver held
+    (1.4 GiB) and whose tiny reads and unpickles the reducers paid for. Merging costs a copy
+    of the bytes per level (``RUN_FANOUT`` runs per merge: two levels up to a few thousand
+    runs) and no unpickling; the items of a bucket keep their order (runs are merged oldest
+    first), so the reducers see what they saw before, byte for byte."""
+
+    def __init__(self, out: str) -> None:
+        self.out = out
+        self._parts = 0
+        # (level, path, buckets, offsets, lengths) per run, oldest first
+        self.runs: list[tuple[int, str, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._file: Any = None
+        self._path = ""
+        self._pos = 0
+
+    def _part(self) -> str:
+        self._parts += 1
+        return f"{self.out}.part{self._parts}"
+
+    def write(self, pending: dict[int, list[Any]]) -> int:
+        """One run from the pending items (bucket → items); returns its pickled bytes."""
+        if self._file is None:
+            self._path = self._part()
+            self._file = open(self._path, "wb")
+            self._pos = 0
+        buckets = sorted(pending)
+        offsets, lengths = [], []
+        for b in buckets:
+            data = pickle.dumps(pending[b], protocol=pickle.HIGHEST_PROTOCOL)
+            offsets.append(self._pos)
+            lengths.append(len(data))
+            self._file.write(data)
+            self._pos += len(data)
+        self.runs.append(
+            (
+                0,
+                self._path,
+                np.array(buckets, dtype=np.int64),
+                np.array(offsets, dtype=np.int64),
+                np.array(lengths, dtype=np.int64),
+            )
+        )
+        self._cascade()
+        return sum(lengths)
+
+    def _cascade(self) -> None:
+        """Merge the newest ``RUN_FANOUT`` runs while they share a level (a run of level L holds
+        ``RUN_FANOUT ** L`` flushes), so each byte is copied once per level."""
+        while len(self.runs) >= RUN_FANOUT:
+            tail = self.runs[-RUN_FANOUT:]
+            level = tail[0][0]
+            if any(r[0] != level for r in tail):
+                return
+            merged = self._merge(tail, self._part(), level + 1)
+            del self.runs[-RUN_FANOUT:]
+            self.runs.append(merged)
+
+    def _merge(self, runs: list[tuple], dest: str, level: int) -> tuple:
+        """``runs`` (oldest first) → one run in ``dest``: per bucket, its segments in run order
+        (bytes copied, never unpickled); their files are removed (a merge always takes whole
+        files: the newest ``RUN_FANOUT`` level-0 runs are all the current flush file's)."""
+        if self._file is not None and any(r[1] == self._path for r in runs):
+            self._file.close()
+            self._file = None
+        buckets = np.concatenate([r[2] for r in runs])
+        offsets = np.concatenate([r[3] for r in runs])
+        lengths = np.concatenate([r[4] for r in runs])
+        which = np.repeat(np.arange(len(runs)), [len(r[2]) for r in runs])
+        order = np.lexsort((which, buckets))  # by bucket, then oldest run first
+        paths = [r[1] for r in runs]
+        fds = {path: os.open(path, os.O_RDONLY) for path in dict.fromkeys(paths)}
+        out_buckets: list[int] = []
+        out_offsets: list[int] = []
+        out_lengths: list[int] = []
+        pos = 0
+        try:
+            with open(dest, "wb") as f:
+                for i in order.tolist():
+                    b = int(buckets[i])
+                    data = os.pread(fds[paths[which[i]]], int(lengths[i]), int(offsets[i]))
+                    f.write(data)
+                    if out_buckets and out_buckets[-1] == b:
+                        out_lengths[-1] += len(data)
+                    else:
+                        out_buckets.append(b)
+                        out_offsets.append(pos)
+                        out_lengths.append(len(data))
+                    pos += len(data)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        for path in fds:  # every run of a source file is merged (see ``finish``)
+            os.remove(path)
+        return (
+            level,
+            dest,
+            np.array(out_buckets, dtype=np.int64),
+            np.array(out_offsets, dtype=np.int64),
+            np.array(out_lengths, dtype=np.int64),
+        )
+
+    def finish(self, buckets: int) -> None:
+        """Every run merged into ``out`` (one region per bucket, in bucket order); its index
+        ``out.idx``: ``buckets + 1`` offsets (little-endian int64), bucket ``b`` being bytes
+        ``[idx[b], idx[b + 1])``."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if not self.runs:
+            open(self.out, "wb").close()
+            run_buckets = np.zeros(0, dtype=np.int64)
+            lengths = np.zeros(0, dtype=np.int64)
+        else:
+            # A flush file holds the level-0 runs since the last merge, a merged file one run:
+            # a single run left is alone in its file, which becomes the spill as it is.
+            if len(self.runs) == 1:
+                run = self.runs[0]
+                os.replace(run[1], self.out)
+            else:
+                run = self._merge(list(self.runs), self.out, 0)
+            run_buckets, lengths = run[2], run[4]
+            self.runs = []
+        sizes = np.zeros(buckets, dtype=np.int64)
+        sizes[run_buckets] = lengths
+        index = np.zeros(buckets + 1, dtype="<i8")
+        np.cumsum(sizes, out=index[1:])
+        index.tofile(self.out + ".idx")
+
+
 def _scatter_task(
     inputs: list[str], out: str, buckets: int, whole: bool, combine: Fn | None, keep: int = 0
 ) -> tuple:
     """One map task's partitions → one spill file ``out``, its items grouped by bucket (by the
     key, or by the whole item for ``distinct``), with an index ``out.idx`` of each bucket's
-    segments; ``combine``: values pre-combined per key first, as Beam's combiner lifting.
+    region (``_Runs``); ``combine``: values pre-combined per key first, as Beam's combiner
+    lifting.
 
     Why one file per task (Spark's sort-based shuffle layout, not one file per bucket): the
-    pending items are bounded by ``SPILL_ITEMS`` whatever the bucket count, and a task holds
-    one open file, not ``buckets`` of them (a laptop's open-file limit is 256 to 1,024, while
-    the bucket count grows with the bytes shuffled)."""
+    pending items are bounded (``SPILL_BYTES`` pickled, ``SPILL_ITEMS`` until the item size is
+    known) whatever the bucket count, and a task holds a few open files, not ``buckets`` of
+    them (a laptop's open-file limit is 256 to 1,024, while the bucket count grows with the
+    bytes shuffled)."""
 
     def work(bag: CounterBag) -> None:
         pending: dict[int, list[Any]] = {}
-        index: dict[int, list[tuple[int, int]]] = {}
+        runs = _Runs(out)
         size = 0
-        with open(out, "wb") as f:
+        limit = SPILL_ITEMS
 
-            def flush() -> None:
-                for b in sorted(pending):
-                    data = pickle.dumps(pending[b], protocol=pickle.HIGHEST_PROTOCOL)
-                    index.setdefault(b, []).append((f.tell(), len(data)))
-                    f.write(data)
+        def put_all(batch: list[Any], keys: list[Any]) -> None:
+            nonlocal size, limit
+            for b, item in zip(bucket_list(keys, buckets), batch, strict=True):
+                got = pending.get(b)
+                if got is None:
+                    pending[b] = [item]
+                else:
+                    got.append(item)
+            size += len(batch)
+            if size >= limit:
+                written = runs.write(pending)
+                # the next runs hold about SPILL_BYTES pickled, whatever the item size
+                limit = max(
+                    MIN_SPILL_ITEMS, min(MAX_SPILL_ITEMS, SPILL_BYTES * size // max(1, written))
+                )
                 pending.clear()
+                size = 0
 
-            def put(b: int, item: Any) -> None:
-                nonlocal size
-                pending.setdefault(b, []).append(item)
-                size += 1
-                if size >= SPILL_ITEMS:
-                    flush()
-                    size = 0
-
-            items = (item for path in inputs for item in read_batches(path))
-            if combine is not None:
-                acc: dict[Any, list[Any]] = {}
-                for k, v in items:
+        batches = (batch for path in inputs for batch in read_records(path))
+        if combine is not None:
+            acc: dict[Any, list[Any]] = {}
+            for batch in batches:
+                for k, v in batch:
                     vs = acc.setdefault(k, [])
                     vs.append(v)
                     if len(vs) >= 64:
                         acc[k] = [combine(vs)]
-                for k, vs in acc.items():
-                    put(bucket_of(k, buckets), (k, combine(vs)))
-            else:
-                for item in items:
-                    put(bucket_of(item if whole else item[0], buckets), item)
-            flush()
-        with open(out + ".idx", "wb") as f:
-            pickle.dump(index, f, protocol=pickle.HIGHEST_PROTOCOL)
+            combined = [(k, combine(vs)) for k, vs in acc.items()]
+            for lo in range(0, len(combined), BATCH):
+                part = combined[lo : lo + BATCH]
+                put_all(part, [k for k, _ in part])
+        else:
+            for batch in batches:
+                put_all(batch, batch if whole else [item[0] for item in batch])
+        if pending:
+            runs.write(pending)
+        runs.finish(buckets)
 
     return _timed_task(work, keep)
 
 
-Segments = list[tuple[str, list[tuple[int, int]]]]  # (spill file, [(offset, length)…]) of a bucket
+Segments = list[tuple[str, int, int]]  # (spill file, offset, length): a bucket's region in each
 
 
-def spill_index(path: str) -> dict[int, list[tuple[int, int]]]:
-    """A spill file's index (``_scatter_task``): bucket → its segments, in write order."""
-    with open(path + ".idx", "rb") as f:
-        return pickle.load(f)
+def spill_index(path: str) -> np.ndarray:
+    """A spill file's index (``_Runs.finish``): bucket ``b`` is bytes ``[idx[b], idx[b+1])``."""
+    return np.fromfile(path + ".idx", dtype="<i8")
 
 
 def read_bucket(segments: Segments) -> Iterator[Any]:
-    """One bucket's items, from its segments of the map tasks' spill files, in file order."""
-    for path, spans in segments:
+    """One bucket's items, from its region of each map task's spill file, in file order
+    (streamed: a region holds the bucket's pickled lists one after the other)."""
+    return itertools.chain.from_iterable(bucket_lists(segments))
+
+
+def bucket_lists(segments: Segments) -> Iterator[list[Any]]:
+    """``read_bucket``'s items as the pickled lists that hold them."""
+    for path, offset, length in segments:
         with open(path, "rb") as f:
-            for offset, length in spans:
-                f.seek(offset)
-                yield from pickle.loads(f.read(length))
+            f.seek(offset)
+            end = offset + length
+            while f.tell() < end:
+                yield pickle.load(f)
 
 
-def _grouped(items: Iterable[tuple[Any, Any]]) -> dict[Any, list[Any]]:
+def _grouped(lists: Iterable[list[tuple[Any, Any]]]) -> dict[Any, list[Any]]:
+    """Key → its values in arrival order, from lists of ``(key, value)`` pairs."""
     out: dict[Any, list[Any]] = {}
-    for k, v in items:
-        out.setdefault(k, []).append(v)
+    get = out.get
+    for pairs in lists:
+        for k, v in pairs:
+            vs = get(k)
+            if vs is None:
+                out[k] = [v]
+            else:
+                vs.append(v)
     return out
 
 
@@ -196,14 +373,14 @@ def _reduce_task(kind: str, fn: Fn | None, sides: list[Segments], out: str, keep
 
     def work(bag: CounterBag) -> None:
         if kind == "group":
-            groups = _grouped(read_bucket(sides[0]))
+            groups = _grouped(bucket_lists(sides[0]))
             write_items(out, (o for k, vs in groups.items() for o in fn(k, vs, bag)))
         elif kind == "combine":
-            groups = _grouped(read_bucket(sides[0]))
+            groups = _grouped(bucket_lists(sides[0]))
             write_items(out, ((k, fn(vs)) for k, vs in groups.items()))
         elif kind == "cogroup":
-            lefts = _grouped(read_bucket(sides[0]))
-            rights = _grouped(read_bucket(sides[1]))
+            lefts = _grouped(bucket_lists(sides[0]))
+            rights = _grouped(bucket_lists(sides[1]))
             keys = list(dict.fromkeys([*lefts, *rights]))
             write_items(
                 out,
@@ -322,12 +499,15 @@ class LocalEngine(Engine):
 
     def _reduce(self, label: str, kind: str, fn: Fn | None, colls: list[Coll], **kw: Any) -> Coll:
         buckets, sides = self._shuffle(label, colls, **kw)
-        indexes = [[(p, spill_index(p)) for p in side] for side in sides]  # read once, here
+        indexes = [[(p, spill_index(p).tolist()) for p in side] for side in sides]  # read once
         outs, tasks = [], []
         for b in range(buckets):
             out = self._path(label)
             outs.append(out)
-            segments = [[(p, idx[b]) for p, idx in side if b in idx] for side in indexes]
+            segments = [
+                [(p, idx[b], idx[b + 1] - idx[b]) for p, idx in side if idx[b + 1] > idx[b]]
+                for side in indexes
+            ]
             tasks.append((_reduce_task, (kind, fn, segments, out)))
         self._run(label, tasks)
         for side in sides:  # spill files are read once

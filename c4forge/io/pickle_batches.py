@@ -38,6 +38,13 @@ def read_batches(path: str) -> Iterator[Any]:
 
     The file ends only where a record ends: a file cut inside a record, or bytes that do not
     unpickle, is a ``VerificationError`` naming it, never a shorter list read as complete."""
+    for batch in read_records(path):
+        yield from batch
+
+
+def read_records(path: str) -> Iterator[list[Any]]:
+    """The records (lists of items) of ``path``, in order: what ``read_batches`` yields item
+    by item, for a reader that loops over a whole batch itself (the local engine's tasks)."""
     with storage.open_read(path) as raw:
         f = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
         while f.peek(1):
@@ -50,4 +57,4 @@ def read_batches(path: str) -> Iterator[Any]:
                     f"{path} is damaged ({type(err).__name__}: {err}); if this run was "
                     "resumed, run again without --resume"
                 ) from None
-            yield from batch
+            yield batch
