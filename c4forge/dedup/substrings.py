@@ -20,7 +20,7 @@ corpus on one machine (96 cores, > 600 GB RAM for C4). Here only keys cross a sh
 worker holds one document or one key's occurrences, on every engine:
 
 1. ``substrings_fp`` (winnowing, Schleimer et al. 2003): per document, 64-bit hashes of every
-   k-gram (k = ⌈N/2⌉), the minimum of every window of w = N − k + 1 consecutive k-grams (one
+   k-gram (k = ⌈N/3⌉), the minimum of every window of w = N − k + 1 consecutive k-grams (one
    window of k-grams per N-byte window), and the *marked* positions (a k-gram equal to the
    minimum of a window that contains it). Per distinct marked hash, ``(hash, (loc, count))``;
    a hash marked at ≥ 2 positions corpus-wide is a *candidate*, sent back to its documents.
@@ -76,7 +76,7 @@ KEEP_MODES = ("none", "first")
 DIGEST_BYTES = 16  # blake2b-128: a hot window's key (collision bound in the module docstring)
 ANCHORED_BYTES = 12  # window_digests: a window compared only within its anchor's group
 # A candidate hash marked more often than this is *hot*: its windows are shuffled one per key
-# (streamed) instead of grouped per anchor (a group holds ≤ HOT × w windows: ≈ 20 MB at N=100).
+# (streamed) instead of grouped per anchor (a group holds ≤ HOT × w windows: ≈ 27 MB at N=100).
 HOT = 4096
 FLOW = Flow(
     ("empty",),
@@ -103,9 +103,13 @@ def check_options(n: int, keep: str) -> None:
 
 
 def kgram_size(n: int) -> int:
-    """k = ⌈N/2⌉, so windows of w = N − k + 1 k-grams: about 4/N marked positions per byte
-    (small pass-1 shuffle) while a 50-byte k-gram rarely repeats by chance (few candidates)."""
-    return (n + 1) // 2
+    """k = ⌈N/3⌉, so windows of w = N − k + 1 k-grams: about 2/(w + 1) marked positions per
+    byte (the fingerprint shuffle) while a k-gram of a third of a window rarely repeats by
+    chance (few candidates). Any k ≤ N is exact; this one was chosen by measurement
+    (``benchmarks/RESULTS.md`` §23, 100k pages at N = 100: k = 34 took 5 % less CPU than
+    k = 50, the fingerprint shuffle 23 % fewer bytes, the same output; on 1,000 real C4
+    documents the candidate windows rose from 1.4 % to 2.5 % of the bytes)."""
+    return (n + 2) // 3
 
 
 # --- hashing: numpy, one vector pass per document ------------------------------------------
@@ -247,8 +251,13 @@ def emit_fingerprints(loc: tuple, doc: Doc, count: Count, *, n: int) -> Iterator
     h, minima = won
     values, counts = np.unique(marked_hashes(h, minima, n - kgram_size(n) + 1), return_counts=True)
     chunk, record = loc
-    for v, c in zip(values.tolist(), counts.tolist(), strict=True):
-        yield v, _PLACE.pack(chunk, record, c)
+    places = np.empty((len(values), 3), dtype=">u4")  # _PLACE, one row per hash
+    places[:, 0] = chunk
+    places[:, 1] = record
+    places[:, 2] = counts
+    raw = places.tobytes()
+    size = _PLACE.size
+    yield from zip(values.tolist(), [raw[i : i + size] for i in range(0, len(raw), size)])
 
 
 def decide_fingerprint(
@@ -263,7 +272,7 @@ def decide_fingerprint(
         total += _PLACE.unpack(place)[2]
         if total > hot:
             break
-    if total < 2:
+    if total < 2:  # the usual case on a crawl: one document marks it once
         return
     count(STAGE, "candidate_fingerprints")
     mark = key if total <= hot else -1 - key
@@ -355,14 +364,21 @@ def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> It
     anchors = anchor_positions(h, minima, grouped, values)
     cuts = np.concatenate([[0], np.flatnonzero(np.diff(anchors)) + 1, [len(grouped)]])
     lows = cuts[:-1]
-    heads = zip(
-        anchors[lows].tolist(), grouped[lows].tolist(), h[anchors[lows]].tolist(), strict=True
-    )
+    heads = np.empty((len(lows), 4), dtype=">u4")  # _ANCHOR, one row per anchor
+    heads[:, 0] = chunk
+    heads[:, 1] = record
+    heads[:, 2] = anchors[lows]
+    heads[:, 3] = grouped[lows]
+    head_bytes = heads.tobytes()
+    key_bytes = h[anchors[lows]].astype(">u8").tobytes()
     bounds = (cuts * ANCHORED_BYTES).tolist()
     digests = window_digests(data, grouped, n).tobytes()
-    for (p, first, key), lo, hi in zip(heads, bounds[:-1], bounds[1:], strict=True):
-        head = owner + _ANCHOR.pack(chunk, record, p, first)
-        yield b"A" + key.to_bytes(8, "big"), head + digests[lo:hi]
+    hs, ks = _ANCHOR.size, 8
+    for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        yield (
+            b"A" + key_bytes[i * ks : i * ks + ks],
+            owner + head_bytes[i * hs : i * hs + hs] + digests[lo:hi],
+        )
 
 
 def decide_window(key: bytes, places: Iterable[bytes], count: Count, *, keep: str) -> Iterator:
