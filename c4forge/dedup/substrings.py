@@ -298,7 +298,7 @@ def mark_candidates(loc: tuple, doc: Doc, hashes: Iterable[int], count: Count) -
 # travel one per key (their blake2b-128 digest), a group streamed without a copy.
 
 _ANCHOR = struct.Struct(">IIII")  # chunk, record, anchor position, first window's start
-_OFFSET = np.dtype(">u4")  # a decision: the struck windows' starts, packed
+_OFFSET = np.dtype(">u4")  # a decision: ranges [lo, hi) of struck windows' starts, packed in pairs
 _MD5 = 16  # bytes of md5(url), the owner prefix of a place with keep=first
 
 
@@ -323,15 +323,23 @@ def _candidate_starts(
     minima: np.ndarray, marks: frozenset
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(grouped starts, hot starts, sorted candidate hashes)``: the windows whose minimum is
-    a candidate (not hot / hot), found by one search of every minimum among the marks."""
+    a candidate (not hot / hot), found by one search among the marks per run of equal minima
+    (consecutive windows mostly share their minimum: a run is about w/2 windows long)."""
     values = np.array(sorted(m if m >= 0 else -1 - m for m in marks), dtype=_U64)
     hot = np.array(sorted(-1 - m for m in marks if m < 0), dtype=_U64)
-    at = np.minimum(np.searchsorted(values, minima), len(values) - 1)
-    found = values[at] == minima
+    firsts = np.flatnonzero(np.concatenate([[True], minima[1:] != minima[:-1]]))
+    lengths = np.diff(np.append(firsts, len(minima)))
+    run_minima = minima[firsts]
+    at = np.minimum(np.searchsorted(values, run_minima), len(values) - 1)
+    found = values[at] == run_minima
     if not len(hot):
-        return np.flatnonzero(found), np.zeros(0, dtype=np.int64), values
-    is_hot = np.isin(values, hot)
-    return np.flatnonzero(found & ~is_hot[at]), np.flatnonzero(found & is_hot[at]), values
+        return np.flatnonzero(np.repeat(found, lengths)), np.zeros(0, dtype=np.int64), values
+    is_hot = found & np.isin(values, hot)[at]
+    return (
+        np.flatnonzero(np.repeat(found & ~is_hot, lengths)),
+        np.flatnonzero(np.repeat(is_hot, lengths)),
+        values,
+    )
 
 
 def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> Iterator[tuple]:
@@ -382,7 +390,7 @@ def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> It
 
 
 def decide_window(key: bytes, places: Iterable[bytes], count: Count, *, keep: str) -> Iterator:
-    """One key's occurrences → ``(loc, struck starts)`` per document with struck windows: all
+    """One key's occurrences → ``(loc, struck start ranges)`` per document with struck windows: all
     occurrences of a repeated window (``none``) or all but the smallest ``(md5(url), loc,
     offset)`` (``first``; packed places compare in that order)."""
     if len(key) == DIGEST_BYTES:
@@ -401,7 +409,7 @@ def _decide_single(places: Iterable[bytes], count: Count, keep: str) -> Iterator
     for place in places:
         if place != owner:
             chunk, record, offset = _PLACE.unpack_from(place, skip)
-            yield (chunk, record), np.array([offset], dtype=_OFFSET).tobytes()
+            yield (chunk, record), np.array([offset, offset + 1], dtype=_OFFSET).tobytes()
 
 
 def _decide_anchor(places: Iterable[bytes], count: Count, keep: str) -> Iterator:
@@ -449,11 +457,23 @@ def _decide_anchor(places: Iterable[bytes], count: Count, keep: str) -> Iterator
     struck = np.zeros(len(order), dtype=bool)
     struck[order] = hit
     which = place_of[struck]
-    starts = start[struck].astype(_OFFSET)
-    cuts = np.flatnonzero(which[1:] != which[:-1]) + 1
-    data = starts.tobytes()
-    bounds = [0, *(cuts * _OFFSET.itemsize).tolist(), len(data)]
-    owners = which[np.concatenate([[0], cuts])].tolist()
+    starts = start[struck]  # place by place, each place's starts ascending
+    if not len(starts):
+        return
+    # runs of consecutive starts in one place → one range each (a copy's windows are one run)
+    brk = np.ones(len(starts), dtype=bool)
+    brk[1:] = (which[1:] != which[:-1]) | (starts[1:] != starts[:-1] + 1)
+    firsts_at = np.flatnonzero(brk)
+    lasts_at = np.concatenate([firsts_at[1:] - 1, [len(starts) - 1]])
+    ranges = np.empty((len(firsts_at), 2), dtype=_OFFSET)
+    ranges[:, 0] = starts[firsts_at]
+    ranges[:, 1] = starts[lasts_at] + 1
+    owner_of = which[firsts_at]
+    cuts = np.flatnonzero(owner_of[1:] != owner_of[:-1]) + 1
+    data = ranges.tobytes()
+    pair = 2 * _OFFSET.itemsize
+    bounds = [0, *(cuts * pair).tolist(), len(data)]
+    owners = owner_of[np.concatenate([[0], cuts])].tolist()
     for i, lo, hi in zip(owners, bounds[:-1], bounds[1:], strict=True):
         yield heads[i][:2], data[lo:hi]
 
@@ -484,19 +504,20 @@ def _decide_copies(
         if i != owner:
             yield (
                 head[:2],
-                np.arange(head[3], head[3] + windows, dtype=np.int64).astype(_OFFSET).tobytes(),
+                np.array([head[3], head[3] + windows], dtype=_OFFSET).tobytes(),
             )
 
 
-def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
-    """The document after striking ``[s, s + n)`` (bytes) for each ``s`` in ``offsets``, by
-    the module's character and line rules; ``(None, …)`` when no line is left. Also returns
-    the bytes struck (of the removed characters, after widening; line breaks never count)."""
+def strike(text: str, ranges: np.ndarray, n: int) -> tuple[str | None, int]:
+    """The document after striking ``[s, s + n)`` (bytes) for each window start ``s`` in the
+    ranges ``[lo, hi)`` of ``ranges`` (an ``(r, 2)`` array), by the module's character and
+    line rules; ``(None, …)`` when no line is left. Also returns the bytes struck (of the
+    removed characters, after widening; line breaks never count)."""
     raw, data = _bytes_of(text)
-    starts = np.asarray(offsets, dtype=np.int64)  # repeats add up in ``diff``: no unique needed
+    ranges = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)  # overlaps add up in ``diff``
     size = len(raw) + 1
-    diff = np.bincount(starts, minlength=size) - np.bincount(
-        np.minimum(starts + n, len(raw)), minlength=size
+    diff = np.bincount(ranges[:, 0], minlength=size) - np.bincount(
+        np.minimum(ranges[:, 1] - 1 + n, len(raw)), minlength=size
     )
     struck = np.cumsum(diff[:-1]) > 0
     char_of = np.cumsum((data & 0xC0) != 0x80) - 1  # the character of each byte
@@ -524,11 +545,13 @@ def strike(text: str, offsets: np.ndarray, n: int) -> tuple[str | None, int]:
 def apply_strikes(
     loc: tuple, doc: Doc, decisions: Iterable[bytes], count: Count, *, n: int
 ) -> Iterator[Doc]:
-    """The document with its struck windows removed (``decisions``: packed starts)."""
+    """The document with its struck windows removed (``decisions``: packed start ranges)."""
     found = b"".join(decisions)
     doc = doc._replace(marks=None)
     text, struck_bytes = (
-        strike(doc.text, np.frombuffer(found, dtype=_OFFSET), n) if found else (doc.text, 0)
+        strike(doc.text, np.frombuffer(found, dtype=_OFFSET).reshape(-1, 2), n)
+        if found
+        else (doc.text, 0)
     )
     if not struck_bytes:
         count(STAGE, "passed")
