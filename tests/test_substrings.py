@@ -302,3 +302,29 @@ def test_the_plan_places_the_stage_last_before_the_split() -> None:
     assert job.record()["dedup_substrings"] == {"bytes": 100, "keep": "first"}
     assert recorded_plan(job.record()).funnel == build_plan(job).funnel
     assert sub.STAGE in build_plan(job).funnel and sub.FP_STAGE not in build_plan(job).funnel
+
+
+def test_decisions_travel_back_packed_and_are_found_per_record() -> None:
+    """The stage's decisions route back as one packed value each (a mark: one int; strikes:
+    bytes led by the record), and the chunk pass finds each record's decisions by walking
+    them sorted, asked in file order (records without a document are passed over)."""
+    from c4forge.clean.passes import _decisions_by_record
+    from c4forge.corpus.stages import RouteCodec
+
+    marks = [(3, 7), (1, -1 - (2**64 - 1)), (2, 2**63), (1, 0), (3, -8), (9, 4)]
+    for record, mark in marks:
+        assert sub.unpack_mark(sub.pack_mark(record, mark)) == (record, mark)
+    codec = RouteCodec(sub.pack_mark, sub.unpack_mark)
+    find = _decisions_by_record([sub.pack_mark(r, m) for r, m in marks], codec)
+    got = {record: sorted(find(record, ())) for record in (0, 1, 3, 4)}
+    assert got == {0: [], 1: sorted([-1 - (2**64 - 1), 0]), 3: sorted([7, -8]), 4: []}
+    strikes = RouteCodec(sub.pack_strikes, sub.unpack_strikes)
+    packed = [sub.pack_strikes(r, bytes([r % 256, 1])) for r in (5, 2, 300, 2)]
+    find = _decisions_by_record(packed, strikes)
+    assert [find(r, ()) for r in (2, 5, 300)] == [
+        [b"\x02\x01", b"\x02\x01"],
+        [b"\x05\x01"],
+        [b",\x01"],
+    ]
+    plain = _decisions_by_record([(2, "a"), (1, "b"), (2, "c")], None)
+    assert plain(2, ()) == ["a", "c"] and plain(7, ()) == ()

@@ -188,6 +188,40 @@ def to_chunk(item: tuple[tuple[int, int], Any], count: Count) -> Iterator[tuple[
     yield loc[0], (loc[1], decision)
 
 
+def to_chunk_packed(item: tuple[tuple[int, int], Any], count: Count, *, pack: Any) -> Iterator:
+    """``(loc, decision)`` → ``(chunk, pack(record, decision))`` (a stage's ``RouteCodec``)."""
+    loc, decision = item
+    yield loc[0], pack(loc[1], decision)
+
+
+def _decisions_by_record(decisions: Iterable[Any], codec: Any) -> Any:
+    """``record → its decisions``: a dict of lists, or, for packed decisions, a lookup that
+    walks them sorted (records are asked for in increasing order: the chunk's file order)."""
+    if codec is None:
+        by_record: dict[int, list[Any]] = {}
+        for record, decision in decisions:
+            by_record.setdefault(record, []).append(decision)
+        return by_record.get
+    packed = decisions if isinstance(decisions, list) else list(decisions)
+    packed.sort()  # in place: no second copy of the chunk's decisions
+    unpack = codec.unpack
+    at = 0
+
+    def of(record: int, default: Any = ()) -> Any:
+        nonlocal at
+        found = []
+        while at < len(packed):
+            rec, decision = unpack(packed[at])
+            if rec > record:
+                break
+            if rec == record:
+                found.append(decision)
+            at += 1  # a record below this one has no document left in the chunk
+        return found or default
+
+    return of
+
+
 def emit_located(item: tuple[tuple[int, int], Doc], count: Count, *, stage: Any) -> Iterator:
     """A corpus stage's ``emit`` over ``(loc, doc)`` items: a stage run on its own, by the tests
     (``tests/clean_fixtures.corpus_stage``). It lives here, not under ``tests/``, because the
@@ -252,13 +286,11 @@ def chunk_pass(
         docs = _survivor_docs(work, chunk, decisions, count)
     else:
         previous = segments[k - 1][1]
-        by_record: dict[int, list[Any]] = {}
-        for record, decision in decisions:
-            by_record.setdefault(record, []).append(decision)
+        decisions_of = _decisions_by_record(decisions, previous.codec)
         docs = (
             (i, out)
             for i, doc in _state_docs(_path(work, chunk, docs_suffix(k - 1)))
-            for out in previous.apply((chunk.index, i), doc, by_record.get(i, ()), count)
+            for out in previous.apply((chunk.index, i), doc, decisions_of(i, ()), count)
         )
     if corpus is None:
         pairs = (pair for _, doc in docs for pair in run_maps(maps, doc, count))
@@ -325,5 +357,7 @@ def documents(
         if corpus is None:
             return out
         decided = corpus.decide(engine, out)
-        decisions = engine.flat_map(decided, f"{corpus.name}/route", to_chunk)
+        codec = corpus.codec
+        route = to_chunk if codec is None else functools.partial(to_chunk_packed, pack=codec.pack)
+        decisions = engine.flat_map(decided, f"{corpus.name}/route", route)
     raise AssertionError("unreachable: the last segment has no corpus stage")

@@ -360,6 +360,7 @@ class NearDedupStage:
     max_rounds: int
     shuffle_key: str = "LSH band, then graph node"
     flow: Flow | None = None
+    codec: Any = None  # decisions routed back as (record, decision)
 
     @property
     def emit(self) -> Any:

@@ -566,13 +566,37 @@ def apply_strikes(
     yield doc._replace(text=text)
 
 
+# --- decisions routed back packed (``RouteCodec``): one int or bytes per decision ------------
+
+_MASK64 = (1 << 64) - 1
+
+
+def pack_mark(record: int, mark: int) -> int:
+    """``(record, candidate mark)`` → one int: the record, the hot bit, the 64-bit hash."""
+    return (record << 65) | (((1 << 64) | (-1 - mark)) if mark < 0 else mark)
+
+
+def unpack_mark(value: int) -> tuple[int, int]:
+    h = value & _MASK64
+    return value >> 65, (-1 - h if (value >> 64) & 1 else h)
+
+
+def pack_strikes(record: int, ranges: bytes) -> bytes:
+    """``(record, packed start ranges)`` → the record's 4 big-endian bytes, then the ranges."""
+    return record.to_bytes(4, "big") + ranges
+
+
+def unpack_strikes(value: bytes) -> tuple[int, bytes]:
+    return int.from_bytes(value[:4], "big"), value[4:]
+
+
 # --- the plan's stages ----------------------------------------------------------------------
 
 
 def stages(n: int, keep: str, hot: int = HOT) -> tuple[Any, Any]:
     """The winnowing pass (counts under ``substrings``, no funnel row) and the strike pass,
     each a ``JoinStage``: ``emit`` per document, one group per key, ``apply`` per document."""
-    from c4forge.corpus.stages import JoinStage
+    from c4forge.corpus.stages import JoinStage, RouteCodec
 
     return (
         JoinStage(
@@ -581,6 +605,7 @@ def stages(n: int, keep: str, hot: int = HOT) -> tuple[Any, Any]:
             functools.partial(decide_fingerprint, hot=hot),
             mark_candidates,
             "64-bit winnowing fingerprint",
+            codec=RouteCodec(pack_mark, unpack_mark),
         ),
         JoinStage(
             STAGE,
@@ -589,6 +614,7 @@ def stages(n: int, keep: str, hot: int = HOT) -> tuple[Any, Any]:
             functools.partial(apply_strikes, n=n),
             f"64-bit anchor fingerprint, or blake2b-128 of a {n}-byte window",
             flow=FLOW,
+            codec=RouteCodec(pack_strikes, unpack_strikes),
         ),
     )
 
