@@ -328,3 +328,30 @@ def test_decisions_travel_back_packed_and_are_found_per_record() -> None:
     ]
     plain = _decisions_by_record([(2, "a"), (1, "b"), (2, "c")], None)
     assert plain(2, ()) == ["a", "c"] and plain(7, ()) == ()
+
+
+def test_equal_runs_survive_a_tie_of_the_mixed_sort_key() -> None:
+    """Windows are grouped by sorting one 64-bit mix of their two keys; two different pairs
+    with the same mix (built here) are caught and sorted by both keys, so equal pairs still
+    form one run and different ones never share it."""
+    mix = sub._U64(sub._BASE)
+    x = np.uint64(12345)
+    with np.errstate(over="ignore"):
+        other = x ^ (np.uint64(1) * mix) ^ (np.uint64(2) * mix)
+        key0 = np.array([x, other, x, 7], dtype=np.uint64)
+        key1 = np.array([1, 2, 1, 9], dtype=np.uint64)
+        assert (key0[0] ^ key1[0] * mix) == (key0[1] ^ key1[1] * mix)  # a real tie
+        order, new = sub.equal_runs(key0, key1)
+    runs = np.cumsum(new) - 1
+    members = {}
+    for position, element in enumerate(order.tolist()):
+        members.setdefault(int(runs[position]), []).append(element)
+    assert sorted(sorted(m) for m in members.values()) == [[0, 2], [1], [3]]
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 50, 2000).astype(np.uint64)
+    b = rng.integers(0, 3, 2000).astype(np.uint64)
+    order, new = sub.equal_runs(a, b)
+    runs = np.cumsum(new) - 1
+    assert len(set(zip(a.tolist(), b.tolist(), strict=True))) == runs[-1] + 1
+    pairs = list(zip(a[order].tolist(), b[order].tolist(), strict=True))
+    assert all(pairs[i] == pairs[i - 1] for i in range(1, len(pairs)) if not new[i])
