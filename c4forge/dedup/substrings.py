@@ -47,8 +47,8 @@ polynomial hashes modulo primes p > 4.29·10⁹ with bases drawn at random: two 
 windows differ by a nonzero polynomial of degree < N in the base, which has < N roots mod
 p, so they collide with probability < (N/p)³ (a bound for text not chosen knowing the
 bases; unlike a hash modulo 2⁶⁴, whose Thue–Morse collisions hold for every base). For
-M = 10¹² (more windows than C4 has bytes) and N = 100 that is < HOT·M/2·(N/p)³ ≈ 3·10⁻⁸
-for the whole corpus (≈ 3·10⁻⁵ at N = 1,000).
+M = 10¹² (more windows than C4 has bytes) and N = 100 that is < HOT·M/2·(N/p)³ ≈ 1·10⁻⁷
+for the whole corpus (≈ 1·10⁻⁴ at N = 1,000).
 
 Memory per worker: one document, one hot window's occurrences (streamed) or one anchor's
 (≤ ``HOT`` × w windows), whatever the corpus size.
@@ -76,8 +76,11 @@ KEEP_MODES = ("none", "first")
 DIGEST_BYTES = 16  # blake2b-128: a hot window's key (collision bound in the module docstring)
 ANCHORED_BYTES = 12  # window_digests: a window compared only within its anchor's group
 # A candidate hash marked more often than this is *hot*: its windows are shuffled one per key
-# (streamed) instead of grouped per anchor (a group holds ≤ HOT × w windows: ≈ 27 MB at N=100).
-HOT = 4096
+# (streamed) instead of grouped per anchor (a group holds ≤ HOT × w windows: ≈ 1.1 M at N = 100,
+# ≈ 110 MB while decided). A hot window costs about 20× an anchored one (an item and a blake2b
+# key each): at 1M pages of the scale corpus 16,384 took 9 % less CPU than 4,096 and a lower
+# peak (benchmarks/RESULTS.md §25).
+HOT = 16_384
 FLOW = Flow(
     ("empty",),
     ("passed", "trimmed"),
