@@ -182,16 +182,13 @@ def url_survivor(entry: UrlEntry, count: Count) -> Iterator[tuple[int, int]]:
     yield entry.loc[0], entry.loc[1]
 
 
-def to_chunk(item: tuple[tuple[int, int], Any], count: Count) -> Iterator[tuple[int, tuple]]:
-    """``(loc, decision)`` → ``(chunk, (record, decision))``."""
+def to_chunk(
+    item: tuple[tuple[int, int], Any], count: Count, *, pack: Any = None
+) -> Iterator[tuple[int, Any]]:
+    """``(loc, decision)`` → ``(chunk, (record, decision))``, or ``(chunk, pack(record,
+    decision))`` for a stage with a ``RouteCodec``."""
     loc, decision = item
-    yield loc[0], (loc[1], decision)
-
-
-def to_chunk_packed(item: tuple[tuple[int, int], Any], count: Count, *, pack: Any) -> Iterator:
-    """``(loc, decision)`` → ``(chunk, pack(record, decision))`` (a stage's ``RouteCodec``)."""
-    loc, decision = item
-    yield loc[0], pack(loc[1], decision)
+    yield loc[0], ((loc[1], decision) if pack is None else pack(loc[1], decision))
 
 
 def _decisions_by_record(decisions: Iterable[Any], codec: Any) -> Any:
@@ -358,6 +355,6 @@ def documents(
             return out
         decided = corpus.decide(engine, out)
         codec = corpus.codec
-        route = to_chunk if codec is None else functools.partial(to_chunk_packed, pack=codec.pack)
+        route = to_chunk if codec is None else functools.partial(to_chunk, pack=codec.pack)
         decisions = engine.flat_map(decided, f"{corpus.name}/route", route)
     raise AssertionError("unreachable: the last segment has no corpus stage")

@@ -232,6 +232,22 @@ def marked_hashes(h: np.ndarray, minima: np.ndarray, w: int) -> np.ndarray:
     return h[covering == h]
 
 
+def _rows(table: np.ndarray, size: int) -> list[bytes]:
+    """``table``'s bytes cut every ``size`` bytes: one packed row per item, made per document
+    in one numpy step instead of a ``struct.pack`` per item."""
+    raw = table.tobytes()
+    return [raw[i : i + size] for i in range(0, len(raw), size)]
+
+
+def _u4_rows(length: int, *columns: Any) -> list[bytes]:
+    """``length`` rows of big-endian uint32 columns (an int column repeats on every row):
+    the bytes ``struct.pack(">I…", *row)`` gives, for a whole document at once."""
+    table = np.empty((length, len(columns)), dtype=">u4")
+    for j, column in enumerate(columns):
+        table[:, j] = column
+    return _rows(table, 4 * len(columns))
+
+
 def _bytes_of(text: str) -> tuple[bytes, np.ndarray]:
     raw = text.encode("utf-8")
     return raw, np.frombuffer(raw, dtype=np.uint8)
@@ -254,13 +270,7 @@ def emit_fingerprints(loc: tuple, doc: Doc, count: Count, *, n: int) -> Iterator
     h, minima = won
     values, counts = np.unique(marked_hashes(h, minima, n - kgram_size(n) + 1), return_counts=True)
     chunk, record = loc
-    places = np.empty((len(values), 3), dtype=">u4")  # _PLACE, one row per hash
-    places[:, 0] = chunk
-    places[:, 1] = record
-    places[:, 2] = counts
-    raw = places.tobytes()
-    size = _PLACE.size
-    yield from zip(values.tolist(), [raw[i : i + size] for i in range(0, len(raw), size)])
+    yield from zip(values.tolist(), _u4_rows(len(values), chunk, record, counts))  # _PLACE
 
 
 def decide_fingerprint(
@@ -375,21 +385,12 @@ def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> It
     anchors = anchor_positions(h, minima, grouped, values)
     cuts = np.concatenate([[0], np.flatnonzero(np.diff(anchors)) + 1, [len(grouped)]])
     lows = cuts[:-1]
-    heads = np.empty((len(lows), 4), dtype=">u4")  # _ANCHOR, one row per anchor
-    heads[:, 0] = chunk
-    heads[:, 1] = record
-    heads[:, 2] = anchors[lows]
-    heads[:, 3] = grouped[lows]
-    head_bytes = heads.tobytes()
-    key_bytes = h[anchors[lows]].astype(">u8").tobytes()
+    heads = _u4_rows(len(lows), chunk, record, anchors[lows], grouped[lows])  # _ANCHOR
+    keys = _rows(h[anchors[lows]].astype(">u8"), 8)
     bounds = (cuts * ANCHORED_BYTES).tolist()
     digests = window_digests(data, grouped, n).tobytes()
-    hs, ks = _ANCHOR.size, 8
-    for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
-        yield (
-            b"A" + key_bytes[i * ks : i * ks + ks],
-            owner + head_bytes[i * hs : i * hs + hs] + digests[lo:hi],
-        )
+    for key, head, lo, hi in zip(keys, heads, bounds[:-1], bounds[1:], strict=True):
+        yield b"A" + key, owner + head + digests[lo:hi]
 
 
 def decide_window(key: bytes, places: Iterable[bytes], count: Count, *, keep: str) -> Iterator:
