@@ -387,20 +387,22 @@ def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> It
     lows = cuts[:-1]
     heads = _u4_rows(len(lows), chunk, record, anchors[lows], grouped[lows])  # _ANCHOR
     keys = _rows(h[anchors[lows]].astype(">u8"), 8)
-    bounds = (cuts * ANCHORED_BYTES).tolist()
-    digests = window_digests(data, grouped, n).tobytes()
-    for key, head, lo, hi in zip(keys, heads, bounds[:-1], bounds[1:], strict=True):
-        yield b"A" + key, owner + head + digests[lo:hi]
+    firsts = grouped[lows].tolist()
+    ends = (grouped[cuts[1:] - 1] + n).tolist()  # an anchor's windows are consecutive starts
+    for key, head, lo, hi in zip(keys, heads, firsts, ends, strict=True):
+        yield b"A" + key, owner + head + raw[lo:hi]
 
 
-def decide_window(key: bytes, places: Iterable[bytes], count: Count, *, keep: str) -> Iterator:
+def decide_window(
+    key: bytes, places: Iterable[bytes], count: Count, *, n: int, keep: str
+) -> Iterator:
     """One key's occurrences → ``(loc, struck start ranges)`` per document with struck windows: all
     occurrences of a repeated window (``none``) or all but the smallest ``(md5(url), loc,
     offset)`` (``first``; packed places compare in that order)."""
     if len(key) == DIGEST_BYTES:
         yield from _decide_single(places, count, keep)
     else:
-        yield from _decide_anchor(places, count, keep)
+        yield from _decide_anchor(places, count, n, keep)
 
 
 def _decide_single(places: Iterable[bytes], count: Count, keep: str) -> Iterator:
@@ -416,7 +418,7 @@ def _decide_single(places: Iterable[bytes], count: Count, keep: str) -> Iterator
             yield (chunk, record), np.array([offset, offset + 1], dtype=_OFFSET).tobytes()
 
 
-def _decide_anchor(places: Iterable[bytes], count: Count, keep: str) -> Iterator:
+def _decide_anchor(places: Iterable[bytes], count: Count, n: int, keep: str) -> Iterator:
     """All windows anchored at one (not hot) hash, compared as ``(distance to the anchor,
     digest)`` in one sort: a run of equal keys of ≥ 2 windows is a repeated window, all of
     it struck (``none``) or all but its first in ``(md5(url), chunk, record, start)`` order
@@ -427,12 +429,16 @@ def _decide_anchor(places: Iterable[bytes], count: Count, keep: str) -> Iterator
     heads = [_ANCHOR.unpack_from(place, skip) for place in places]  # chunk, record, p, first
     bodies = [place[skip + _ANCHOR.size :] for place in places]
     if _copies(heads, bodies):
-        yield from _decide_copies(places, heads, len(bodies[0]) // ANCHORED_BYTES, count, skip)
+        yield from _decide_copies(places, heads, len(bodies[0]) - n + 1, count, skip)
         return
-    sizes = np.array([len(body) // ANCHORED_BYTES for body in bodies], dtype=np.int64)
-    digests = np.frombuffer(b"".join(bodies), dtype=">u4").reshape(-1, 3).astype(_U64)
+    spans = np.array([len(body) for body in bodies], dtype=np.int64)
+    sizes = spans - (n - 1)  # windows per place
     place_of = np.repeat(np.arange(len(places)), sizes)
     begin = np.cumsum(sizes) - sizes
+    # each place's windows start at its span's offset in the joined bytes, one byte apart
+    at = (np.cumsum(spans) - spans)[place_of] + np.arange(len(place_of)) - begin[place_of]
+    joined = np.frombuffer(b"".join(bodies), dtype=np.uint8)
+    digests = window_digests(joined, at, n).astype(_U64)
     firsts = np.array([head[3] for head in heads], dtype=np.int64)
     anchors = np.array([head[2] for head in heads], dtype=np.int64)
     start = firsts[place_of] + np.arange(len(place_of)) - begin[place_of]
@@ -630,7 +636,7 @@ def stages(n: int, keep: str, hot: int = HOT) -> tuple[Any, Any]:
         JoinStage(
             STAGE,
             functools.partial(emit_windows, n=n, keep=keep),
-            functools.partial(decide_window, keep=keep),
+            functools.partial(decide_window, n=n, keep=keep),
             functools.partial(apply_strikes, n=n),
             f"64-bit anchor fingerprint, or blake2b-128 of a {n}-byte window",
             flow=FLOW,

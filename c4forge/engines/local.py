@@ -50,6 +50,7 @@ SPILL_BYTES = 4 << 20  # pickled bytes of the items a map task holds before writ
 SPILL_ITEMS = 16_384  # items of a map task's first run (before their size is known)
 MIN_SPILL_ITEMS, MAX_SPILL_ITEMS = 256, 1 << 20  # the bounds of a later run's item count
 RUN_FANOUT = 32  # runs of a spill file merged at a time (``_Runs``)
+MERGE_BUFFER = 1 << 16  # bytes buffered per run read (and for the merged run written) by a merge
 BUCKET_BYTES = 4 << 20  # pickled bytes per shuffle bucket (a worker holds ~5× in memory)
 MIN_BUCKETS = 16
 MAX_BUCKETS = 1 << 20  # no practical cap: buckets are segments of the spill files, not files
@@ -204,32 +205,40 @@ class _Runs:
             self._file.close()
             self._file = None
         buckets = np.concatenate([r[2] for r in runs])
-        offsets = np.concatenate([r[3] for r in runs])
         lengths = np.concatenate([r[4] for r in runs])
         which = np.repeat(np.arange(len(runs)), [len(r[2]) for r in runs])
         order = np.lexsort((which, buckets))  # by bucket, then oldest run first
-        paths = [r[1] for r in runs]
-        fds = {path: os.open(path, os.O_RDONLY) for path in dict.fromkeys(paths)}
+        # A run's segments lie back to back in bucket order, so in this order each run is read
+        # front to back: one buffered reader per run, no system call per segment (there are
+        # runs × buckets segments, and both grow with the bytes shuffled).
+        readers = []
+        for _level, path, _b, offsets, _l in runs:
+            f = open(path, "rb", buffering=MERGE_BUFFER)
+            if len(offsets):
+                f.seek(int(offsets[0]))
+            readers.append(f)
         out_buckets: list[int] = []
         out_offsets: list[int] = []
         out_lengths: list[int] = []
         pos = 0
         try:
-            with open(dest, "wb") as f:
-                for i in order.tolist():
-                    b = int(buckets[i])
-                    data = os.pread(fds[paths[which[i]]], int(lengths[i]), int(offsets[i]))
-                    f.write(data)
+            with open(dest, "wb", buffering=MERGE_BUFFER) as out:
+                reads = [r.read for r in readers]
+                for b, i, length in zip(
+                    buckets[order].tolist(), which[order].tolist(), lengths[order].tolist()
+                ):
+                    out.write(reads[i](length))
                     if out_buckets and out_buckets[-1] == b:
-                        out_lengths[-1] += len(data)
+                        out_lengths[-1] += length
                     else:
                         out_buckets.append(b)
                         out_offsets.append(pos)
-                        out_lengths.append(len(data))
-                    pos += len(data)
+                        out_lengths.append(length)
+                    pos += length
         finally:
-            for fd in fds.values():
-                os.close(fd)
+            for f in readers:
+                f.close()
+        fds = dict.fromkeys(r[1] for r in runs)
         for path in fds:  # every run of a source file is merged (see ``finish``)
             os.remove(path)
         return (
