@@ -24,13 +24,15 @@ worker holds one document or one key's occurrences, on every engine:
    window of k-grams per N-byte window), and the *marked* positions (a k-gram equal to the
    minimum of a window that contains it). Per distinct marked hash, ``(hash, (loc, count))``;
    a hash marked at ≥ 2 positions corpus-wide is a *candidate*, sent back to its documents.
-2. ``substrings``: per document, every N-byte window whose minimum is a candidate is hashed;
-   the windows anchored at one position (the leftmost minimum of each) travel as one item
-   keyed by the anchor's hash with their 96-bit digests (``window_digests``: three
-   polynomial hashes modulo primes, vectorised per document), or, for a hot hash (marked
-   more than ``HOT`` times), one item per window keyed by its blake2b-128. A window counted
-   ≥ 2 times is repeated (one sort per anchor group): its struck occurrences go back to
-   their documents, which apply them.
+2. ``substrings``: per document, the N-byte windows whose minimum is a candidate; those
+   anchored at one position (the leftmost minimum of each: consecutive starts) travel as one
+   item keyed by the anchor's hash, with the bytes they span (at most w + N − 1: fewer than
+   12-byte digests of their windows once an anchor has more than N/11 of them: ≈ 33 on
+   average at 100k pages of the scale corpus, whose window shuffle is 2.65× smaller), the group
+   hashes them to 96-bit digests (``window_digests``: three polynomial hashes modulo primes,
+   vectorised per group); for a hot hash (marked more than ``HOT`` times) one item per
+   window keyed by its blake2b-128. A window counted ≥ 2 times is repeated (one sort per
+   anchor group): its struck occurrences go back to their documents, which apply them.
 
 Exactness: two occurrences of one N-byte window have the same k-gram hashes, hence the same
 minimum m, and each has a marked position of hash m (the window's own leftmost minimum), at
@@ -305,9 +307,9 @@ def mark_candidates(loc: tuple, doc: Doc, hashes: Iterable[int], count: Count) -
 #
 # Keys: a window's anchor is the leftmost position of its minimum k-gram hash. Windows whose
 # anchor hash is a (not hot) candidate travel per anchor occurrence, ``A`` + the hash as key
-# and the digests of every window anchored there in one value (≈ w/2 windows per item, so the
-# shuffle has that many times fewer items); equal windows have equal anchor hashes and equal
-# offsets from their anchors, so one anchor's group compares them all. A hot anchor's windows
+# and the bytes spanned by every window anchored there in one value (≈ w/2 windows per item,
+# so the shuffle has that many times fewer items); equal windows have equal anchor hashes and
+# equal offsets from their anchors, so one anchor's group compares them all. A hot anchor's windows
 # travel one per key (their blake2b-128 digest), a group streamed without a copy.
 
 _ANCHOR = struct.Struct(">IIII")  # chunk, record, anchor position, first window's start
@@ -358,7 +360,7 @@ def _candidate_starts(
 def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> Iterator[tuple]:
     """The document's candidate windows (every occurrence of a repeated window is one): per
     anchor of a candidate hash ``(b"A" + hash, owner + chunk, record, anchor, first start +
-    the windows' digests)``; per window of a hot hash ``(digest, owner + chunk, record,
+    the bytes from the first window's start to the last one's end)``; per window of a hot hash ``(digest, owner + chunk, record,
     start)``. ``owner``: md5(url) with ``first``, else empty. Packed bytes, not tuples: this
     is the stage's largest shuffle, and bytes pickle several times faster."""
     if not doc.marks:
@@ -420,7 +422,7 @@ def _decide_single(places: Iterable[bytes], count: Count, keep: str) -> Iterator
 
 def _decide_anchor(places: Iterable[bytes], count: Count, n: int, keep: str) -> Iterator:
     """All windows anchored at one (not hot) hash, compared as ``(distance to the anchor,
-    digest)`` in one sort: a run of equal keys of ≥ 2 windows is a repeated window, all of
+    digest)`` in one sort (the digests of every place's windows from its joined bytes): a run of equal keys of ≥ 2 windows is a repeated window, all of
     it struck (``none``) or all but its first in ``(md5(url), chunk, record, start)`` order
     (``first``). At most ``HOT`` occurrences of at most w windows each: the memory bound of
     a group. Vectorised per group, not per window: a group holds ≈ w/2 windows per place."""
