@@ -239,36 +239,60 @@ def test_winnow_window_minima_and_marked_positions() -> None:
         assert all(h[i] == h[j] for i, j in equal)
 
 
-def test_window_digests_are_the_polynomial_hashes_equal_only_for_equal_windows() -> None:
+def test_span_digests_are_the_polynomial_hashes_equal_only_for_equal_windows() -> None:
     rng = np.random.default_rng(3)
     data = rng.integers(0, 3, 400).astype(np.uint8)
     for n in (1, 5, 40):
-        starts = np.arange(len(data) - n + 1)
-        got = [tuple(row) for row in sub.window_digests(data, starts, n).tolist()]
-        for s in (0, 7, len(starts) - 1):  # the stated formula, in Python integers
+        got = [tuple(row) for row in sub.span_digests([data.tobytes()], n).tolist()]
+        assert len(got) == len(data) - n + 1
+        for s in (0, 7, len(got) - 1):  # the stated formula, in Python integers
             window = data[s : s + n].tolist()
             want = tuple(
                 sum((b + 1) * pow(base, j, p) for j, b in enumerate(window)) % p
                 for p, base in zip(sub._PRIMES, sub._BASES, strict=True)
             )
             assert got[s] == want
-        windows = [bytes(data[s : s + n]) for s in starts]
+        windows = [bytes(data[s : s + n]) for s in range(len(got))]
         by_digest = {}
         for window, digest in zip(windows, got, strict=True):
             assert by_digest.setdefault(digest, window) == window  # no collision here
         assert len(by_digest) == len(set(windows))
-        assert (
-            len(sub.window_digests(data, starts, n).tobytes()) == len(starts) * sub.ANCHORED_BYTES
-        )
-    # a document past the length below which unreduced terms are summed (the terms reduced
-    # mod p first): a window's digest is still the one it has anywhere else
-    big = rng.integers(0, 256, sub._NO_MOD + 300).astype(np.uint8)
-    starts = np.array([0, sub._NO_MOD - 7, sub._NO_MOD + 200])
-    want = [sub.window_digests(big[s : s + 100], np.array([0]), 100).tolist()[0] for s in starts]
-    assert sub.window_digests(big, starts, 100).tolist() == want
 
 
-def test_window_digests_separate_the_thue_morse_pair() -> None:
+def test_span_digests_of_many_spans_are_each_windows_digests_in_order() -> None:
+    """Spans of every length around N (shorter ones have no window), laid out a few rows at a
+    time: each window's digest is the one it has alone, span by span, window by window."""
+    rng = np.random.default_rng(5)
+    n = 30
+    spans = [rng.integers(0, 4, size).astype(np.uint8).tobytes() for size in range(20, 200)]
+    alone = [
+        sub.span_digests([span[s : s + n]], n).tolist()[0]
+        for span in spans
+        for s in range(len(span) - n + 1)
+    ]
+    for cells in (sub._GRID_CELLS, 1, 1000):  # one grid, a row per grid, a few rows per grid
+        grid_cells, sub._GRID_CELLS = sub._GRID_CELLS, cells
+        try:
+            assert sub.span_digests(spans, n).tolist() == alone
+        finally:
+            sub._GRID_CELLS = grid_cells
+    assert sub.span_digests([b"x" * (n - 1)], n).shape == (0, 3)
+
+
+def test_span_digests_reduce_the_terms_of_a_wide_span_first() -> None:
+    """Spans past the width below which unreduced terms are summed (2**23 bytes; here the
+    threshold is lowered so both paths run on the same small spans): the same digests."""
+    rng = np.random.default_rng(4)
+    spans = [rng.integers(0, 256, size).astype(np.uint8).tobytes() for size in (100, 257, 999)]
+    summed = sub.span_digests(spans, 100).tolist()
+    no_mod, sub._NO_MOD = sub._NO_MOD, 64
+    try:
+        assert sub.span_digests(spans, 100).tolist() == summed
+    finally:
+        sub._NO_MOD = no_mod
+
+
+def test_span_digests_separate_the_thue_morse_pair() -> None:
     """A Thue–Morse string and its complement (2,048 bytes) collide under every polynomial hash
     modulo 2**64 (the k-gram hash here too); the window digests, modulo primes, tell them apart."""
     bits = [0]
@@ -277,8 +301,10 @@ def test_window_digests_separate_the_thue_morse_pair() -> None:
     a = np.array([ord("a") + b for b in bits], dtype=np.uint8)
     b = np.array([ord("b") - b for b in bits], dtype=np.uint8)
     assert sub.kgram_hashes(a, 2048).tolist() == sub.kgram_hashes(b, 2048).tolist()
-    zero = np.array([0])
-    assert sub.window_digests(a, zero, 2048).tolist() != sub.window_digests(b, zero, 2048).tolist()
+    assert (
+        sub.span_digests([a.tobytes()], 2048).tolist()
+        != sub.span_digests([b.tobytes()], 2048).tolist()
+    )
 
 
 @pytest.mark.parametrize(("n", "keep"), [(-1, "none"), (True, "none"), (10, "all")])

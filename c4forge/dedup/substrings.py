@@ -29,7 +29,7 @@ worker holds one document or one key's occurrences, on every engine:
    item keyed by the anchor's hash, with the bytes they span (at most w + N − 1: fewer than
    12-byte digests of their windows once an anchor has more than N/11 of them: ≈ 33 on
    average at 100k pages of the scale corpus, whose window shuffle is 2.65× smaller), the group
-   hashes them to 96-bit digests (``window_digests``: three polynomial hashes modulo primes,
+   hashes them to 96-bit digests (``span_digests``: three polynomial hashes modulo primes,
    vectorised per group); for a hot hash (marked more than ``HOT`` times) one item per
    window keyed by its blake2b-128. A window counted ≥ 2 times is repeated (one sort per
    anchor group): its struck occurrences go back to their documents, which apply them.
@@ -76,7 +76,6 @@ STAGE = "substrings"
 FP_STAGE = "substrings_fp"  # the winnowing pass (its shuffle, its profile row)
 KEEP_MODES = ("none", "first")
 DIGEST_BYTES = 16  # blake2b-128: a hot window's key (collision bound in the module docstring)
-ANCHORED_BYTES = 12  # window_digests: a window compared only within its anchor's group
 # A candidate hash marked more often than this is *hot*: its windows are shuffled one per key
 # (streamed) instead of grouped per anchor (a group holds ≤ HOT × w windows: ≈ 1.1 M at N = 100,
 # ≈ 110 MB while decided). A hot window costs about 20× an anchored one (an item and a blake2b
@@ -160,21 +159,22 @@ def kgram_hashes(data: np.ndarray, k: int) -> np.ndarray:
 
 
 # Window digests: three polynomial hashes of a window's bytes modulo primes just under 2**32
-# (96 bits), vectorised per document from prefix sums: ``sum((b_j + 1) · B**j) mod p`` over the
-# window. The bases were drawn once, uniformly at random, independently of any text; the
-# collision bound this buys is in the module docstring.
+# (96 bits), vectorised over a group's spans from prefix sums: ``sum((b_j + 1) · B**j) mod p``
+# over the window. The bases were drawn once, uniformly at random, independently of any text;
+# the collision bound this buys is in the module docstring.
 _PRIMES = (4294967291, 4294967279, 4294967231)
 _BASES = (0xE2A4B9EA, 0x502735BA, 0xA134ABCB)
 _mod_tables: dict[tuple[int, int], np.ndarray] = {}
 _NO_MOD = 1 << 23  # below this many bytes, sums of unreduced terms (< 257 · 2**32) fit 64 bits
+_GRID_CELLS = 1 << 20  # bytes of spans laid out at a time (rows × widest span) by span_digests
 
 
 def _mod_powers(base: int, p: int, length: int) -> np.ndarray:
     """``base**i mod p`` for i < length, by doubling (each product < p² < 2**64), cached per
-    process and grown as needed."""
+    process and grown as needed (to the widest span seen: at most w + N − 1)."""
     have = _mod_tables.get((base, p))
     if have is None or len(have) < length:
-        size = max(length, 4096, 2 * len(have) if have is not None else 0)
+        size = max(length, 256, 2 * len(have) if have is not None else 0)
         have = np.ones(1, dtype=_U64)
         while len(have) < size:
             step = _U64(pow(base, len(have), p))
@@ -183,23 +183,48 @@ def _mod_powers(base: int, p: int, length: int) -> np.ndarray:
     return have[:length]
 
 
-def window_digests(data: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
-    """The 96-bit digest of each window ``data[s : s + n]`` (``s`` in ``starts``), as a
-    ``(len(starts), 3)`` big-endian uint32 array (``tobytes()``: 12 bytes per window, in
-    order). Equal windows give equal digests wherever they are: each prime's prefix sums of
-    ``(b_i + 1) · B**i`` (< p each, so a sum of up to 2**32 of them fits 64 bits) give the
-    window's ``sum (b_(s+j) + 1) · B**(s+j)``, and ``B**-s`` brings it to offset 0."""
-    length = len(data)
-    starts = np.asarray(starts, dtype=np.int64)
-    out = np.empty((len(starts), len(_PRIMES)), dtype=">u4")
-    x = data.astype(_U64) + _U64(1)
-    prefix = np.zeros(length + 1, dtype=_U64)
+def span_digests(spans: list[bytes], n: int) -> np.ndarray:
+    """The 96-bit digest of every N-byte window of each span (span by span, each from its
+    first byte), as a ``(windows, 3)`` uint64 array of residues. Equal windows give equal
+    digests wherever they are.
+
+    Spans are laid out as the rows of a grid (zero-padded to the widest, ``_GRID_CELLS`` bytes
+    at a time, so the temporaries are bounded whatever the group), and each row's exponents
+    start at 0: the power tables stay as small as the widest span, which the grouped windows
+    of one anchor bound by w + N − 1."""
+    sizes = np.fromiter(map(len, spans), dtype=np.int64, count=len(spans))
+    width = int(sizes.max(initial=0))
+    if width < n:
+        return np.zeros((0, len(_PRIMES)), dtype=_U64)
+    step = max(1, _GRID_CELLS // width)
+    parts = []
+    for lo in range(0, len(spans), step):
+        rows = sizes[lo : lo + step]
+        grid = np.zeros((len(rows), width), dtype=np.uint8)
+        grid[np.arange(width) < rows[:, None]] = np.frombuffer(
+            b"".join(spans[lo : lo + step]), dtype=np.uint8
+        )
+        valid = np.arange(width - n + 1) < (rows - n + 1)[:, None]
+        parts.append(_row_digests(grid, n)[valid])
+    return np.concatenate(parts)
+
+
+def _row_digests(grid: np.ndarray, n: int) -> np.ndarray:
+    """Every window's digest in each row of ``grid`` (uint8), ``(rows, width − n + 1, 3)``:
+    each prime's prefix sums of ``(b_i + 1) · B**i`` along the row (< p each term, so a row
+    of up to 2**23 bytes sums within 64 bits; wider rows are reduced first) give a window's
+    ``sum (b_(s+j) + 1) · B**(s+j)``, and ``B**-s`` brings it to offset 0."""
+    rows, width = grid.shape
+    m = width - n + 1
+    out = np.empty((rows, m, len(_PRIMES)), dtype=_U64)
+    x = grid.astype(_U64) + _U64(1)
+    prefix = np.zeros((rows, width + 1), dtype=_U64)
     for j, (p, base) in enumerate(zip(_PRIMES, _BASES, strict=True)):
         q = _U64(p)
-        terms = x * _mod_powers(base, p, length)  # < 2**40.01 each
-        np.cumsum(terms if length < _NO_MOD else terms % q, out=prefix[1:])
-        window = (prefix[starts + n] - prefix[starts]) % q
-        out[:, j] = window * _mod_powers(pow(base, -1, p), p, length)[starts] % q
+        terms = x * _mod_powers(base, p, width)  # < 2**40.01 each
+        np.cumsum(terms if width < _NO_MOD else terms % q, axis=1, out=prefix[:, 1:])
+        window = (prefix[:, n:] - prefix[:, :m]) % q
+        out[:, :, j] = window * _mod_powers(pow(base, -1, p), p, m) % q
     return out
 
 
@@ -433,14 +458,10 @@ def _decide_anchor(places: Iterable[bytes], count: Count, n: int, keep: str) -> 
     if _copies(heads, bodies):
         yield from _decide_copies(places, heads, len(bodies[0]) - n + 1, count, skip)
         return
-    spans = np.array([len(body) for body in bodies], dtype=np.int64)
-    sizes = spans - (n - 1)  # windows per place
+    sizes = np.array([len(body) for body in bodies], dtype=np.int64) - (n - 1)  # windows
     place_of = np.repeat(np.arange(len(places)), sizes)
     begin = np.cumsum(sizes) - sizes
-    # each place's windows start at its span's offset in the joined bytes, one byte apart
-    at = (np.cumsum(spans) - spans)[place_of] + np.arange(len(place_of)) - begin[place_of]
-    joined = np.frombuffer(b"".join(bodies), dtype=np.uint8)
-    digests = window_digests(joined, at, n).astype(_U64)
+    digests = span_digests(bodies, n)
     firsts = np.array([head[3] for head in heads], dtype=np.int64)
     anchors = np.array([head[2] for head in heads], dtype=np.int64)
     start = firsts[place_of] + np.arange(len(place_of)) - begin[place_of]
