@@ -196,36 +196,60 @@ def span_digests(spans: list[bytes], n: int) -> np.ndarray:
     width = int(sizes.max(initial=0))
     if width < n:
         return np.zeros((0, len(_PRIMES)), dtype=_U64)
+    joined = np.frombuffer(b"".join(spans), dtype=np.uint8)
+    if int(sizes.min()) == width:  # spans of one length (the usual group): the grid as it is
+        return _row_digests(joined.reshape(-1, width), n).reshape(-1, len(_PRIMES))
     step = max(1, _GRID_CELLS // width)
+    ends = np.cumsum(sizes)
     parts = []
     for lo in range(0, len(spans), step):
         rows = sizes[lo : lo + step]
         grid = np.zeros((len(rows), width), dtype=np.uint8)
-        grid[np.arange(width) < rows[:, None]] = np.frombuffer(
-            b"".join(spans[lo : lo + step]), dtype=np.uint8
-        )
+        grid[np.arange(width) < rows[:, None]] = joined[
+            ends[lo] - sizes[lo] : ends[lo + len(rows) - 1]
+        ]
         valid = np.arange(width - n + 1) < (rows - n + 1)[:, None]
         parts.append(_row_digests(grid, n)[valid])
     return np.concatenate(parts)
+
+
+_powers3_table: list[tuple[np.ndarray, np.ndarray]] = []
+
+
+def _powers3(width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(B**i mod p, B**-i mod p)`` for i < width, one column per prime (``(width, 3)``):
+    slices of one table per process, grown to the widest span seen (at most w + N − 1)."""
+    if not _powers3_table or len(_powers3_table[0][0]) < width:
+        pairs = list(zip(_PRIMES, _BASES, strict=True))
+        _powers3_table[:] = [
+            (
+                np.stack([_mod_powers(b, p, width) for p, b in pairs], 1),
+                np.stack([_mod_powers(pow(b, -1, p), p, width) for p, b in pairs], 1),
+            )
+        ]
+    powers, inverses = _powers3_table[0]
+    return powers[:width], inverses[:width]
+
+
+_Q = np.array(_PRIMES, dtype=_U64)
 
 
 def _row_digests(grid: np.ndarray, n: int) -> np.ndarray:
     """Every window's digest in each row of ``grid`` (uint8), ``(rows, width − n + 1, 3)``:
     each prime's prefix sums of ``(b_i + 1) · B**i`` along the row (< p each term, so a row
     of up to 2**23 bytes sums within 64 bits; wider rows are reduced first) give a window's
-    ``sum (b_(s+j) + 1) · B**(s+j)``, and ``B**-s`` brings it to offset 0."""
+    ``sum (b_(s+j) + 1) · B**(s+j)``, and ``B**-s`` brings it to offset 0. The three primes
+    in one broadcast: a group is often a few short rows, where numpy's calls cost more than
+    their work."""
     rows, width = grid.shape
     m = width - n + 1
-    out = np.empty((rows, m, len(_PRIMES)), dtype=_U64)
-    x = grid.astype(_U64) + _U64(1)
-    prefix = np.zeros((rows, width + 1), dtype=_U64)
-    for j, (p, base) in enumerate(zip(_PRIMES, _BASES, strict=True)):
-        q = _U64(p)
-        terms = x * _mod_powers(base, p, width)  # < 2**40.01 each
-        np.cumsum(terms if width < _NO_MOD else terms % q, axis=1, out=prefix[:, 1:])
-        window = (prefix[:, n:] - prefix[:, :m]) % q
-        out[:, :, j] = window * _mod_powers(pow(base, -1, p), p, m) % q
-    return out
+    powers, inverses = _powers3(width)
+    terms = (grid.astype(_U64) + _U64(1))[:, :, None] * powers  # < 2**40.01 each
+    if width >= _NO_MOD:
+        terms %= _Q
+    prefix = np.zeros((rows, width + 1, len(_PRIMES)), dtype=_U64)
+    np.cumsum(terms, axis=1, out=prefix[:, 1:])
+    return (prefix[:, n:] - prefix[:, :m]) % _Q * inverses[:m] % _Q
 
 
 def _sliding(a: np.ndarray, w: int, fn: Any, fill: Any) -> np.ndarray:
