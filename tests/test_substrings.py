@@ -330,6 +330,25 @@ def test_the_plan_places_the_stage_last_before_the_split() -> None:
     assert sub.STAGE in build_plan(job).funnel and sub.FP_STAGE not in build_plan(job).funnel
 
 
+def test_the_strike_pass_reads_the_documents_the_winnowing_pass_read() -> None:
+    """The winnowing pass changes no document, so the pass after it rewrites none: it and the
+    strike pass read the file written before the winnowing pass (one scratch copy of the
+    corpus saved); every other pass reads the one before it."""
+    from c4forge.clean.config import CleanJob
+    from c4forge.clean.passes import docs_written_by
+    from c4forge.clean.plan import build_plan
+
+    job = CleanJob(("in",), "out").replace(dedup_substrings=100)
+    segments = build_plan(job).segments()
+    names = [corpus.name if corpus else None for _maps, corpus in segments]
+    fp = names.index(sub.FP_STAGE)
+    assert names[fp + 1] == sub.STAGE
+    written = [docs_written_by(segments, k) for k in range(len(segments))]
+    assert written == [k if k != fp + 1 else fp for k in range(len(segments))]
+    plain = build_plan(CleanJob(("in",), "out")).segments()
+    assert [docs_written_by(plain, k) for k in range(len(plain))] == list(range(len(plain)))
+
+
 def test_decisions_travel_back_packed_and_are_found_per_record() -> None:
     """The stage's decisions route back as one packed value each (a mark: one int; strikes:
     bytes led by the record), and the chunk pass finds each record's decisions by walking

@@ -3,8 +3,10 @@ the documents equal the brute-force oracle (``substring_oracle``) applied to the
 same job writes without the stage — keep ``none`` on Spark (the whole run SIGKILLed), keep
 ``first`` on Beam (one SDK worker SIGKILLed: the run ends in one line, exit 2). The point is
 set through the writers' fault hook (``c4forge.faults``): a worker writing a chunk's
-``docs2`` scratch file, i.e. the window pass, after the fingerprint shuffle and before the
-window shuffle. Inputs: the WET derived from real WARC HTML and the genuine Common Crawl
+``docs1`` scratch file, i.e. the stage's fingerprint pass, the last scratch copy of the
+documents the stage writes (the window pass after the fingerprint shuffle reads that file
+again and rewrites nothing: ``passes.docs_written_by``), so both shuffles run after the
+resume. Inputs: the WET derived from real WARC HTML and the genuine Common Crawl
 WETs (``tests/data/wet``), one chunk per file."""
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from c4forge.dedup import substrings as sub
 
 N = 60  # bytes: small enough that the real boilerplate repeats
 INPUTS = [DERIVED_WET, *sorted(str(p) for p in (Path(REPO) / "tests/data/wet").glob("*.wet*"))]
-WINDOW_PASS = "chunk-*.docs2.gz"  # written by the substring stage's window pass
+FP_PASS = "chunk-*.docs1.gz"  # written by the substring stage's fingerprint pass
 
 
 def _cmd(out: Path, *args: str) -> list[str]:
@@ -55,19 +57,18 @@ def corpus(tmp_path_factory) -> list[tuple[str, str]]:
 
 
 def _killed_then_resumed(out: Path, markers: Path, engine: list[str], keep: str) -> None:
-    """A worker SIGKILLed once as it writes a window-pass scratch file ends the run in one
-    line (exit 2); ``--resume`` finishes it."""
+    """A worker SIGKILLed once as it writes a fingerprint-pass scratch file ends the run in
+    one line (exit 2); ``--resume`` finishes it."""
     stage = ["--dedup-substrings", str(N), "--substrings-keep", keep]
     failed = clean(
         out,
         *engine,
         *stage,
-        C4FORGE_FAULT=f"{WINDOW_PASS}:kill",
+        C4FORGE_FAULT=f"{FP_PASS}:kill",
         C4FORGE_FAULT_MARKERS=str(markers),
     )
     assert failed.returncode == 2, failed.stderr[-3000:]
-    assert any((out / "_work").glob("chunk-*.docs1.gz")), "the run never reached the stage"
-    assert faults.fired(str(markers)) == 1
+    assert faults.fired(str(markers)) == 1, "the run never reached the stage"
     assert failed.stderr.strip().splitlines()[-1].startswith("c4forge clean: error:")
     assert not (out / "stats.json").exists()
     resumed = clean(out, *engine, *stage, "--resume")
@@ -84,15 +85,17 @@ def _check(out: Path, corpus: list[tuple[str, str]], keep: str) -> None:
 
 
 @pytest.mark.slow
-def test_spark_run_killed_in_the_window_pass_resumes_to_the_oracle(corpus, tmp_path: Path) -> None:
-    """``local[2]``: a worker stalls while it writes a window-pass scratch file, and the whole
+def test_spark_run_killed_in_the_fingerprint_pass_resumes_to_the_oracle(
+    corpus, tmp_path: Path
+) -> None:
+    """``local[2]``: a worker stalls while it writes a fingerprint-pass scratch file, and the whole
     run (driver, JVM, Python workers) is SIGKILLed there; ``--resume`` on Spark gives the
     oracle's documents (keep ``none``)."""
     pytest.importorskip("pyspark")
     out, markers = tmp_path / "out", tmp_path / "markers"
     args = ["--engine", "spark", "--master", "local[2]", "--dedup-substrings", str(N)]
     env = subprocess_env(
-        C4FORGE_FAULT=f"{WINDOW_PASS}:stall:once",
+        C4FORGE_FAULT=f"{FP_PASS}:stall:once",
         C4FORGE_FAULT_MARKERS=str(markers),
         C4FORGE_FAULT_STALL_S="600",
     )
@@ -109,18 +112,18 @@ def test_spark_run_killed_in_the_window_pass_resumes_to_the_oracle(corpus, tmp_p
         time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert faults.fired(str(markers)) >= 1, "the run never reached the window pass"
+    assert faults.fired(str(markers)) >= 1, "the run never reached the fingerprint pass"
     assert not (out / "stats.json").exists()
     resumed = clean(out, *args, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     _check(out, corpus, "none")
 
 
-def test_beam_worker_killed_in_the_window_pass_resumes_to_the_oracle(
+def test_beam_worker_killed_in_the_fingerprint_pass_resumes_to_the_oracle(
     corpus, tmp_path: Path
 ) -> None:
     """Two SDK worker processes (the FnApiRunner never retries a bundle): one killed while it
-    writes a window-pass scratch file ends the run; ``--resume`` on Beam gives the oracle's
+    writes a fingerprint-pass scratch file ends the run; ``--resume`` on Beam gives the oracle's
     documents (keep ``first``)."""
     out = tmp_path / "out"
     beam = ["--engine", "beam", "--workers", "2"]

@@ -54,6 +54,22 @@ def _path(work: resume_state.WorkDir, chunk: resume_state.Chunk, suffix: str) ->
     return storage.join(work.root, chunk.name + suffix)
 
 
+def _rewrites_nothing(segments: list[tuple[list[Any], Any]], k: int) -> bool:
+    """Whether pass ``k`` would write the documents it read, unchanged: the stage it applies
+    keeps every document as it came and no map stage runs before its own corpus stage."""
+    maps, _corpus = segments[k]
+    return k > 0 and not maps and segments[k - 1][1].keeps_documents
+
+
+def docs_written_by(segments: list[tuple[list[Any], Any]], k: int) -> int:
+    """The pass whose documents file holds pass ``k``'s documents: ``k``, or the pass before
+    it that wrote what ``k`` would have rewritten (a scratch copy of the chunk's text saved:
+    exact substrings' winnowing pass changes no document)."""
+    while _rewrites_nothing(segments, k):
+        k -= 1
+    return k
+
+
 # --- JSON-lines scratch files: plain data, read back by any engine's workers ------------------
 
 
@@ -286,12 +302,18 @@ def chunk_pass(
         decisions_of = _decisions_by_record(decisions, previous.codec)
         docs = (
             (i, out)
-            for i, doc in _state_docs(_path(work, chunk, docs_suffix(k - 1)))
+            for i, doc in _state_docs(
+                _path(work, chunk, docs_suffix(docs_written_by(segments, k - 1)))
+            )
             for out in previous.apply((chunk.index, i), doc, decisions_of(i, ()), count)
         )
     if corpus is None:
         pairs = (pair for _, doc in docs for pair in run_maps(maps, doc, count))
         yield from clean_output.chunk_runs(pairs, work.root, chunk.name) if runs else pairs
+        return
+    if _rewrites_nothing(segments, k):
+        for i, doc in docs:
+            yield from corpus.emit((chunk.index, i), doc, count)
         return
     with _lines_to(_path(work, chunk, docs_suffix(k))) as out:
         for i, doc in docs:

@@ -113,6 +113,10 @@ class JoinStage:
     combine: Fn | None = None
     flow: Flow | None = None
     codec: RouteCodec | None = None  # decisions routed back packed (``RouteCodec``)
+    # ``apply`` yields every document as it came (it may set a transient field, as exact
+    # substrings' candidate marks): the chunk pass after it rewrites none, the next reads
+    # them where they were written (``passes.docs_written_by``).
+    keeps_documents: bool = False
 
     def decide(self, engine: Any, emitted: Any) -> Any:
         if self.combine is not None:
@@ -137,6 +141,7 @@ class ListJoinStage:
     shuffle_key: str
     flow: Flow | None = None
     codec: RouteCodec | None = None
+    keeps_documents: bool = False  # it drops documents
 
     def emit(self, loc: Any, doc: Any, count: Count) -> Iterator[tuple[Any, Any]]:
         yield self.doc_key(doc), loc
@@ -161,12 +166,14 @@ class CorpusStage(Protocol):
     """What a corpus-wide stage offers the chunk passes (``JoinStage``, ``ListJoinStage``,
     ``c4forge.dedup.minhash.NearDedupStage``): ``emit`` keys per document, ``decide`` through
     the engine primitives → ``(loc, decision)`` pairs, ``apply`` the decisions per document;
-    ``codec``: how the decisions travel back packed (``None``: as ``(record, decision)``)."""
+    ``codec``: how the decisions travel back packed (``None``: as ``(record, decision)``);
+    ``keeps_documents``: ``apply`` passes every document on as it came (no copy rewritten)."""
 
     name: str
     shuffle_key: str
     flow: Flow | None
     codec: RouteCodec | None
+    keeps_documents: bool
 
     def emit(self, loc: Any, doc: Any, count: Count) -> Iterable[tuple[Any, Any]]: ...
 

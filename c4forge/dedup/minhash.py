@@ -361,6 +361,7 @@ class NearDedupStage:
     shuffle_key: str = "LSH band, then graph node"
     flow: Flow | None = None
     codec: RouteCodec | None = None  # decisions routed back as (record, decision)
+    keeps_documents: bool = False  # it drops documents
 
     @property
     def emit(self) -> Any:

@@ -679,6 +679,7 @@ def stages(n: int, keep: str, hot: int = HOT) -> tuple[Any, Any]:
             mark_candidates,
             "64-bit winnowing fingerprint",
             codec=RouteCodec(pack_mark, unpack_mark),
+            keeps_documents=True,  # candidate marks ride on the document, never written
         ),
         JoinStage(
             STAGE,
