@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import random
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -57,6 +58,13 @@ def check_exact(pages: list[tuple[str, str]], n: int, keep: str, **kw) -> dict[s
     outcomes = sum(counts.get(r, 0) for r in sub.FLOW.outcomes)
     assert outcomes == len(pages)  # every page leaves the stage once
     assert counts.get("empty", 0) == sum(v is None for v in want.values())
+    windows = Counter(
+        raw[s : s + n]
+        for _, text in pages
+        for raw in [text.encode()]
+        for s in range(len(raw) - n + 1)
+    )
+    assert counts.get("repeated_windows", 0) == sum(c >= 2 for c in windows.values())
     return got
 
 
@@ -82,6 +90,23 @@ def test_random_corpora_equal_the_oracle(n: int, keep: str, hot: int) -> None:
     rng = random.Random(n * 7 + len(keep))
     for _ in range(12):
         check_exact(random_corpus(rng, rng.randint(1, 6), 40), n, keep, hot=hot)
+
+
+@pytest.mark.parametrize("keep", sub.KEEP_MODES)
+def test_groups_decided_pairwise_or_by_the_sort_give_the_same(keep: str, monkeypatch) -> None:
+    """A group of a few places is decided pair by pair on its bytes, a larger one by one sort
+    of its windows' digests: every group forced one way, then the other, gives the oracle's
+    documents and the same counters (a repeated window counted once, however many places)."""
+    rng = random.Random(11 + len(keep))
+    for _ in range(10):
+        pages = random_corpus(rng, rng.randint(2, 8), 60)
+        for n in (3, 7, 12):
+            results = []
+            for pairwise in (0, 10**6):
+                monkeypatch.setattr(sub, "PAIRWISE", pairwise)
+                check_exact(pages, n, keep)
+                results.append(run_substrings(pages, n, keep))
+            assert results[0] == results[1]
 
 
 @pytest.mark.parametrize("keep", sub.KEEP_MODES)

@@ -28,11 +28,13 @@ worker holds one document or one key's occurrences, on every engine:
    anchored at one position (the leftmost minimum of each: consecutive starts) travel as one
    item keyed by the anchor's hash, with the bytes they span (at most w + N − 1: fewer than
    12-byte digests of their windows once an anchor has more than N/11 of them: ≈ 33 on
-   average at 100k pages of the scale corpus, whose window shuffle is 2.65× smaller), the group
-   hashes them to 96-bit digests (``span_digests``: three polynomial hashes modulo primes,
-   vectorised per group); for a hot hash (marked more than ``HOT`` times) one item per
-   window keyed by its blake2b-128. A window counted ≥ 2 times is repeated (one sort per
-   anchor group): its struck occurrences go back to their documents, which apply them.
+   average at 100k pages of the scale corpus, whose window shuffle is 2.65× smaller). A group
+   of a few places (``PAIRWISE``) compares those bytes pair by pair, aligned at the anchor
+   (``_decide_pairs``); a larger one hashes them to 96-bit digests (``span_digests``: three
+   polynomial hashes modulo primes, vectorised per group) and sorts them. For a hot hash
+   (marked more than ``HOT`` times), one item per window keyed by its blake2b-128. A window
+   counted ≥ 2 times is repeated: its struck occurrences go back to their documents, which
+   apply them.
 
 Exactness: two occurrences of one N-byte window have the same k-gram hashes, hence the same
 minimum m, and each has a marked position of hash m (the window's own leftmost minimum), at
@@ -41,9 +43,10 @@ windows' offset). So m is counted ≥ 2 times, is a candidate (hot or not, the s
 in both documents, and both windows are emitted in step 2 under the same key (m, at the same
 offset from their anchors; or the same digest): every occurrence of every repeated window is
 counted there, and step 2 sees only whole occurrence lists. A k-gram hash collision only adds
-candidates (work, never a wrong strike). A wrong strike needs two different windows with equal digests
-where they are compared: hot windows are keyed by blake2b-128 (≤ M²/2¹²⁹ for M distinct
-ones); anchored windows are compared only within one anchor hash and one offset from it,
+candidates (work, never a wrong strike). A wrong strike needs two different windows with
+equal digests where they are compared: hot windows are keyed by blake2b-128 (≤ M²/2¹²⁹ for M distinct
+ones); anchored windows are compared only within one anchor hash and one offset from it
+(on their bytes in a group of at most ``PAIRWISE`` places, else by digests),
 among at most ``HOT`` occurrences (≤ HOT·M/2 pairs over M distinct windows), by three
 polynomial hashes modulo primes p > 4.29·10⁹ with bases drawn at random: two different
 windows differ by a nonzero polynomial of degree < N in the base, which has < N roots mod
@@ -363,7 +366,11 @@ def mark_candidates(loc: tuple, doc: Doc, hashes: Iterable[int], count: Count) -
 
 _ANCHOR = struct.Struct(">IIII")  # chunk, record, anchor position, first window's start
 _OFFSET = np.dtype(">u4")  # a decision: ranges [lo, hi) of struck windows' starts, packed in pairs
+_PAIR = struct.Struct(">II")  # one range of ``_OFFSET``s, packed as numpy packs them
 _MD5 = 16  # bytes of md5(url), the owner prefix of a place with keep=first
+# A group of at most this many places (not all copies) is decided pair by pair on its bytes
+# (``_decide_pairs``: exact, no digest); larger groups by one sort of their windows' digests.
+PAIRWISE = 3
 
 
 def anchor_positions(
@@ -466,7 +473,7 @@ def _decide_single(places: Iterable[bytes], count: Count, keep: str) -> Iterator
     for place in places:
         if place != owner:
             chunk, record, offset = _PLACE.unpack_from(place, skip)
-            yield (chunk, record), np.array([offset, offset + 1], dtype=_OFFSET).tobytes()
+            yield (chunk, record), _PAIR.pack(offset, offset + 1)
 
 
 def _decide_anchor(places: Iterable[bytes], count: Count, n: int, keep: str) -> Iterator:
@@ -481,6 +488,9 @@ def _decide_anchor(places: Iterable[bytes], count: Count, n: int, keep: str) -> 
     bodies = [place[skip + _ANCHOR.size :] for place in places]
     if _copies(heads, bodies):
         yield from _decide_copies(places, heads, len(bodies[0]) - n + 1, count, skip)
+        return
+    if len(places) <= PAIRWISE:
+        yield from _decide_pairs(places, heads, bodies, count, n, skip)
         return
     sizes = np.array([len(body) for body in bodies], dtype=np.int64) - (n - 1)  # windows
     place_of = np.repeat(np.arange(len(places)), sizes)
@@ -530,6 +540,107 @@ def _decide_anchor(places: Iterable[bytes], count: Count, n: int, keep: str) -> 
         yield heads[i][:2], data[lo:hi]
 
 
+def _decide_pairs(
+    places: list[bytes], heads: list[tuple], bodies: list[bytes], count: Count, n: int, skip: int
+) -> Iterator:
+    """A small group decided on its bytes, pair by pair. Every window contains its anchor, so
+    two places' windows at one distance d from the anchor are equal iff the window lies in
+    the run of equal bytes around the anchor when the two spans are aligned there: the L
+    bytes before it and the R bytes from it (d ≤ L and d ≥ N − R). A place's window at d is
+    struck when it equals another place's there (``none``), or one ranked before it
+    (``first``: equality is transitive, so the owner of its window is such a place); a
+    repeated window is counted once, at the first place of its class. Distances are < w, so
+    each place's sets of distances are bit masks. Exact (no digest), and for a few places
+    cheaper than the sort."""
+    g = len(places)
+    at = [head[2] - head[3] for head in heads]  # the anchor's index in each span
+    top = at  # the largest distance of a window in each span (its first start's)
+    low = [a - (len(body) - n) for a, body in zip(at, bodies, strict=True)]  # its last start's
+    if skip:  # ``first``: the rank of each place, (md5(url), chunk, record) then arrival
+        order = sorted(range(g), key=lambda i: (places[i][:skip], heads[i][:2]))
+        rank = [0] * g
+        for r, i in enumerate(order):
+            rank[i] = r
+    struck = [0] * g
+    above = [0] * g  # distances where a place equals one after it
+    below = [0] * g  # … one before it
+    for i in range(g):
+        for j in range(i + 1, g):
+            lo, hi = max(low[i], low[j], 0), min(top[i], top[j])
+            if lo > hi:
+                continue
+            a, b, ai, aj = bodies[i], bodies[j], at[i], at[j]
+            right = _common_prefix(a[ai : ai + n - lo], b[aj : aj + n - lo])
+            lo = max(lo, n - right)
+            if lo > hi:
+                continue
+            hi = min(hi, _common_suffix(a[ai - hi : ai], b[aj - hi : aj]))
+            if lo > hi:
+                continue
+            mask = ((1 << (hi - lo + 1)) - 1) << lo
+            above[i] |= mask
+            below[j] |= mask
+            if not skip:
+                struck[i] |= mask
+                struck[j] |= mask
+            else:
+                struck[j if rank[i] < rank[j] else i] |= mask
+    repeated = sum((above[i] & ~below[i]).bit_count() for i in range(g))
+    if not repeated:
+        return
+    count(STAGE, "repeated_windows", repeated)
+    for i, mask in enumerate(struck):
+        if mask:
+            yield (
+                heads[i][:2],
+                b"".join(
+                    _PAIR.pack(heads[i][2] - d_hi, heads[i][2] - d_lo + 1)
+                    for d_lo, d_hi in _bit_runs(mask)
+                ),
+            )
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """How many leading bytes ``a`` and ``b`` share (a binary search of slice comparisons:
+    each a C ``memcmp``, about log₂ of the length of them)."""
+    m = min(len(a), len(b))
+    if a[:m] == b[:m]:
+        return m
+    lo, hi = 0, m  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _common_suffix(a: bytes, b: bytes) -> int:
+    """How many trailing bytes ``a`` and ``b`` share."""
+    m = min(len(a), len(b))
+    if a[len(a) - m :] == b[len(b) - m :]:
+        return m
+    lo, hi = 0, m
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[len(a) - mid :] == b[len(b) - mid :]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _bit_runs(mask: int) -> Iterator[tuple[int, int]]:
+    """The runs of set bits of ``mask``, as ``(first, last)`` bit positions, lowest first."""
+    while mask:
+        first = (mask & -mask).bit_length() - 1
+        rest = mask >> first
+        length = ((rest ^ (rest + 1)) >> 1).bit_length()
+        yield first, first + length - 1
+        mask &= ~(((1 << length) - 1) << first)
+
+
 def equal_runs(key0: np.ndarray, key1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(order, new)``: an order of the elements in which equal ``(key0, key1)`` pairs are
     consecutive, and where each run of equal pairs starts (in that order).
@@ -575,10 +686,7 @@ def _decide_copies(
     )
     for i, head in enumerate(heads):
         if i != owner:
-            yield (
-                head[:2],
-                np.array([head[3], head[3] + windows], dtype=_OFFSET).tobytes(),
-            )
+            yield head[:2], _PAIR.pack(head[3], head[3] + windows)
 
 
 def strike(text: str, ranges: np.ndarray, n: int) -> tuple[str | None, int]:
