@@ -173,6 +173,24 @@ def test_keep_first_keeps_the_smallest_md5_copy_of_three(real) -> None:
     assert all(fragment not in none[u] for u, _ in pages[2:5])
 
 
+@pytest.mark.parametrize("pairwise", [sub.PAIRWISE, 0])
+@pytest.mark.parametrize("keep", sub.KEEP_MODES)
+def test_many_copies_beside_a_variant(real, keep: str, pairwise: int, monkeypatch) -> None:
+    """Five pages hold a fragment, two more a variant of it (one character changed in its
+    middle), one page holds it twice: its anchors' groups mix many identical places with a few
+    different ones (decided on one place per set of identical ones, pairwise or sorted)."""
+    monkeypatch.setattr(sub, "PAIRWISE", pairwise)
+    fragment = real[7][1][100:400]
+    variant = fragment[:150] + ("X" if fragment[150] != "X" else "Y") + fragment[151:]
+    pages = real[:7] + [("https://twice.example/", fragment + "\n" + fragment)]
+    for i in (0, 1, 2, 3, 4):
+        pages = _plant(pages, i, fragment, len(pages[i][1]) // 2)
+    for i in (5, 6):
+        pages = _plant(pages, i, variant, 10)
+    got = check_exact(pages, 50, keep)
+    assert sum(fragment in (got[u] or "") for u, _ in pages) == (keep == "first")
+
+
 def test_repeat_across_a_line_break_keeps_the_break(real) -> None:
     fragment = "alpha beta gamma delta epsilon\nzeta eta theta iota kappa lambda"
     pages = _plant(real[:3], 0, fragment + "\n", real[0][1].index("\n") + 1)
