@@ -178,7 +178,7 @@ def test_keep_first_keeps_the_smallest_md5_copy_of_three(real) -> None:
 def test_many_copies_beside_a_variant(real, keep: str, pairwise: int, monkeypatch) -> None:
     """Five pages hold a fragment, two more a variant of it (one character changed in its
     middle), one page holds it twice: its anchors' groups mix many identical places with a few
-    different ones (decided on one place per set of identical ones, pairwise or sorted)."""
+    different ones (decided pairwise or by the sort)."""
     monkeypatch.setattr(sub, "PAIRWISE", pairwise)
     fragment = real[7][1][100:400]
     variant = fragment[:150] + ("X" if fragment[150] != "X" else "Y") + fragment[151:]

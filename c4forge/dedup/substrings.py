@@ -30,8 +30,7 @@ worker holds one document or one key's occurrences, on every engine:
    12-byte digests of their windows once an anchor has more than N/11 of them: ≈ 33 on
    average at 100k pages of the scale corpus, whose window shuffle is 2.65× smaller). A group
    of a few places (``PAIRWISE``) compares those bytes pair by pair, aligned at the anchor
-   (``_decide_pairs``), after identical places are collapsed into one (``_collapse``: many
-   copies beside a few variants); a larger one hashes them to 96-bit digests (``span_digests``: three
+   (``_decide_pairs``); a larger one hashes them to 96-bit digests (``span_digests``: three
    polynomial hashes modulo primes, vectorised per group) and sorts them. For a hot hash
    (marked more than ``HOT`` times), one item per window keyed by its blake2b-128. A window
    counted ≥ 2 times is repeated: its struck occurrences go back to their documents, which
@@ -490,11 +489,8 @@ def _decide_anchor(places: Iterable[bytes], count: Count, n: int, keep: str) -> 
     if _copies(heads, bodies):
         yield from _decide_copies(places, heads, len(bodies[0]) - n + 1, count, skip)
         return
-    places, heads, bodies, mult, others = _collapse(places, heads, bodies, skip)
-    for head, body in others:  # a copy of a better-ranked place (or of any, ``none``)
-        yield head[:2], _PAIR.pack(head[3], head[3] + len(body) - n + 1)
     if len(places) <= PAIRWISE:
-        yield from _decide_pairs(places, heads, bodies, count, n, skip, mult)
+        yield from _decide_pairs(places, heads, bodies, count, n, skip)
         return
     sizes = np.array([len(body) for body in bodies], dtype=np.int64) - (n - 1)  # windows
     place_of = np.repeat(np.arange(len(places)), sizes)
@@ -508,7 +504,7 @@ def _decide_anchor(places: Iterable[bytes], count: Count, n: int, keep: str) -> 
     key1 = (digests[:, 1] << _U64(32)) | digests[:, 2]
     order, new = equal_runs(key0, key1)
     run = np.cumsum(new) - 1
-    size = np.bincount(run, weights=np.array(mult)[place_of[order]])  # occurrences per window
+    size = np.bincount(run)
     repeated = int(np.count_nonzero(size >= 2))
     if not repeated:
         return
@@ -544,41 +540,8 @@ def _decide_anchor(places: Iterable[bytes], count: Count, n: int, keep: str) -> 
         yield heads[i][:2], data[lo:hi]
 
 
-def _collapse(places: list[bytes], heads: list[tuple], bodies: list[bytes], skip: int) -> tuple:
-    """``(places, heads, bodies, multiplicities, others)``: one place per set of identical
-    ones (the same bytes at the same offset from the anchor), the best-ranked (``first``) or
-    the first, with how many it stands for; ``others``: the ``(head, body)`` of the rest,
-    whose every window is repeated and owned elsewhere (struck whole). A group where a few
-    places differ from many copies is then decided on the few: not every copy hashed."""
-    kinds: dict[tuple[int, bytes], list[int]] = {}
-    for i, (head, body) in enumerate(zip(heads, bodies, strict=True)):
-        kinds.setdefault((head[2] - head[3], body), []).append(i)
-    if len(kinds) == len(places):
-        return places, heads, bodies, [1] * len(places), []
-    chosen = []
-    for members in kinds.values():
-        best = (
-            min(members, key=lambda i: (places[i][:skip], heads[i][:2], i)) if skip else members[0]
-        )
-        chosen.append((best, members))
-    chosen.sort()  # in arrival order: it ranks two places of one document (``first``)
-    keep, mult, others = [], [], []
-    for best, members in chosen:
-        keep.append(best)
-        mult.append(len(members))
-        others.extend((heads[i], bodies[i]) for i in members if i != best)
-    keep_places = [places[i] for i in keep]
-    return keep_places, [heads[i] for i in keep], [bodies[i] for i in keep], mult, others
-
-
 def _decide_pairs(
-    places: list[bytes],
-    heads: list[tuple],
-    bodies: list[bytes],
-    count: Count,
-    n: int,
-    skip: int,
-    mult: list[int] | None = None,
+    places: list[bytes], heads: list[tuple], bodies: list[bytes], count: Count, n: int, skip: int
 ) -> Iterator:
     """A small group decided on its bytes, pair by pair. Every window contains its anchor, so
     two places' windows at one distance d from the anchor are equal iff the window lies in
@@ -588,10 +551,8 @@ def _decide_pairs(
     (``first``: equality is transitive, so the owner of its window is such a place); a
     repeated window is counted once, at the first place of its class. Distances are < w, so
     each place's sets of distances are bit masks. Exact (no digest), and for a few places
-    cheaper than the sort. ``mult``: how many identical places each stands for
-    (``_collapse``): one standing for several has every window repeated."""
+    cheaper than the sort."""
     g = len(places)
-    mult = mult or [1] * g
     at = [head[2] - head[3] for head in heads]  # the anchor's index in each span
     top = at  # the largest distance of a window in each span (its first start's)
     low = [a - (len(body) - n) for a, body in zip(at, bodies, strict=True)]  # its last start's
@@ -625,12 +586,6 @@ def _decide_pairs(
             else:
                 struck[j if rank[i] < rank[j] else i] |= mask
     repeated = sum((above[i] & ~below[i]).bit_count() for i in range(g))
-    for i in range(g):
-        if mult[i] > 1:  # its own copies: every window repeated, counted where no other is
-            whole = ((1 << (top[i] - low[i] + 1)) - 1) << low[i]
-            repeated += (whole & ~(above[i] | below[i])).bit_count()
-            if not skip:
-                struck[i] = whole
     if not repeated:
         return
     count(STAGE, "repeated_windows", repeated)
