@@ -44,8 +44,8 @@ in both documents, and both windows are emitted in step 2 under the same key (m,
 offset from their anchors; or the same digest): every occurrence of every repeated window is
 counted there, and step 2 sees only whole occurrence lists. A k-gram hash collision only adds
 candidates (work, never a wrong strike). A wrong strike needs two different windows with
-equal digests where they are compared: hot windows are keyed by blake2b-128 (≤ M²/2¹²⁹ for M distinct
-ones); anchored windows are compared only within one anchor hash and one offset from it
+equal digests where they are compared: hot windows are keyed by blake2b-128 (≤ M²/2¹²⁹ for
+M distinct ones); anchored windows are compared only within one anchor hash and one offset from it
 (on their bytes in a group of at most ``PAIRWISE`` places, else by digests),
 among at most ``HOT`` occurrences (≤ HOT·M/2 pairs over M distinct windows), by three
 polynomial hashes modulo primes p > 4.29·10⁹ with bases drawn at random: two different
@@ -80,10 +80,10 @@ FP_STAGE = "substrings_fp"  # the winnowing pass (its shuffle, its profile row)
 KEEP_MODES = ("none", "first")
 DIGEST_BYTES = 16  # blake2b-128: a hot window's key (collision bound in the module docstring)
 # A candidate hash marked more often than this is *hot*: its windows are shuffled one per key
-# (streamed) instead of grouped per anchor (a group holds ≤ HOT × w windows: ≈ 1.1 M at N = 100,
-# ≈ 110 MB while decided). A hot window costs about 20× an anchored one (an item and a blake2b
-# key each): at 1M pages of the scale corpus 16,384 took 9 % less CPU than 4,096 and a lower
-# peak (benchmarks/RESULTS.md §25).
+# (streamed) instead of grouped per anchor (a group holds ≤ HOT × w windows: ≈ 1.1 M at
+# N = 100, ≈ 110 MB while decided). A hot window costs about 20× an anchored one (an item and
+# a blake2b key each): at 1M pages of the scale corpus 16,384 took 9 % less CPU than 4,096 and
+# a lower peak (benchmarks/RESULTS.md §25).
 HOT = 16_384
 FLOW = Flow(
     ("empty",),
@@ -169,7 +169,7 @@ _PRIMES = (4294967291, 4294967279, 4294967231)
 _BASES = (0xE2A4B9EA, 0x502735BA, 0xA134ABCB)
 _mod_tables: dict[tuple[int, int], np.ndarray] = {}
 _NO_MOD = 1 << 23  # below this many bytes, sums of unreduced terms (< 257 · 2**32) fit 64 bits
-_GRID_CELLS = 1 << 20  # bytes of spans laid out at a time (rows × widest span) by span_digests
+_GRID_CELLS = 1 << 18  # span bytes hashed at a time by span_digests (≈ 25 MB of temporaries)
 
 
 def _mod_powers(base: int, p: int, length: int) -> np.ndarray:
@@ -200,37 +200,36 @@ def span_digests(spans: list[bytes], n: int) -> np.ndarray:
     if width < n:
         return np.zeros((0, len(_PRIMES)), dtype=_U64)
     joined = np.frombuffer(b"".join(spans), dtype=np.uint8)
-    if int(sizes.min()) == width:  # spans of one length (the usual group): the grid as it is
-        return _row_digests(joined.reshape(-1, width), n).reshape(-1, len(_PRIMES))
+    ends = np.cumsum(sizes).tolist()
     step = max(1, _GRID_CELLS // width)
-    ends = np.cumsum(sizes)
     parts = []
     for lo in range(0, len(spans), step):
         rows = sizes[lo : lo + step]
+        cells = joined[ends[lo] - int(sizes[lo]) : ends[lo + len(rows) - 1]]
+        if int(rows.min()) == width:  # spans of one length (the usual group): no padding
+            parts.append(_row_digests(cells.reshape(-1, width), n).reshape(-1, len(_PRIMES)))
+            continue
         grid = np.zeros((len(rows), width), dtype=np.uint8)
-        grid[np.arange(width) < rows[:, None]] = joined[
-            ends[lo] - sizes[lo] : ends[lo + len(rows) - 1]
-        ]
+        grid[np.arange(width) < rows[:, None]] = cells
         valid = np.arange(width - n + 1) < (rows - n + 1)[:, None]
         parts.append(_row_digests(grid, n)[valid])
     return np.concatenate(parts)
 
 
-_powers3_table: list[tuple[np.ndarray, np.ndarray]] = []
+_powers3_table = (np.zeros((0, 3), dtype=_U64), np.zeros((0, 3), dtype=_U64))
 
 
 def _powers3(width: int) -> tuple[np.ndarray, np.ndarray]:
     """``(B**i mod p, B**-i mod p)`` for i < width, one column per prime (``(width, 3)``):
     slices of one table per process, grown to the widest span seen (at most w + N − 1)."""
-    if not _powers3_table or len(_powers3_table[0][0]) < width:
+    global _powers3_table
+    if len(_powers3_table[0]) < width:
         pairs = list(zip(_PRIMES, _BASES, strict=True))
-        _powers3_table[:] = [
-            (
-                np.stack([_mod_powers(b, p, width) for p, b in pairs], 1),
-                np.stack([_mod_powers(pow(b, -1, p), p, width) for p, b in pairs], 1),
-            )
-        ]
-    powers, inverses = _powers3_table[0]
+        _powers3_table = (
+            np.stack([_mod_powers(b, p, width) for p, b in pairs], 1),
+            np.stack([_mod_powers(pow(b, -1, p), p, width) for p, b in pairs], 1),
+        )
+    powers, inverses = _powers3_table
     return powers[:width], inverses[:width]
 
 
@@ -416,9 +415,10 @@ def _candidate_starts(
 def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> Iterator[tuple]:
     """The document's candidate windows (every occurrence of a repeated window is one): per
     anchor of a candidate hash ``(b"A" + hash, owner + chunk, record, anchor, first start +
-    the bytes from the first window's start to the last one's end)``; per window of a hot hash ``(digest, owner + chunk, record,
-    start)``. ``owner``: md5(url) with ``first``, else empty. Packed bytes, not tuples: this
-    is the stage's largest shuffle, and bytes pickle several times faster."""
+    the bytes from the first window's start to the last one's end)``; per window of a hot
+    hash ``(digest, owner + chunk, record, start)``. ``owner``: md5(url) with ``first``, else
+    empty. Packed bytes, not tuples: this is the stage's largest shuffle, and bytes pickle
+    several times faster."""
     if not doc.marks:
         return
     raw, data = _bytes_of(doc.text)
@@ -454,9 +454,9 @@ def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> It
 def decide_window(
     key: bytes, places: Iterable[bytes], count: Count, *, n: int, keep: str
 ) -> Iterator:
-    """One key's occurrences → ``(loc, struck start ranges)`` per document with struck windows: all
-    occurrences of a repeated window (``none``) or all but the smallest ``(md5(url), loc,
-    offset)`` (``first``; packed places compare in that order)."""
+    """One key's occurrences → ``(loc, struck start ranges)`` per document with struck
+    windows: all occurrences of a repeated window (``none``) or all but the smallest
+    ``(md5(url), loc, offset)`` (``first``; packed places compare in that order)."""
     if len(key) == DIGEST_BYTES:
         yield from _decide_single(places, count, keep)
     else:
@@ -477,11 +477,13 @@ def _decide_single(places: Iterable[bytes], count: Count, keep: str) -> Iterator
 
 
 def _decide_anchor(places: Iterable[bytes], count: Count, n: int, keep: str) -> Iterator:
-    """All windows anchored at one (not hot) hash, compared as ``(distance to the anchor,
-    digest)`` in one sort (the digests of every place's windows from its joined bytes): a run of equal keys of ≥ 2 windows is a repeated window, all of
-    it struck (``none``) or all but its first in ``(md5(url), chunk, record, start)`` order
-    (``first``). At most ``HOT`` occurrences of at most w windows each: the memory bound of
-    a group. Vectorised per group, not per window: a group holds ≈ w/2 windows per place."""
+    """All windows anchored at one (not hot) hash: copies of one stretch at once, a few places
+    pair by pair (``_decide_pairs``), else compared as ``(distance to the anchor, digest)`` in
+    one sort (``span_digests`` of each place's bytes): a run of equal keys of ≥ 2 windows is a
+    repeated window, all of it struck (``none``) or all but its first in ``(md5(url), chunk,
+    record, start)`` order (``first``). At most ``HOT`` occurrences of at most w windows
+    each: the memory bound of a group. Vectorised per group, not per window: a group holds
+    ≈ w/2 windows per place."""
     skip = _MD5 if keep == "first" else 0
     places = list(places)
     heads = [_ANCHOR.unpack_from(place, skip) for place in places]  # chunk, record, p, first
@@ -553,9 +555,10 @@ def _decide_pairs(
     each place's sets of distances are bit masks. Exact (no digest), and for a few places
     cheaper than the sort."""
     g = len(places)
-    at = [head[2] - head[3] for head in heads]  # the anchor's index in each span
-    top = at  # the largest distance of a window in each span (its first start's)
-    low = [a - (len(body) - n) for a, body in zip(at, bodies, strict=True)]  # its last start's
+    # the anchor's index in each span = the distance of its first window (the largest);
+    # ``low``: the distance of its last window (the smallest)
+    at = [head[2] - head[3] for head in heads]
+    low = [a - (len(body) - n) for a, body in zip(at, bodies, strict=True)]
     if skip:  # ``first``: the rank of each place, (md5(url), chunk, record) then arrival
         order = sorted(range(g), key=lambda i: (places[i][:skip], heads[i][:2]))
         rank = [0] * g
@@ -566,7 +569,7 @@ def _decide_pairs(
     below = [0] * g  # … one before it
     for i in range(g):
         for j in range(i + 1, g):
-            lo, hi = max(low[i], low[j], 0), min(top[i], top[j])
+            lo, hi = max(low[i], low[j], 0), min(at[i], at[j])
             if lo > hi:
                 continue
             a, b, ai, aj = bodies[i], bodies[j], at[i], at[j]
@@ -574,7 +577,7 @@ def _decide_pairs(
             lo = max(lo, n - right)
             if lo > hi:
                 continue
-            hi = min(hi, _common_suffix(a[ai - hi : ai], b[aj - hi : aj]))
+            hi = min(hi, _common_prefix(a[ai - hi : ai][::-1], b[aj - hi : aj][::-1]))
             if lo > hi:
                 continue
             mask = ((1 << (hi - lo + 1)) - 1) << lo
@@ -610,21 +613,6 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def _common_suffix(a: bytes, b: bytes) -> int:
-    """How many trailing bytes ``a`` and ``b`` share."""
-    m = min(len(a), len(b))
-    if a[len(a) - m :] == b[len(b) - m :]:
-        return m
-    lo, hi = 0, m
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[len(a) - mid :] == b[len(b) - mid :]:
             lo = mid
         else:
             hi = mid

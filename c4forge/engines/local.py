@@ -211,35 +211,30 @@ class _Runs:
         # A run's segments lie back to back in bucket order, so in this order each run is read
         # front to back: one buffered reader per run, no system call per segment (there are
         # runs × buckets segments, and both grow with the bytes shuffled).
-        readers = []
-        for _level, path, _b, offsets, _l in runs:
-            f = open(path, "rb", buffering=MERGE_BUFFER)
-            if len(offsets):
-                f.seek(int(offsets[0]))
-            readers.append(f)
         out_buckets: list[int] = []
         out_offsets: list[int] = []
         out_lengths: list[int] = []
         pos = 0
-        try:
-            with open(dest, "wb", buffering=MERGE_BUFFER) as out:
-                reads = [r.read for r in readers]
-                for b, i, length in zip(
-                    buckets[order].tolist(), which[order].tolist(), lengths[order].tolist()
-                ):
-                    out.write(reads[i](length))
-                    if out_buckets and out_buckets[-1] == b:
-                        out_lengths[-1] += length
-                    else:
-                        out_buckets.append(b)
-                        out_offsets.append(pos)
-                        out_lengths.append(length)
-                    pos += length
-        finally:
-            for f in readers:
-                f.close()
-        fds = dict.fromkeys(r[1] for r in runs)
-        for path in fds:  # every run of a source file is merged (see ``finish``)
+        with contextlib.ExitStack() as files:
+            reads = []
+            for _level, path, _buckets, offsets, _lengths in runs:
+                f = files.enter_context(open(path, "rb", buffering=MERGE_BUFFER))
+                if len(offsets):
+                    f.seek(int(offsets[0]))
+                reads.append(f.read)
+            out = files.enter_context(open(dest, "wb", buffering=MERGE_BUFFER))
+            for b, i, length in zip(
+                buckets[order].tolist(), which[order].tolist(), lengths[order].tolist()
+            ):
+                out.write(reads[i](length))
+                if out_buckets and out_buckets[-1] == b:
+                    out_lengths[-1] += length
+                else:
+                    out_buckets.append(b)
+                    out_offsets.append(pos)
+                    out_lengths.append(length)
+                pos += length
+        for path in dict.fromkeys(r[1] for r in runs):  # every run of a file is merged (``finish``)
             os.remove(path)
         return (
             level,
