@@ -14,7 +14,7 @@ import pytest
 from clean_fixtures import c4_docs, md5
 from substring_oracle import oracle
 
-from c4forge.clean.passes import emit_located
+from c4forge.clean.passes import _decisions_by_record, emit_located
 from c4forge.corpus.counting import CounterBag
 from c4forge.corpus.documents import Doc
 from c4forge.dedup import substrings as sub
@@ -37,13 +37,15 @@ def run_substrings(
     for stage in sub.stages(n, keep, hot):
         emit = functools.partial(emit_located, stage=stage)
         emitted = engine.source(f"{stage.name}/docs", located, emit)
-        by_loc: dict = {}
-        for loc, decision in collect(stage.decide(engine, emitted)):
-            by_loc.setdefault(tuple(loc), []).append(decision)
+        decided = collect(stage.decide(engine, emitted))
+        route = stage.codec.route  # as the chunk passes get them: per chunk, packed
+        chunked = decided if route is None else [o for d in decided for o in route(d, counts)]
+        assert {chunk for chunk, _ in chunked} <= {0}
+        of = _decisions_by_record([value for _, value in chunked], stage.codec)
         located = [
             (loc, out)
             for loc, doc in located
-            for out in stage.apply(loc, doc, by_loc.get(loc, []), counts)
+            for out in stage.apply(loc, doc, of(loc[1], ()), counts)
         ]
     counts.merge(engine.counters())
     kept = {d.url: d.text for _, d in located}
@@ -393,19 +395,18 @@ def test_the_strike_pass_reads_the_documents_the_winnowing_pass_read() -> None:
 
 
 def test_decisions_travel_back_packed_and_are_found_per_record() -> None:
-    """The stage's decisions route back as one packed value each (a mark: one int; strikes:
-    bytes led by the record), and the chunk pass finds each record's decisions by walking
-    them sorted, asked in file order (records without a document are passed over)."""
-    from c4forge.clean.passes import _decisions_by_record
+    """The stage's decisions route back packed: candidate marks as batches of rows per chunk
+    (looked up per record, in any order), strikes as bytes led by the record (walked sorted,
+    asked in file order; records without a document are passed over)."""
     from c4forge.corpus.stages import RouteCodec
 
-    marks = [(3, 7), (1, -1 - (2**64 - 1)), (2, 2**63), (1, 0), (3, -8), (9, 4)]
-    for record, mark in marks:
-        assert sub.unpack_mark(sub.pack_mark(record, mark)) == (record, mark)
-    codec = RouteCodec(sub.pack_mark, sub.unpack_mark)
-    find = _decisions_by_record([sub.pack_mark(r, m) for r, m in marks], codec)
-    got = {record: sorted(find(record, ())) for record in (0, 1, 3, 4)}
-    assert got == {0: [], 1: sorted([-1 - (2**64 - 1), 0]), 3: sorted([7, -8]), 4: []}
+    marks = [(3, 0, 7), (1, 1, 2**64 - 1), (2, 0, 2**63), (1, 0, 0), (3, 1, 8), (9, 0, 4)]
+    batches = [np.array(marks[:4], dtype=sub.MARK_ROW).tobytes()]
+    batches.append(np.array(marks[4:], dtype=sub.MARK_ROW).tobytes())
+    find = _decisions_by_record(batches, sub.stages(100, "none")[0].codec)
+    got = {r: sorted(map(tuple, find(r, ()).tolist())) for r in (1, 3, 9)}
+    assert got == {1: [(1, 0, 0), (1, 1, 2**64 - 1)], 3: [(3, 0, 7), (3, 1, 8)], 9: [(9, 0, 4)]}
+    assert find(0, ()) == () and find(4, ()) == ()
     strikes = RouteCodec(sub.pack_strikes, sub.unpack_strikes)
     packed = [sub.pack_strikes(r, bytes([r % 256, 1])) for r in (5, 2, 300, 2)]
     find = _decisions_by_record(packed, strikes)

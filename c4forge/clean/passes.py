@@ -38,7 +38,7 @@ from c4forge.clean import resume_state
 from c4forge.clean.plan import Plan
 from c4forge.corpus.counting import Count, CounterBag
 from c4forge.corpus.documents import Doc, UrlEntry
-from c4forge.corpus.stages import READ_STAGE, run_maps
+from c4forge.corpus.stages import READ_STAGE, emit_all, run_maps
 from c4forge.errors import VerificationError
 from c4forge.io import fingerprint, storage
 
@@ -198,41 +198,32 @@ def url_survivor(entry: UrlEntry, count: Count) -> Iterator[tuple[int, int]]:
     yield entry.loc[0], entry.loc[1]
 
 
-def to_chunk(
-    item: tuple[tuple[int, int], Any], count: Count, *, pack: Any = None
-) -> Iterator[tuple[int, Any]]:
-    """``(loc, decision)`` → ``(chunk, (record, decision))``, or ``(chunk, pack(record,
-    decision))`` for a stage with a ``RouteCodec``."""
+def to_chunk(item: tuple[tuple[int, int], Any], count: Count) -> Iterator[tuple[int, Any]]:
+    """``(loc, decision)`` → ``(chunk, (record, decision))``: the route of a stage without a
+    codec."""
     loc, decision = item
-    yield loc[0], ((loc[1], decision) if pack is None else pack(loc[1], decision))
+    yield loc[0], (loc[1], decision)
 
 
 def _decisions_by_record(decisions: Iterable[Any], codec: Any) -> Any:
-    """``record → its decisions``: a dict of lists, or, for packed decisions, a lookup that
-    walks them sorted (records are asked for in increasing order: the chunk's file order)."""
+    """``record → its decisions``: a dict of lists, or the codec's lookup of its packed
+    decisions (``RouteCodec.lookup``, ``BatchCodec.lookup``)."""
     if codec is None:
         by_record: dict[int, list[Any]] = {}
         for record, decision in decisions:
             by_record.setdefault(record, []).append(decision)
         return by_record.get
-    packed = decisions if isinstance(decisions, list) else list(decisions)
-    packed.sort()  # in place: no second copy of the chunk's decisions
-    unpack = codec.unpack
-    at = 0
+    return codec.lookup(decisions)
 
-    def of(record: int, default: Any = ()) -> Any:
-        nonlocal at
-        found = []
-        while at < len(packed):
-            rec, decision = unpack(packed[at])
-            if rec > record:
-                break
-            if rec == record:
-                found.append(decision)
-            at += 1  # a record below this one has no document left in the chunk
-        return found or default
 
-    return of
+def routed(engine: Any, corpus: Any, decided: Any) -> Any:
+    """A corpus stage's decisions keyed by their chunk: mapped by its codec's route (or
+    ``to_chunk``), or as they are when ``decide`` routed them itself (``BatchCodec``)."""
+    codec = corpus.codec
+    route = to_chunk if codec is None else codec.route
+    if route is None:
+        return decided
+    return engine.flat_map(decided, f"{corpus.name}/route", route)
 
 
 def emit_located(item: tuple[tuple[int, int], Doc], count: Count, *, stage: Any) -> Iterator:
@@ -312,16 +303,19 @@ def chunk_pass(
         yield from clean_output.chunk_runs(pairs, work.root, chunk.name) if runs else pairs
         return
     if _rewrites_nothing(segments, k):
-        for i, doc in docs:
-            yield from corpus.emit((chunk.index, i), doc, count)
+        yield from emit_all(corpus, (((chunk.index, i), doc) for i, doc in docs), count)
         return
     with _lines_to(_path(work, chunk, docs_suffix(k))) as out:
-        for i, doc in docs:
-            for d in run_maps(maps, doc, count):
-                out.write(
-                    [i, d.url, d.timestamp, d.normalized_url, d.text, d.sentences, d.language]
-                )
-                yield from corpus.emit((chunk.index, i), d, count)
+
+        def written() -> Iterator[tuple[tuple[int, int], Doc]]:
+            for i, doc in docs:
+                for d in run_maps(maps, doc, count):
+                    out.write(
+                        [i, d.url, d.timestamp, d.normalized_url, d.text, d.sentences, d.language]
+                    )
+                    yield (chunk.index, i), d
+
+        yield from emit_all(corpus, written(), count)
 
 
 def progress_plan(plan: Plan, files: int, chunks: int) -> Any:
@@ -375,8 +369,5 @@ def documents(
         out = engine.cogroup(f"pass{k}", keyed, decisions, step)
         if corpus is None:
             return out
-        decided = corpus.decide(engine, out)
-        codec = corpus.codec
-        route = to_chunk if codec is None else functools.partial(to_chunk, pack=codec.pack)
-        decisions = engine.flat_map(decided, f"{corpus.name}/route", route)
+        decisions = routed(engine, corpus, corpus.decide(engine, out))
     raise AssertionError("unreachable: the last segment has no corpus stage")

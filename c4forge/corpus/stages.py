@@ -97,6 +97,50 @@ class RouteCodec:
     pack: Fn
     unpack: Fn
 
+    @property
+    def route(self) -> Fn:
+        """``(loc, decision)`` → ``(chunk, packed)``: the map from ``decide``'s output to the
+        chunk passes' input."""
+        return functools.partial(route_packed, pack=self.pack)
+
+    def lookup(self, values: Iterable[Any]) -> Fn:
+        """A chunk's packed decisions → ``of(record, default)``, its decisions, walked sorted
+        (records are asked for in increasing order: the chunk's file order)."""
+        packed = values if isinstance(values, list) else list(values)
+        packed.sort()  # in place: no second copy of the chunk's decisions
+        unpack = self.unpack
+        at = 0
+
+        def of(record: int, default: Any = ()) -> Any:
+            nonlocal at
+            found = []
+            while at < len(packed):
+                rec, decision = unpack(packed[at])
+                if rec > record:
+                    break
+                if rec == record:
+                    found.append(decision)
+                at += 1  # a record below this one has no document left in the chunk
+            return found or default
+
+        return of
+
+
+def route_packed(item: tuple[tuple[int, int], Any], count: Count, *, pack: Fn) -> Iterator[Any]:
+    loc, decision = item
+    yield loc[0], pack(loc[1], decision)
+
+
+@dataclass(frozen=True)
+class BatchCodec:
+    """Decisions that leave ``decide`` already routed, as ``(chunk, batch)``: one batch holds
+    many records' decisions (a columnar stage: exact substrings' candidate marks, tens of
+    millions at 1M pages, where a value per decision cost more in pickling and shuffling than
+    deciding them). ``lookup(batches)`` → ``of(record, default)``, as ``RouteCodec.lookup``."""
+
+    lookup: Fn
+    route = None  # nothing to map: ``decide`` yields ``(chunk, batch)`` itself
+
 
 @dataclass(frozen=True)
 class JoinStage:
@@ -112,7 +156,10 @@ class JoinStage:
     shuffle_key: str
     combine: Fn | None = None
     flow: Flow | None = None
-    codec: RouteCodec | None = None  # decisions routed back packed (``RouteCodec``)
+    codec: RouteCodec | BatchCodec | None = None  # decisions routed back packed
+    # ``emit`` over a chunk's ``(loc, doc)`` stream at once (columnar batches), instead of
+    # ``emit`` per document (``emit_all``)
+    emit_chunk: Fn | None = None
     # ``apply`` yields every document as it came (it may set a transient field, as exact
     # substrings' candidate marks): the chunk pass after it rewrites none, the next reads
     # them where they were written (``passes.docs_written_by``).
@@ -142,6 +189,7 @@ class ListJoinStage:
     flow: Flow | None = None
     codec: RouteCodec | None = None
     keeps_documents: bool = False  # it drops documents
+    emit_chunk: Fn | None = None
 
     def emit(self, loc: Any, doc: Any, count: Count) -> Iterator[tuple[Any, Any]]:
         yield self.doc_key(doc), loc
@@ -167,13 +215,16 @@ class CorpusStage(Protocol):
     ``c4forge.dedup.minhash.NearDedupStage``): ``emit`` keys per document, ``decide`` through
     the engine primitives → ``(loc, decision)`` pairs, ``apply`` the decisions per document;
     ``codec``: how the decisions travel back packed (``None``: as ``(record, decision)``);
-    ``keeps_documents``: ``apply`` passes every document on as it came (no copy rewritten)."""
+    ``keeps_documents``: ``apply`` passes every document on as it came (no copy rewritten);
+    ``emit_chunk``: ``emit`` over a chunk's whole ``(loc, doc)`` stream (``None``: per
+    document; ``emit_all``)."""
 
     name: str
     shuffle_key: str
     flow: Flow | None
-    codec: RouteCodec | None
+    codec: RouteCodec | BatchCodec | None
     keeps_documents: bool
+    emit_chunk: Fn | None
 
     def emit(self, loc: Any, doc: Any, count: Count) -> Iterable[tuple[Any, Any]]: ...
 
@@ -182,6 +233,16 @@ class CorpusStage(Protocol):
     def apply(
         self, loc: Any, doc: Any, decisions: Iterable[Any], count: Count
     ) -> Iterable[Any]: ...
+
+
+def emit_all(stage: CorpusStage, docs: Iterable[tuple[Any, Any]], count: Count) -> Iterator[Any]:
+    """A corpus stage's keys for a chunk's ``(loc, doc)`` stream: its ``emit_chunk`` when it
+    has one, else ``emit`` per document."""
+    if stage.emit_chunk is not None:
+        yield from stage.emit_chunk(docs, count)
+        return
+    for loc, doc in docs:
+        yield from stage.emit(loc, doc, count)
 
 
 READ_STAGE = "wet"  # the read step's counter namespace, WARC input too (c4_rules.md §13)

@@ -362,6 +362,7 @@ class NearDedupStage:
     flow: Flow | None = None
     codec: RouteCodec | None = None  # decisions routed back as (record, decision)
     keeps_documents: bool = False  # it drops documents
+    emit_chunk: Any = None  # ``emit`` per document
 
     @property
     def emit(self) -> Any:

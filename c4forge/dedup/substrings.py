@@ -310,48 +310,156 @@ def _url_md5(url: str) -> bytes:
     return hashlib.md5(url.encode("utf-8")).digest()  # byte order = hex order
 
 
-# --- pass 1: winnowing fingerprints → candidates --------------------------------------------
+# --- pass 1: winnowing fingerprints → candidates, in columnar batches -----------------------
+#
+# A document marks about 2/(w + 1) of its positions (≈ 47 million distinct marked hashes per
+# document at 1M pages of the scale corpus, almost all of them once in the corpus). One shuffle
+# item per marked hash cost more in pickling, bucketing and grouping than the decisions did, so
+# the marks travel in batches: a chunk pass buffers its documents' ``FP_ROW``s, and every
+# ``FP_FLUSH_ROWS`` rows yields one packed batch per *bucket* (the top ``FP_BUCKET_BITS`` bits
+# of the hash: the shuffle key). A bucket's group sums each hash's marks over its batches, and
+# sends the candidates back to their chunk as packed ``MARK_ROW`` batches, already routed.
+# Memory: a flush buffer (``FP_FLUSH_ROWS`` × 20 bytes) per chunk pass; per group, one batch
+# and the bucket's distinct hashes (its share 2**-FP_BUCKET_BITS of the corpus's: ≈ 3,000 at
+# 1M pages, ≈ 500,000 (6 MB) for C4), however often one hash is marked.
+
+FP_ROW = np.dtype([("hash", "<u8"), ("chunk", "<u4"), ("record", "<u4"), ("count", "<u4")])
+MARK_ROW = np.dtype([("record", "<u4"), ("hot", "<u4"), ("hash", "<u8")])  # a candidate mark
+FP_BUCKET_BITS = 14  # 16,384 buckets: the fingerprint shuffle's keys
+FP_FLUSH_ROWS = 1 << 19  # rows a chunk pass buffers before it yields its batches (10 MB)
+_COMPACT_ROWS = 1 << 20  # a group sums its hashes' marks again past this many held
 
 
-def emit_fingerprints(loc: tuple, doc: Doc, count: Count, *, n: int) -> Iterator[tuple]:
-    """``(marked hash, chunk + record + positions packed in 12 bytes)`` per distinct marked
-    hash of the document."""
+def _fp_rows(loc: tuple, doc: Doc, n: int) -> np.ndarray | None:
+    """The document's ``FP_ROW``s: one per distinct marked hash, with its count."""
     _raw, data = _bytes_of(doc.text)
     won = winnow(data, n)
     if won is None:
-        return
+        return None
     h, minima = won
     values, counts = np.unique(marked_hashes(h, minima, n - kgram_size(n) + 1), return_counts=True)
-    chunk, record = loc
-    yield from zip(values.tolist(), _u4_rows(len(values), chunk, record, counts))  # _PLACE
+    rows = np.empty(len(values), dtype=FP_ROW)
+    rows["hash"] = values
+    rows["chunk"], rows["record"] = loc
+    rows["count"] = counts
+    return rows
 
 
-def decide_fingerprint(
-    key: int, places: Iterable[tuple], count: Count, *, hot: int = HOT
-) -> Iterator[tuple]:
-    """A hash marked at ≥ 2 positions corpus-wide → ``(loc, mark)`` to each of its documents:
-    the hash, or ``-1 - hash`` when it is *hot* (marked more than ``hot`` times: its windows
-    take the per-window path of pass 2, streamed, so no worker holds a hot anchor's windows).
-    Streams the grouped values twice (re-iterable on every engine), never a list."""
-    total = 0
-    for place in places:
-        total += _PLACE.unpack(place)[2]
-        if total > hot:
-            break
-    if total < 2:  # the usual case on a crawl: one document marks it once
+def _fp_batches(tables: list[np.ndarray], bits: int) -> Iterator[tuple[int, bytes]]:
+    """Buffered rows → ``(bucket, packed rows)`` per bucket they fall in."""
+    rows = np.concatenate(tables)
+    bucket = rows["hash"] >> _U64(64 - bits)
+    order = np.argsort(bucket, kind="stable")
+    rows, bucket = rows[order], bucket[order]
+    cuts = (np.flatnonzero(bucket[1:] != bucket[:-1]) + 1).tolist()
+    data, size = rows.tobytes(), FP_ROW.itemsize
+    for lo, hi in zip([0, *cuts], [*cuts, len(rows)], strict=True):
+        yield int(bucket[lo]), data[lo * size : hi * size]
+
+
+def emit_fingerprint_batches(
+    docs: Iterable[tuple[tuple, Doc]],
+    count: Count,
+    *,
+    n: int,
+    bits: int = FP_BUCKET_BITS,
+    flush: int = FP_FLUSH_ROWS,
+) -> Iterator[tuple[int, bytes]]:
+    """A chunk's ``(loc, doc)`` stream → ``(bucket, packed FP_ROWs)`` batches, one per bucket
+    per ``flush`` rows buffered."""
+    pending: list[np.ndarray] = []
+    held = 0
+    for loc, doc in docs:
+        rows = _fp_rows(loc, doc, n)
+        if rows is None or not len(rows):
+            continue
+        pending.append(rows)
+        held += len(rows)
+        if held >= flush:
+            yield from _fp_batches(pending, bits)
+            pending, held = [], 0
+    if pending:
+        yield from _fp_batches(pending, bits)
+
+
+def emit_fingerprints(loc: tuple, doc: Doc, count: Count, *, n: int) -> Iterator[tuple]:
+    """``emit_fingerprint_batches`` of one document."""
+    return emit_fingerprint_batches([(loc, doc)], count, n=n)
+
+
+def _summed(hashes: list[np.ndarray], counts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct hashes (sorted) and their summed counts."""
+    values, inverse = np.unique(np.concatenate(hashes), return_inverse=True)
+    totals = np.bincount(inverse, weights=np.concatenate(counts), minlength=len(values))
+    return values, totals.astype(np.int64)
+
+
+def decide_fingerprints(
+    key: int, batches: Iterable[bytes], count: Count, *, hot: int = HOT
+) -> Iterator[tuple[int, bytes]]:
+    """One bucket's batches → ``(chunk, packed MARK_ROWs)``: each hash marked at ≥ 2
+    positions corpus-wide is a candidate, marked back to each of its documents, *hot* when
+    marked more than ``hot`` times (its windows take the per-window path of pass 2, streamed,
+    so no worker holds a hot anchor's windows). Reads the grouped batches twice (re-iterable
+    on every engine): first the marks summed per hash, then the candidates' rows."""
+    hashes: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    held = 0
+    for batch in batches:
+        rows = np.frombuffer(batch, dtype=FP_ROW)
+        hashes.append(rows["hash"].copy())
+        counts.append(rows["count"].astype(np.int64))
+        held += len(rows)
+        if held > _COMPACT_ROWS:  # a hash marked in many batches is held once
+            values, totals = _summed(hashes, counts)
+            hashes, counts, held = [values], [totals], len(values)
+    if not hashes:
         return
-    count(STAGE, "candidate_fingerprints")
-    mark = key if total <= hot else -1 - key
-    for place in places:
-        chunk, record, _c = _PLACE.unpack(place)
-        yield (chunk, record), mark
+    values, totals = _summed(hashes, counts)
+    chosen = totals >= 2
+    if not chosen.any():  # the usual case on a crawl: one document marks a hash once
+        return
+    candidates, is_hot = values[chosen], totals[chosen] > hot
+    count(STAGE, "candidate_fingerprints", len(candidates))
+    for batch in batches:
+        rows = np.frombuffer(batch, dtype=FP_ROW)
+        at = np.minimum(np.searchsorted(candidates, rows["hash"]), len(candidates) - 1)
+        found = candidates[at] == rows["hash"]
+        if not found.any():
+            continue
+        rows, at = rows[found], at[found]
+        marks = np.empty(len(rows), dtype=MARK_ROW)
+        marks["record"], marks["hot"], marks["hash"] = rows["record"], is_hot[at], rows["hash"]
+        chunks = rows["chunk"]
+        if (chunks == chunks[0]).all():  # a batch comes from one chunk pass
+            yield int(chunks[0]), marks.tobytes()
+            continue
+        for chunk in np.unique(chunks).tolist():
+            yield chunk, marks[chunks == chunk].tobytes()
 
 
-def mark_candidates(loc: tuple, doc: Doc, hashes: Iterable[int], count: Count) -> Iterator[Doc]:
+def mark_lookup(batches: Iterable[bytes]) -> Any:
+    """A chunk's candidate mark batches → ``of(record, default)``: the record's ``MARK_ROW``s
+    (a slice of the chunk's, sorted by record)."""
+    marks = np.frombuffer(b"".join(batches), dtype=MARK_ROW)
+    marks = marks[np.argsort(marks["record"], kind="stable")]
+    records = marks["record"]
+
+    def of(record: int, default: Any = ()) -> Any:
+        lo, hi = np.searchsorted(records, [record, record + 1]).tolist()
+        return marks[lo:hi] if hi > lo else default
+
+    return of
+
+
+def mark_candidates(loc: tuple, doc: Doc, marks: Any, count: Count) -> Iterator[Doc]:
     """The candidate marks ride on the document to the next stage's ``emit`` (same pass; the
-    chunk's scratch file does not keep them)."""
-    found = frozenset(hashes)
-    yield doc._replace(marks=found) if found else doc
+    chunk's scratch file does not keep them), as ``(candidate hashes, hot hashes)``, sorted."""
+    if not len(marks):
+        yield doc
+        return
+    hashes = marks["hash"]
+    yield doc._replace(marks=(np.unique(hashes), np.unique(hashes[marks["hot"] != 0])))
 
 
 # --- pass 2: candidate windows → repeated windows → struck ranges ---------------------------
@@ -390,13 +498,12 @@ def anchor_positions(
 
 
 def _candidate_starts(
-    minima: np.ndarray, marks: frozenset
+    minima: np.ndarray, marks: tuple[np.ndarray, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(grouped starts, hot starts, sorted candidate hashes)``: the windows whose minimum is
     a candidate (not hot / hot), found by one search among the marks per run of equal minima
     (consecutive windows mostly share their minimum: a run is about w/2 windows long)."""
-    values = np.array(sorted(m if m >= 0 else -1 - m for m in marks), dtype=_U64)
-    hot = np.array(sorted(-1 - m for m in marks if m < 0), dtype=_U64)
+    values, hot = marks
     firsts = np.flatnonzero(np.concatenate([[True], minima[1:] != minima[:-1]]))
     lengths = np.diff(np.append(firsts, len(minima)))
     run_minima = minima[firsts]
@@ -419,7 +526,7 @@ def emit_windows(loc: tuple, doc: Doc, count: Count, *, n: int, keep: str) -> It
     hash ``(digest, owner + chunk, record, start)``. ``owner``: md5(url) with ``first``, else
     empty. Packed bytes, not tuples: this is the stage's largest shuffle, and bytes pickle
     several times faster."""
-    if not doc.marks:
+    if doc.marks is None:
         return
     raw, data = _bytes_of(doc.text)
     won = winnow(data, n)
@@ -735,19 +842,7 @@ def apply_strikes(
     yield doc._replace(text=text)
 
 
-# --- decisions routed back packed (``RouteCodec``): one int or bytes per decision ------------
-
-_MASK64 = (1 << 64) - 1
-
-
-def pack_mark(record: int, mark: int) -> int:
-    """``(record, candidate mark)`` → one int: the record, the hot bit, the 64-bit hash."""
-    return (record << 65) | (((1 << 64) | (-1 - mark)) if mark < 0 else mark)
-
-
-def unpack_mark(value: int) -> tuple[int, int]:
-    h = value & _MASK64
-    return value >> 65, (-1 - h if (value >> 64) & 1 else h)
+# --- strikes routed back packed (``RouteCodec``): bytes per decision ----------------------
 
 
 def pack_strikes(record: int, ranges: bytes) -> bytes:
@@ -765,17 +860,18 @@ def unpack_strikes(value: bytes) -> tuple[int, bytes]:
 def stages(n: int, keep: str, hot: int = HOT) -> tuple[Any, Any]:
     """The winnowing pass (counts under ``substrings``, no funnel row) and the strike pass,
     each a ``JoinStage``: ``emit`` per document, one group per key, ``apply`` per document."""
-    from c4forge.corpus.stages import JoinStage, RouteCodec
+    from c4forge.corpus.stages import BatchCodec, JoinStage, RouteCodec
 
     return (
         JoinStage(
             FP_STAGE,
             functools.partial(emit_fingerprints, n=n),
-            functools.partial(decide_fingerprint, hot=hot),
+            functools.partial(decide_fingerprints, hot=hot),
             mark_candidates,
-            "64-bit winnowing fingerprint",
-            codec=RouteCodec(pack_mark, unpack_mark),
+            f"bucket of 64-bit winnowing fingerprints (top {FP_BUCKET_BITS} bits), in batches",
+            codec=BatchCodec(mark_lookup),
             keeps_documents=True,  # candidate marks ride on the document, never written
+            emit_chunk=functools.partial(emit_fingerprint_batches, n=n),
         ),
         JoinStage(
             STAGE,
