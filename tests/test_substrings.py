@@ -37,9 +37,7 @@ def run_substrings(
     for stage in sub.stages(n, keep, hot):
         emit = functools.partial(emit_located, stage=stage)
         emitted = engine.source(f"{stage.name}/docs", located, emit)
-        decided = collect(stage.decide(engine, emitted))
-        route = stage.codec.route  # as the chunk passes get them: per chunk, packed
-        chunked = decided if route is None else [o for d in decided for o in route(d, counts)]
+        chunked = collect(stage.decide(engine, emitted))  # as the chunk passes get them
         assert {chunk for chunk, _ in chunked} <= {0}
         of = _decisions_by_record([value for _, value in chunked], stage.codec)
         located = [
@@ -95,9 +93,9 @@ def test_random_corpora_equal_the_oracle(n: int, keep: str, hot: int) -> None:
 
 
 @pytest.mark.parametrize("keep", sub.KEEP_MODES)
-def test_groups_decided_pairwise_or_by_the_sort_give_the_same(keep: str, monkeypatch) -> None:
-    """A group of a few places is decided pair by pair on its bytes, a larger one by one sort
-    of its windows' digests: every group forced one way, then the other, gives the oracle's
+def test_groups_decided_pairwise_or_as_classes_give_the_same(keep: str, monkeypatch) -> None:
+    """A group of a few places is decided pair by pair on its bytes, a larger one as classes
+    of its sorted contexts: every group forced one way, then the other, gives the oracle's
     documents and the same counters (a repeated window counted once, however many places)."""
     rng = random.Random(11 + len(keep))
     for _ in range(10):
@@ -180,7 +178,7 @@ def test_keep_first_keeps_the_smallest_md5_copy_of_three(real) -> None:
 def test_many_copies_beside_a_variant(real, keep: str, pairwise: int, monkeypatch) -> None:
     """Five pages hold a fragment, two more a variant of it (one character changed in its
     middle), one page holds it twice: its anchors' groups mix many identical places with a few
-    different ones (decided pairwise or by the sort)."""
+    different ones (decided pairwise or as classes)."""
     monkeypatch.setattr(sub, "PAIRWISE", pairwise)
     fragment = real[7][1][100:400]
     variant = fragment[:150] + ("X" if fragment[150] != "X" else "Y") + fragment[151:]
@@ -284,72 +282,40 @@ def test_winnow_window_minima_and_marked_positions() -> None:
         assert all(h[i] == h[j] for i, j in equal)
 
 
-def test_span_digests_are_the_polynomial_hashes_equal_only_for_equal_windows() -> None:
-    rng = np.random.default_rng(3)
-    data = rng.integers(0, 3, 400).astype(np.uint8)
-    for n in (1, 5, 40):
-        got = [tuple(row) for row in sub.span_digests([data.tobytes()], n).tolist()]
-        assert len(got) == len(data) - n + 1
-        for s in (0, 7, len(got) - 1):  # the stated formula, in Python integers
-            window = data[s : s + n].tolist()
-            want = tuple(
-                sum((b + 1) * pow(base, j, p) for j, b in enumerate(window)) % p
-                for p, base in zip(sub._PRIMES, sub._BASES, strict=True)
-            )
-            assert got[s] == want
-        windows = [bytes(data[s : s + n]) for s in range(len(got))]
-        by_digest = {}
-        for window, digest in zip(windows, got, strict=True):
-            assert by_digest.setdefault(digest, window) == window  # no collision here
-        assert len(by_digest) == len(set(windows))
+def test_class_ids_are_equal_exactly_for_strings_sharing_the_needed_prefix() -> None:
+    """Against brute force: strings over a tiny alphabet (many shared prefixes, a prefix of
+    another, empty ones, duplicates) get one id per need, equal exactly when both strings are
+    that long and share that many leading bytes."""
+    rng = random.Random(9)
+    for _ in range(50):
+        strings = [
+            bytes(rng.choice(b"ab\x00") for _ in range(rng.randint(0, 8)))
+            for _ in range(rng.randint(1, 12))
+        ]
+        needs = np.arange(0, 10, dtype=np.int64)
+        ids = sub._class_ids(strings, needs)
+        assert ids.shape == (len(needs), len(strings))
+        for t, need in enumerate(needs.tolist()):
+            for i, a in enumerate(strings):
+                for j, b in enumerate(strings):
+                    same = len(a) >= need and len(b) >= need and a[:need] == b[:need]
+                    assert (ids[t, i] == ids[t, j]) == (same or i == j), (strings, need, i, j)
 
 
-def test_span_digests_of_many_spans_are_each_windows_digests_in_order() -> None:
-    """Spans of every length around N (shorter ones have no window), laid out a few rows at a
-    time: each window's digest is the one it has alone, span by span, window by window."""
-    rng = np.random.default_rng(5)
-    n = 30
-    spans = [rng.integers(0, 4, size).astype(np.uint8).tobytes() for size in range(20, 200)]
-    alone = [
-        sub.span_digests([span[s : s + n]], n).tolist()[0]
-        for span in spans
-        for s in range(len(span) - n + 1)
-    ]
-    for cells in (sub._GRID_CELLS, 1, 1000):  # one grid, a row per grid, a few rows per grid
-        grid_cells, sub._GRID_CELLS = sub._GRID_CELLS, cells
-        try:
-            assert sub.span_digests(spans, n).tolist() == alone
-        finally:
-            sub._GRID_CELLS = grid_cells
-    assert sub.span_digests([b"x" * (n - 1)], n).shape == (0, 3)
-
-
-def test_span_digests_reduce_the_terms_of_a_wide_span_first() -> None:
-    """Spans past the width below which unreduced terms are summed (2**23 bytes; here the
-    threshold is lowered so both paths run on the same small spans): the same digests."""
-    rng = np.random.default_rng(4)
-    spans = [rng.integers(0, 256, size).astype(np.uint8).tobytes() for size in (100, 257, 999)]
-    summed = sub.span_digests(spans, 100).tolist()
-    no_mod, sub._NO_MOD = sub._NO_MOD, 64
-    try:
-        assert sub.span_digests(spans, 100).tolist() == summed
-    finally:
-        sub._NO_MOD = no_mod
-
-
-def test_span_digests_separate_the_thue_morse_pair() -> None:
+def test_the_thue_morse_pair_is_told_apart_where_every_polynomial_hash_collides() -> None:
     """A Thue–Morse string and its complement (2,048 bytes) collide under every polynomial hash
-    modulo 2**64 (the k-gram hash here too); the window digests, modulo primes, tell them apart."""
+    modulo 2**64 (the k-gram hash here too): planted as repeats, a group compares their
+    windows on their bytes and strikes exactly what the oracle does."""
     bits = [0]
     while len(bits) < 2048:
         bits += [1 - b for b in bits]
     a = np.array([ord("a") + b for b in bits], dtype=np.uint8)
     b = np.array([ord("b") - b for b in bits], dtype=np.uint8)
     assert sub.kgram_hashes(a, 2048).tolist() == sub.kgram_hashes(b, 2048).tolist()
-    assert (
-        sub.span_digests([a.tobytes()], 2048).tolist()
-        != sub.span_digests([b.tobytes()], 2048).tolist()
-    )
+    ta, tb = a.tobytes().decode(), b.tobytes().decode()
+    pages = [(f"https://t.example/{i}", t) for i, t in enumerate([ta, tb, ta + "!", "x" + tb])]
+    for keep in ("none", "first"):
+        check_exact(pages, 2048, keep)
 
 
 @pytest.mark.parametrize(("n", "keep"), [(-1, "none"), (True, "none"), (10, "all")])
@@ -417,30 +383,3 @@ def test_decisions_travel_back_packed_and_are_found_per_record() -> None:
     ]
     plain = _decisions_by_record([(2, "a"), (1, "b"), (2, "c")], None)
     assert plain(2, ()) == ["a", "c"] and plain(7, ()) == ()
-
-
-def test_equal_runs_survive_a_tie_of_the_mixed_sort_key() -> None:
-    """Windows are grouped by sorting one 64-bit mix of their two keys; two different pairs
-    with the same mix (built here) are caught and sorted by both keys, so equal pairs still
-    form one run and different ones never share it."""
-    mix = sub._U64(sub._BASE)
-    x = np.uint64(12345)
-    with np.errstate(over="ignore"):
-        other = x ^ (np.uint64(1) * mix) ^ (np.uint64(2) * mix)
-        key0 = np.array([x, other, x, 7], dtype=np.uint64)
-        key1 = np.array([1, 2, 1, 9], dtype=np.uint64)
-        assert (key0[0] ^ key1[0] * mix) == (key0[1] ^ key1[1] * mix)  # a real tie
-        order, new = sub.equal_runs(key0, key1)
-    runs = np.cumsum(new) - 1
-    members = {}
-    for position, element in enumerate(order.tolist()):
-        members.setdefault(int(runs[position]), []).append(element)
-    assert sorted(sorted(m) for m in members.values()) == [[0, 2], [1], [3]]
-    rng = np.random.default_rng(3)
-    a = rng.integers(0, 50, 2000).astype(np.uint64)
-    b = rng.integers(0, 3, 2000).astype(np.uint64)
-    order, new = sub.equal_runs(a, b)
-    runs = np.cumsum(new) - 1
-    assert len(set(zip(a.tolist(), b.tolist(), strict=True))) == runs[-1] + 1
-    pairs = list(zip(a[order].tolist(), b[order].tolist(), strict=True))
-    assert all(pairs[i] == pairs[i - 1] for i in range(1, len(pairs)) if not new[i])

@@ -217,13 +217,11 @@ def _decisions_by_record(decisions: Iterable[Any], codec: Any) -> Any:
 
 
 def routed(engine: Any, corpus: Any, decided: Any) -> Any:
-    """A corpus stage's decisions keyed by their chunk: mapped by its codec's route (or
-    ``to_chunk``), or as they are when ``decide`` routed them itself (``BatchCodec``)."""
-    codec = corpus.codec
-    route = to_chunk if codec is None else codec.route
-    if route is None:
+    """A corpus stage's decisions keyed by their chunk: a stage with a codec yields them so
+    (``RouteCodec.routing``), the others' ``(loc, decision)`` are mapped by ``to_chunk``."""
+    if corpus.codec is not None:
         return decided
-    return engine.flat_map(decided, f"{corpus.name}/route", route)
+    return engine.flat_map(decided, f"{corpus.name}/route", to_chunk)
 
 
 def emit_located(item: tuple[tuple[int, int], Doc], count: Count, *, stage: Any) -> Iterator:

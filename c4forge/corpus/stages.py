@@ -92,16 +92,18 @@ class RouteCodec:
     ``unpack(value)`` → ``(record, decision)``. Why: a chunk pass holds every decision of its
     chunk at once; as ``(record, decision)`` tuples they took about three times the memory of
     one packed value (exact substrings at 1M pages: ~90 MB per worker), and sorted packed
-    values are walked beside the documents with no per-record dict."""
+    values are walked beside the documents with no per-record dict.
+
+    A stage with a codec routes its decisions itself (``routing``: its resolve step yields
+    ``(chunk, packed)``), so no map step re-reads and re-writes them on their way back."""
 
     pack: Fn
     unpack: Fn
 
-    @property
-    def route(self) -> Fn:
-        """``(loc, decision)`` → ``(chunk, packed)``: the map from ``decide``'s output to the
-        chunk passes' input."""
-        return functools.partial(route_packed, pack=self.pack)
+    def routing(self, resolve: Fn) -> Fn:
+        """``resolve`` (any signature, yielding ``(loc, decision)``) yielding ``(chunk,
+        pack(record, decision))`` instead."""
+        return functools.partial(_resolve_packed, resolve=resolve, pack=self.pack)
 
     def lookup(self, values: Iterable[Any]) -> Fn:
         """A chunk's packed decisions → ``of(record, default)``, its decisions, walked sorted
@@ -126,20 +128,22 @@ class RouteCodec:
         return of
 
 
-def route_packed(item: tuple[tuple[int, int], Any], count: Count, *, pack: Fn) -> Iterator[Any]:
-    loc, decision = item
-    yield loc[0], pack(loc[1], decision)
+def _resolve_packed(*args: Any, resolve: Fn, pack: Fn) -> Iterator[Any]:
+    for loc, decision in resolve(*args):
+        yield loc[0], pack(loc[1], decision)
 
 
 @dataclass(frozen=True)
 class BatchCodec:
-    """Decisions that leave ``decide`` already routed, as ``(chunk, batch)``: one batch holds
-    many records' decisions (a columnar stage: exact substrings' candidate marks, tens of
-    millions at 1M pages, where a value per decision cost more in pickling and shuffling than
-    deciding them). ``lookup(batches)`` → ``of(record, default)``, as ``RouteCodec.lookup``."""
+    """Decisions that ``decide`` yields as ``(chunk, batch)``: one batch holds many records'
+    decisions (a columnar stage: exact substrings' candidate marks, tens of millions at 1M
+    pages, where a value per decision cost more in pickling and shuffling than deciding
+    them). ``lookup(batches)`` → ``of(record, default)``, as ``RouteCodec.lookup``."""
 
     lookup: Fn
-    route = None  # nothing to map: ``decide`` yields ``(chunk, batch)`` itself
+
+    def routing(self, resolve: Fn) -> Fn:
+        return resolve  # it yields ``(chunk, batch)`` already
 
 
 @dataclass(frozen=True)
@@ -166,10 +170,11 @@ class JoinStage:
     keeps_documents: bool = False
 
     def decide(self, engine: Any, emitted: Any) -> Any:
+        resolve = self.resolve if self.codec is None else self.codec.routing(self.resolve)
         if self.combine is not None:
             combined = engine.combine(emitted, f"{self.name}/combine", self.combine)
-            return engine.flat_map(combined, f"{self.name}/resolve", self.resolve)
-        return engine.group(emitted, f"{self.name}/resolve", self.resolve)
+            return engine.flat_map(combined, f"{self.name}/resolve", resolve)
+        return engine.group(emitted, f"{self.name}/resolve", resolve)
 
 
 @dataclass(frozen=True)
@@ -214,7 +219,8 @@ class CorpusStage(Protocol):
     """What a corpus-wide stage offers the chunk passes (``JoinStage``, ``ListJoinStage``,
     ``c4forge.dedup.minhash.NearDedupStage``): ``emit`` keys per document, ``decide`` through
     the engine primitives → ``(loc, decision)`` pairs, ``apply`` the decisions per document;
-    ``codec``: how the decisions travel back packed (``None``: as ``(record, decision)``);
+    ``codec``: how the decisions travel back packed, ``decide`` then yielding them keyed by
+    their chunk (``None``: ``(loc, decision)``, routed by ``clean.passes.to_chunk``);
     ``keeps_documents``: ``apply`` passes every document on as it came (no copy rewritten);
     ``emit_chunk``: ``emit`` over a chunk's whole ``(loc, doc)`` stream (``None``: per
     document; ``emit_all``)."""

@@ -22,19 +22,20 @@ worker holds one document or one key's occurrences, on every engine:
 1. ``substrings_fp`` (winnowing, Schleimer et al. 2003): per document, 64-bit hashes of every
    k-gram (k = ⌈N/3⌉), the minimum of every window of w = N − k + 1 consecutive k-grams (one
    window of k-grams per N-byte window), and the *marked* positions (a k-gram equal to the
-   minimum of a window that contains it). Per distinct marked hash, ``(hash, (loc, count))``;
-   a hash marked at ≥ 2 positions corpus-wide is a *candidate*, sent back to its documents.
+   minimum of a window that contains it). Per distinct marked hash a row ``(hash, loc,
+   count)``, shuffled in columnar batches keyed by the hash's top bits (a chunk's rows of one
+   bucket packed together: one item per hash cost more than deciding them); a hash marked at
+   ≥ 2 positions corpus-wide is a *candidate*, sent back to its documents in batches per chunk.
 2. ``substrings``: per document, the N-byte windows whose minimum is a candidate; those
    anchored at one position (the leftmost minimum of each: consecutive starts) travel as one
    item keyed by the anchor's hash, with the bytes they span (at most w + N − 1: fewer than
    12-byte digests of their windows once an anchor has more than N/11 of them: ≈ 33 on
    average at 100k pages of the scale corpus, whose window shuffle is 2.65× smaller). A group
-   of a few places (``PAIRWISE``) compares those bytes pair by pair, aligned at the anchor
-   (``_decide_pairs``); a larger one hashes them to 96-bit digests (``span_digests``: three
-   polynomial hashes modulo primes, vectorised per group) and sorts them. For a hot hash
-   (marked more than ``HOT`` times), one item per window keyed by its blake2b-128. A window
-   counted ≥ 2 times is repeated: its struck occurrences go back to their documents, which
-   apply them.
+   decides on those bytes, aligned at the anchor, without hashing: a few places
+   (``PAIRWISE``) pair by pair (``_decide_pairs``), more as classes of their sorted contexts
+   before and after the anchor (``_decide_classes``). For a hot hash (marked more than
+   ``HOT`` times), one item per window keyed by its blake2b-128. A window counted ≥ 2 times
+   is repeated: its struck occurrences go back to their documents, which apply them.
 
 Exactness: two occurrences of one N-byte window have the same k-gram hashes, hence the same
 minimum m, and each has a marked position of hash m (the window's own leftmost minimum), at
@@ -43,20 +44,14 @@ windows' offset). So m is counted ≥ 2 times, is a candidate (hot or not, the s
 in both documents, and both windows are emitted in step 2 under the same key (m, at the same
 offset from their anchors; or the same digest): every occurrence of every repeated window is
 counted there, and step 2 sees only whole occurrence lists. A k-gram hash collision only adds
-candidates (work, never a wrong strike). A wrong strike needs two different windows with
-equal digests where they are compared: hot windows are keyed by blake2b-128 (≤ M²/2¹²⁹ for
-M distinct ones); anchored windows are compared only within one anchor hash and one offset from it
-(on their bytes in a group of at most ``PAIRWISE`` places, else by digests),
-among at most ``HOT`` occurrences (≤ HOT·M/2 pairs over M distinct windows), by three
-polynomial hashes modulo primes p > 4.29·10⁹ with bases drawn at random: two different
-windows differ by a nonzero polynomial of degree < N in the base, which has < N roots mod
-p, so they collide with probability < (N/p)³ (a bound for text not chosen knowing the
-bases; unlike a hash modulo 2⁶⁴, whose Thue–Morse collisions hold for every base). For
-M = 10¹² (more windows than C4 has bytes) and N = 100 that is < HOT·M/2·(N/p)³ ≈ 1·10⁻⁷
-for the whole corpus (≈ 1·10⁻⁴ at N = 1,000).
+candidates (work, never a wrong strike). Anchored windows are compared on their bytes, so
+the one way to a wrong strike is two different hot windows with equal blake2b-128 digests:
+≤ M²/2¹²⁹ for M distinct hot windows (< 2·10⁻¹⁵ for M = 10¹², more windows than C4 has
+bytes).
 
-Memory per worker: one document, one hot window's occurrences (streamed) or one anchor's
-(≤ ``HOT`` × w windows), whatever the corpus size.
+Memory per worker: one document and a flush of fingerprint rows (``FP_FLUSH_ROWS``), one
+bucket's distinct fingerprints (a 2**-``FP_BUCKET_BITS`` share of the corpus's: ≈ 6 MB at C4
+scale), one hot window's occurrences (streamed) or one anchor's (≤ ``HOT`` × w windows).
 """
 
 from __future__ import annotations
@@ -161,99 +156,6 @@ def kgram_hashes(data: np.ndarray, k: int) -> np.ndarray:
     return _mix(h)
 
 
-# Window digests: three polynomial hashes of a window's bytes modulo primes just under 2**32
-# (96 bits), vectorised over a group's spans from prefix sums: ``sum((b_j + 1) · B**j) mod p``
-# over the window. The bases were drawn once, uniformly at random, independently of any text;
-# the collision bound this buys is in the module docstring.
-_PRIMES = (4294967291, 4294967279, 4294967231)
-_BASES = (0xE2A4B9EA, 0x502735BA, 0xA134ABCB)
-_mod_tables: dict[tuple[int, int], np.ndarray] = {}
-_NO_MOD = 1 << 23  # below this many bytes, sums of unreduced terms (< 257 · 2**32) fit 64 bits
-_GRID_CELLS = 1 << 18  # span bytes hashed at a time by span_digests (≈ 25 MB of temporaries)
-
-
-def _mod_powers(base: int, p: int, length: int) -> np.ndarray:
-    """``base**i mod p`` for i < length, by doubling (each product < p² < 2**64), cached per
-    process and grown as needed (to the widest span seen: at most w + N − 1)."""
-    have = _mod_tables.get((base, p))
-    if have is None or len(have) < length:
-        size = max(length, 256, 2 * len(have) if have is not None else 0)
-        have = np.ones(1, dtype=_U64)
-        while len(have) < size:
-            step = _U64(pow(base, len(have), p))
-            have = np.concatenate([have, have * step % _U64(p)])
-        _mod_tables[(base, p)] = have
-    return have[:length]
-
-
-def span_digests(spans: list[bytes], n: int) -> np.ndarray:
-    """The 96-bit digest of every N-byte window of each span (span by span, each from its
-    first byte), as a ``(windows, 3)`` uint64 array of residues. Equal windows give equal
-    digests wherever they are.
-
-    Spans are laid out as the rows of a grid (zero-padded to the widest, ``_GRID_CELLS`` bytes
-    at a time, so the temporaries are bounded whatever the group), and each row's exponents
-    start at 0: the power tables stay as small as the widest span, which the grouped windows
-    of one anchor bound by w + N − 1."""
-    sizes = np.fromiter(map(len, spans), dtype=np.int64, count=len(spans))
-    width = int(sizes.max(initial=0))
-    if width < n:
-        return np.zeros((0, len(_PRIMES)), dtype=_U64)
-    joined = np.frombuffer(b"".join(spans), dtype=np.uint8)
-    ends = np.cumsum(sizes).tolist()
-    step = max(1, _GRID_CELLS // width)
-    parts = []
-    for lo in range(0, len(spans), step):
-        rows = sizes[lo : lo + step]
-        cells = joined[ends[lo] - int(sizes[lo]) : ends[lo + len(rows) - 1]]
-        if int(rows.min()) == width:  # spans of one length (the usual group): no padding
-            parts.append(_row_digests(cells.reshape(-1, width), n).reshape(-1, len(_PRIMES)))
-            continue
-        grid = np.zeros((len(rows), width), dtype=np.uint8)
-        grid[np.arange(width) < rows[:, None]] = cells
-        valid = np.arange(width - n + 1) < (rows - n + 1)[:, None]
-        parts.append(_row_digests(grid, n)[valid])
-    return np.concatenate(parts)
-
-
-_powers3_table = (np.zeros((0, 3), dtype=_U64), np.zeros((0, 3), dtype=_U64))
-
-
-def _powers3(width: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(B**i mod p, B**-i mod p)`` for i < width, one column per prime (``(width, 3)``):
-    slices of one table per process, grown to the widest span seen (at most w + N − 1)."""
-    global _powers3_table
-    if len(_powers3_table[0]) < width:
-        pairs = list(zip(_PRIMES, _BASES, strict=True))
-        _powers3_table = (
-            np.stack([_mod_powers(b, p, width) for p, b in pairs], 1),
-            np.stack([_mod_powers(pow(b, -1, p), p, width) for p, b in pairs], 1),
-        )
-    powers, inverses = _powers3_table
-    return powers[:width], inverses[:width]
-
-
-_Q = np.array(_PRIMES, dtype=_U64)
-
-
-def _row_digests(grid: np.ndarray, n: int) -> np.ndarray:
-    """Every window's digest in each row of ``grid`` (uint8), ``(rows, width − n + 1, 3)``:
-    each prime's prefix sums of ``(b_i + 1) · B**i`` along the row (< p each term, so a row
-    of up to 2**23 bytes sums within 64 bits; wider rows are reduced first) give a window's
-    ``sum (b_(s+j) + 1) · B**(s+j)``, and ``B**-s`` brings it to offset 0. The three primes
-    in one broadcast: a group is often a few short rows, where numpy's calls cost more than
-    their work."""
-    rows, width = grid.shape
-    m = width - n + 1
-    powers, inverses = _powers3(width)
-    terms = (grid.astype(_U64) + _U64(1))[:, :, None] * powers  # < 2**40.01 each
-    if width >= _NO_MOD:
-        terms %= _Q
-    prefix = np.zeros((rows, width + 1, len(_PRIMES)), dtype=_U64)
-    np.cumsum(terms, axis=1, out=prefix[:, 1:])
-    return (prefix[:, n:] - prefix[:, :m]) % _Q * inverses[:m] % _Q
-
-
 def _sliding(a: np.ndarray, w: int, fn: Any, fill: Any) -> np.ndarray:
     """``fn`` (``np.minimum``/``np.maximum``) of every window of ``w`` (van Herk/Gil-Werman:
     prefix and suffix scans per block of ``w``, O(len) whatever ``w``)."""
@@ -312,8 +214,8 @@ def _url_md5(url: str) -> bytes:
 
 # --- pass 1: winnowing fingerprints → candidates, in columnar batches -----------------------
 #
-# A document marks about 2/(w + 1) of its positions (≈ 47 million distinct marked hashes per
-# document at 1M pages of the scale corpus, almost all of them once in the corpus). One shuffle
+# A document marks about 2/(w + 1) of its positions: tens of millions of (document, hash)
+# pairs at 1M pages of the scale corpus, almost all of them the only mark of their hash. One
 # item per marked hash cost more in pickling, bucketing and grouping than the decisions did, so
 # the marks travel in batches: a chunk pass buffers its documents' ``FP_ROW``s, and every
 # ``FP_FLUSH_ROWS`` rows yields one packed batch per *bucket* (the top ``FP_BUCKET_BITS`` bits
@@ -476,8 +378,10 @@ _OFFSET = np.dtype(">u4")  # a decision: ranges [lo, hi) of struck windows' star
 _PAIR = struct.Struct(">II")  # one range of ``_OFFSET``s, packed as numpy packs them
 _MD5 = 16  # bytes of md5(url), the owner prefix of a place with keep=first
 # A group of at most this many places (not all copies) is decided pair by pair on its bytes
-# (``_decide_pairs``: exact, no digest); larger groups by one sort of their windows' digests.
-PAIRWISE = 3
+# (``_decide_pairs``), a larger one as classes of its sorted contexts (``_decide_classes``):
+# both exact. Measured on the 143,313 groups of 100k pages of the scale corpus: 4–6 places
+# 19 µs pair by pair against 52 µs as classes, 7–12 places 60 against 56.
+PAIRWISE = 8
 
 
 def anchor_positions(
@@ -585,12 +489,12 @@ def _decide_single(places: Iterable[bytes], count: Count, keep: str) -> Iterator
 
 def _decide_anchor(places: Iterable[bytes], count: Count, n: int, keep: str) -> Iterator:
     """All windows anchored at one (not hot) hash: copies of one stretch at once, a few places
-    pair by pair (``_decide_pairs``), else compared as ``(distance to the anchor, digest)`` in
-    one sort (``span_digests`` of each place's bytes): a run of equal keys of ≥ 2 windows is a
-    repeated window, all of it struck (``none``) or all but its first in ``(md5(url), chunk,
-    record, start)`` order (``first``). At most ``HOT`` occurrences of at most w windows
-    each: the memory bound of a group. Vectorised per group, not per window: a group holds
-    ≈ w/2 windows per place."""
+    pair by pair (``_decide_pairs``), else as classes of equal windows per distance to the
+    anchor (``_decide_classes``): a class of ≥ 2 windows is a repeated window, all of it
+    struck (``none``) or all but its first in ``(md5(url), chunk, record)`` order
+    (``first``). At most ``HOT`` occurrences of at most w windows each: the memory bound of a
+    group (``_decide_classes`` holds a few ``w × places`` arrays). Vectorised per group, not
+    per window: a group holds ≈ w/2 windows per place."""
     skip = _MD5 if keep == "first" else 0
     places = list(places)
     heads = [_ANCHOR.unpack_from(place, skip) for place in places]  # chunk, record, p, first
@@ -601,37 +505,82 @@ def _decide_anchor(places: Iterable[bytes], count: Count, n: int, keep: str) -> 
     if len(places) <= PAIRWISE:
         yield from _decide_pairs(places, heads, bodies, count, n, skip)
         return
-    sizes = np.array([len(body) for body in bodies], dtype=np.int64) - (n - 1)  # windows
-    place_of = np.repeat(np.arange(len(places)), sizes)
-    begin = np.cumsum(sizes) - sizes
-    digests = span_digests(bodies, n)
-    firsts = np.array([head[3] for head in heads], dtype=np.int64)
-    anchors = np.array([head[2] for head in heads], dtype=np.int64)
-    start = firsts[place_of] + np.arange(len(place_of)) - begin[place_of]
-    distance = (anchors[place_of] - start).astype(_U64)  # < w: the window's start before its anchor
-    key0 = (distance << _U64(32)) | digests[:, 0]
-    key1 = (digests[:, 1] << _U64(32)) | digests[:, 2]
-    order, new = equal_runs(key0, key1)
-    run = np.cumsum(new) - 1
-    size = np.bincount(run)
-    repeated = int(np.count_nonzero(size >= 2))
+    yield from _decide_classes(places, heads, bodies, count, n, skip)
+
+
+def _class_ids(strings: list[bytes], needs: np.ndarray) -> np.ndarray:
+    """``ids[t, i]``: equal for two strings exactly when they share their first ``needs[t]``
+    bytes (both at least that long: a shorter string is alone in its class), as a
+    ``(len(needs), len(strings))`` array. In byte order such strings are consecutive, each
+    sharing ≥ ``needs[t]`` bytes with the one before it: a class is a run without a break."""
+    order = sorted(range(len(strings)), key=strings.__getitem__)
+    ranked = [strings[i] for i in order]
+    lengths = np.fromiter(map(len, ranked), dtype=np.int64, count=len(ranked))
+    width = int(lengths.max(initial=0))
+    shared = np.zeros(len(ranked), dtype=np.int64)  # bytes shared with the one before, capped
+    if width and len(ranked) > 1:  # by its own length (a short string breaks its run)
+        grid = np.zeros((len(ranked), width), dtype=np.uint8)
+        grid[np.arange(width) < lengths[:, None]] = np.frombuffer(b"".join(ranked), np.uint8)
+        differ = grid[1:] != grid[:-1]
+        first = np.where(differ.any(axis=1), differ.argmax(axis=1), width)
+        shared[1:] = np.minimum(first, np.minimum(lengths[1:], lengths[:-1]))
+    breaks = np.minimum(shared, lengths)[None, :] < needs[:, None]
+    ids = np.empty(breaks.shape, dtype=np.int64)
+    ids[:, order] = np.cumsum(breaks, axis=1)
+    return ids
+
+
+def _decide_classes(
+    places: list[bytes], heads: list[tuple], bodies: list[bytes], count: Count, n: int, skip: int
+) -> Iterator:
+    """A group decided on its bytes as classes of equal windows, without hashing. Every window
+    contains its anchor, so a place's window at distance d from it is the d bytes before the
+    anchor and the N − d bytes from it: two places' windows at d are equal exactly when their
+    *left* contexts (the bytes before the anchor, read backwards) share d bytes and their
+    *right* ones (from the anchor) share N − d. Sorting each context once gives, for every d,
+    each place's class of left and of right contexts (``_class_ids``); a window's class is the
+    pair, and a class of ≥ 2 places at one d is a repeated window: all of it struck
+    (``none``) or all but its first in ``(md5(url), chunk, record)`` order (``first``: the
+    places are put in that order, and each distance's classes sorted stably). A place
+    without a window at d has a context shorter than it needs there: alone in its class."""
+    g = len(places)
+    if skip:
+        ranked = sorted(range(g), key=lambda i: (places[i][:skip], heads[i][:2]))
+        heads, bodies = [heads[i] for i in ranked], [bodies[i] for i in ranked]
+    at = [head[2] - head[3] for head in heads]  # the anchor's index in each span
+    sizes = np.fromiter(map(len, bodies), dtype=np.int64, count=g)
+    anchors = np.array(at, dtype=np.int64)
+    d_lo, d_hi = int((anchors - (sizes - n)).min()), int(anchors.max())
+    distances = np.arange(d_lo, d_hi + 1, dtype=np.int64)
+    left = _class_ids([body[:a][::-1] for body, a in zip(bodies, at, strict=True)], distances)
+    right = _class_ids([body[a:] for body, a in zip(bodies, at, strict=True)], n - distances)
+    pairs = left * (g + 1) + right  # (distance, place) → its window's class at that distance
+    order = np.argsort(pairs, axis=1, kind="stable")
+    ranked_pairs = np.take_along_axis(pairs, order, axis=1)
+    same = ranked_pairs[:, 1:] == ranked_pairs[:, :-1]
+    hit = np.zeros(pairs.shape, dtype=bool)
+    hit[:, 1:] = same
+    hit[:, :-1] |= same
+    repeated = int(np.count_nonzero(hit[:, 1:] & ~same) + np.count_nonzero(hit[:, 0]))
     if not repeated:
         return
     count(STAGE, "repeated_windows", repeated)
-    hit = size[run] >= 2
-    if skip:  # kept: the smallest (md5(url), chunk, record) of each run, then its first start
-        docs = sorted(range(len(places)), key=lambda i: (places[i][:skip], heads[i][:2]))
-        rank = np.empty(len(places), dtype=np.int64)
-        rank[docs] = np.arange(len(places))
-        owner_order = (rank[place_of] * (int(start.max()) + 1) + start)[order]
-        hit &= owner_order != np.minimum.reduceat(owner_order, np.flatnonzero(new))[run]
-    struck = np.zeros(len(order), dtype=bool)
-    struck[order] = hit
-    which = place_of[struck]
-    starts = start[struck]  # place by place, each place's starts ascending
+    if skip:  # the first of each class keeps its window
+        hit[:, 1:] &= same
+        hit[:, 0] = False
+    row, column = np.nonzero(hit)
+    which = order[row, column]
+    starts = np.array([head[2] for head in heads], dtype=np.int64)[which] - distances[row]
+    by_place = np.lexsort((starts, which))
+    yield from _ranges_by_place(heads, which[by_place], starts[by_place])
+
+
+def _ranges_by_place(heads: list[tuple], which: np.ndarray, starts: np.ndarray) -> Iterator:
+    """Struck window starts, place by place (each place's ascending) → ``(loc, packed
+    ranges)`` per place: runs of consecutive starts become one range (a copy's windows are
+    one run)."""
     if not len(starts):
         return
-    # runs of consecutive starts in one place → one range each (a copy's windows are one run)
     brk = np.ones(len(starts), dtype=bool)
     brk[1:] = (which[1:] != which[:-1]) | (starts[1:] != starts[:-1] + 1)
     firsts_at = np.flatnonzero(brk)
@@ -659,8 +608,8 @@ def _decide_pairs(
     struck when it equals another place's there (``none``), or one ranked before it
     (``first``: equality is transitive, so the owner of its window is such a place); a
     repeated window is counted once, at the first place of its class. Distances are < w, so
-    each place's sets of distances are bit masks. Exact (no digest), and for a few places
-    cheaper than the sort."""
+    each place's sets of distances are bit masks. For a few places cheaper than the classes
+    (``PAIRWISE``)."""
     g = len(places)
     # the anchor's index in each span = the distance of its first window (the largest);
     # ``low``: the distance of its last window (the smallest)
@@ -736,31 +685,10 @@ def _bit_runs(mask: int) -> Iterator[tuple[int, int]]:
         mask &= ~(((1 << length) - 1) << first)
 
 
-def equal_runs(key0: np.ndarray, key1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(order, new)``: an order of the elements in which equal ``(key0, key1)`` pairs are
-    consecutive, and where each run of equal pairs starts (in that order).
-
-    One 64-bit sort key: numpy sorts one uint64 key 5–8× faster than ``lexsort`` of two on
-    groups of 10⁴–10⁵ windows (measured), and the groups grow with the corpus. A tie of
-    different pairs under the mix (no run can then be split unseen: some neighbours differ)
-    is detected, and that group is sorted by both keys instead: exact either way."""
-    mixed = key0 ^ (key1 * _U64(_BASE))
-    order = np.argsort(mixed)
-    k0, k1 = key0[order], key1[order]
-    new = np.ones(len(order), dtype=bool)
-    new[1:] = (k0[1:] != k0[:-1]) | (k1[1:] != k1[:-1])
-    m = mixed[order]
-    if np.any(new[1:] & (m[1:] == m[:-1])):
-        order = np.lexsort((key1, key0))
-        k0, k1 = key0[order], key1[order]
-        new[1:] = (k0[1:] != k0[:-1]) | (k1[1:] != k1[:-1])
-    return order, new
-
-
 def _copies(heads: list[tuple], bodies: list[bytes]) -> bool:
     """Whether the group is ≥ 2 copies of one anchored stretch (the same distance from the
-    first window to the anchor, the same digests): about a quarter of the groups on repeated
-    text, decided without the sort."""
+    first window to the anchor, the same bytes): about a quarter of the groups on repeated
+    text, decided without comparing windows."""
     if len(heads) < 2:
         return False
     gap = heads[0][2] - heads[0][3]
