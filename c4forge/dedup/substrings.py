@@ -342,14 +342,19 @@ def decide_fingerprints(
 
 def mark_lookup(batches: Iterable[bytes]) -> Any:
     """A chunk's candidate mark batches → ``of(record, default)``: the record's ``MARK_ROW``s
-    (a slice of the chunk's, sorted by record)."""
+    (a slice of the chunk's, sorted by record). Each record's slice is indexed once: a search
+    per document in the strided record column copied the whole column every time (measured:
+    630 CPU-s more at 1M pages, 1.25 million marks per chunk)."""
     marks = np.frombuffer(b"".join(batches), dtype=MARK_ROW)
     marks = marks[np.argsort(marks["record"], kind="stable")]
-    records = marks["record"]
+    records = marks["record"].astype(np.int64)
+    cuts = (np.flatnonzero(records[1:] != records[:-1]) + 1).tolist()
+    lows, highs = [0, *cuts], [*cuts, len(records)]
+    where = dict(zip(records[lows].tolist() if len(records) else [], zip(lows, highs)))
 
     def of(record: int, default: Any = ()) -> Any:
-        lo, hi = np.searchsorted(records, [record, record + 1]).tolist()
-        return marks[lo:hi] if hi > lo else default
+        span = where.get(record)
+        return default if span is None else marks[span[0] : span[1]]
 
     return of
 
