@@ -248,15 +248,16 @@ def _fp_rows(loc: tuple, doc: Doc, n: int) -> np.ndarray | None:
 
 
 def _fp_batches(tables: list[np.ndarray], bits: int) -> Iterator[tuple[int, bytes]]:
-    """Buffered rows → ``(bucket, packed rows)`` per bucket they fall in."""
+    """Buffered rows (``tables``, emptied) → ``(bucket, packed rows)`` per bucket they fall
+    in, one bucket's bytes copied at a time (a flush's transient memory: about three times
+    its rows)."""
     rows = np.concatenate(tables)
+    tables.clear()
+    rows = rows[np.argsort(rows["hash"] >> _U64(64 - bits), kind="stable")]
     bucket = rows["hash"] >> _U64(64 - bits)
-    order = np.argsort(bucket, kind="stable")
-    rows, bucket = rows[order], bucket[order]
     cuts = (np.flatnonzero(bucket[1:] != bucket[:-1]) + 1).tolist()
-    data, size = rows.tobytes(), FP_ROW.itemsize
     for lo, hi in zip([0, *cuts], [*cuts, len(rows)], strict=True):
-        yield int(bucket[lo]), data[lo * size : hi * size]
+        yield int(bucket[lo]), rows[lo:hi].tobytes()
 
 
 def emit_fingerprint_batches(
@@ -279,7 +280,7 @@ def emit_fingerprint_batches(
         held += len(rows)
         if held >= flush:
             yield from _fp_batches(pending, bits)
-            pending, held = [], 0
+            held = 0
     if pending:
         yield from _fp_batches(pending, bits)
 
@@ -341,16 +342,22 @@ def decide_fingerprints(
 
 
 def mark_lookup(batches: Iterable[bytes]) -> Any:
-    """A chunk's candidate mark batches → ``of(record, default)``: the record's ``MARK_ROW``s
-    (a slice of the chunk's, sorted by record). Each record's slice is indexed once: a search
-    per document in the strided record column copied the whole column every time (measured:
-    630 CPU-s more at 1M pages, 1.25 million marks per chunk)."""
-    marks = np.frombuffer(b"".join(batches), dtype=MARK_ROW)
+    """A chunk's candidate mark batches (a list is emptied: its bytes are copied once) →
+    ``of(record, default)``: the record's ``MARK_ROW``s (a slice of the chunk's, sorted by
+    record). Each record's slice is indexed once: a search per document in the strided
+    record column copied the whole column every time (measured: 630 CPU-s more at 1M pages,
+    1.25 million marks per chunk)."""
+    joined = b"".join(batches)
+    if isinstance(batches, list):  # as ``RouteCodec.lookup`` sorts its list in place
+        batches.clear()
+    marks = np.frombuffer(joined, dtype=MARK_ROW)
     marks = marks[np.argsort(marks["record"], kind="stable")]
-    records = marks["record"].astype(np.int64)
+    del joined
+    records = np.ascontiguousarray(marks["record"])
     cuts = (np.flatnonzero(records[1:] != records[:-1]) + 1).tolist()
     lows, highs = [0, *cuts], [*cuts, len(records)]
     where = dict(zip(records[lows].tolist() if len(records) else [], zip(lows, highs)))
+    del records
 
     def of(record: int, default: Any = ()) -> Any:
         span = where.get(record)
