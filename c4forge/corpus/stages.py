@@ -192,7 +192,7 @@ class ListJoinStage:
     join: Fn
     shuffle_key: str
     flow: Flow | None = None
-    codec: RouteCodec | None = None
+    codec: None = None  # its decisions are ``(loc, decision)``, routed by the chunk passes
     keeps_documents: bool = False  # it drops documents
     emit_chunk: Fn | None = None
 
@@ -218,7 +218,8 @@ def _kept(loc: Any, count: Count) -> Iterator[tuple[Any, bool]]:
 class CorpusStage(Protocol):
     """What a corpus-wide stage offers the chunk passes (``JoinStage``, ``ListJoinStage``,
     ``c4forge.dedup.minhash.NearDedupStage``): ``emit`` keys per document, ``decide`` through
-    the engine primitives → ``(loc, decision)`` pairs, ``apply`` the decisions per document;
+    the engine primitives → ``(loc, decision)`` pairs (with a codec, ``(chunk, packed)``),
+    ``apply`` the decisions per document;
     ``codec``: how the decisions travel back packed, ``decide`` then yielding them keyed by
     their chunk (``None``: ``(loc, decision)``, routed by ``clean.passes.to_chunk``);
     ``keeps_documents``: ``apply`` passes every document on as it came (no copy rewritten);

@@ -39,7 +39,7 @@ import numpy as np
 from c4forge.corpus.counting import Count, Flow
 from c4forge.corpus.documents import Doc
 from c4forge.corpus.drop_samples import sample
-from c4forge.corpus.stages import RouteCodec, StageJob
+from c4forge.corpus.stages import StageJob
 from c4forge.errors import ConfigError
 
 STAGE = "near_dedup"
@@ -360,7 +360,7 @@ class NearDedupStage:
     max_rounds: int
     shuffle_key: str = "LSH band, then graph node"
     flow: Flow | None = None
-    codec: RouteCodec | None = None  # decisions routed back as (record, decision)
+    codec: None = None  # its decisions are ``(loc, decision)``, routed by the chunk passes
     keeps_documents: bool = False  # it drops documents
     emit_chunk: Any = None  # ``emit`` per document
 
