@@ -50,7 +50,7 @@ the one way to a wrong strike is two different hot windows with equal blake2b-12
 bytes).
 
 Memory per worker: one document and a flush of fingerprint rows (``FP_FLUSH_ROWS``), one
-bucket's distinct fingerprints (a 2**-``FP_BUCKET_BITS`` share of the corpus's: ≈ 6 MB at C4
+bucket's distinct fingerprints (a 2**-``FP_BUCKET_BITS`` share of the corpus's: ≈ 8 MB at C4
 scale), one hot window's occurrences (streamed) or one anchor's (≤ ``HOT`` × w windows).
 """
 
@@ -223,7 +223,7 @@ def _url_md5(url: str) -> bytes:
 # sends the candidates back to their chunk as packed ``MARK_ROW`` batches, already routed.
 # Memory: a flush buffer (``FP_FLUSH_ROWS`` × 20 bytes) per chunk pass; per group, one batch
 # and the bucket's distinct hashes (its share 2**-FP_BUCKET_BITS of the corpus's: ≈ 3,000 at
-# 1M pages, ≈ 500,000 (6 MB) for C4), however often one hash is marked.
+# 1M pages, ≈ 500,000 (8 MB) for C4), however often one hash is marked.
 
 FP_ROW = np.dtype([("hash", "<u8"), ("chunk", "<u4"), ("record", "<u4"), ("count", "<u4")])
 MARK_ROW = np.dtype([("record", "<u4"), ("hot", "<u4"), ("hash", "<u8")])  # a candidate mark
