@@ -247,16 +247,22 @@ def _fp_rows(loc: tuple, doc: Doc, n: int) -> np.ndarray | None:
     return rows
 
 
+def _equal_runs(keys: np.ndarray) -> tuple[list[int], list[int]]:
+    """``(lows, highs)``: the ``[lo, hi)`` bounds of each run of equal consecutive keys."""
+    cuts = (np.flatnonzero(keys[1:] != keys[:-1]) + 1).tolist()
+    return [0, *cuts], [*cuts, len(keys)]
+
+
 def _fp_batches(tables: list[np.ndarray], bits: int) -> Iterator[tuple[int, bytes]]:
     """Buffered rows (``tables``, emptied) → ``(bucket, packed rows)`` per bucket they fall
     in, one bucket's bytes copied at a time (a flush's transient memory: about three times
     its rows)."""
     rows = np.concatenate(tables)
     tables.clear()
-    rows = rows[np.argsort(rows["hash"] >> _U64(64 - bits), kind="stable")]
     bucket = rows["hash"] >> _U64(64 - bits)
-    cuts = (np.flatnonzero(bucket[1:] != bucket[:-1]) + 1).tolist()
-    for lo, hi in zip([0, *cuts], [*cuts, len(rows)], strict=True):
+    order = np.argsort(bucket, kind="stable")
+    rows, bucket = rows[order], bucket[order]
+    for lo, hi in zip(*_equal_runs(bucket), strict=True):
         yield int(bucket[lo]), rows[lo:hi].tobytes()
 
 
@@ -353,11 +359,11 @@ def mark_lookup(batches: Iterable[bytes]) -> Any:
     marks = np.frombuffer(joined, dtype=MARK_ROW)
     marks = marks[np.argsort(marks["record"], kind="stable")]
     del joined
-    records = np.ascontiguousarray(marks["record"])
-    cuts = (np.flatnonzero(records[1:] != records[:-1]) + 1).tolist()
-    lows, highs = [0, *cuts], [*cuts, len(records)]
-    where = dict(zip(records[lows].tolist() if len(records) else [], zip(lows, highs)))
-    del records
+    where: dict[int, tuple[int, int]] = {}
+    if len(marks):
+        records = np.ascontiguousarray(marks["record"])
+        lows, highs = _equal_runs(records)
+        where = dict(zip(records[lows].tolist(), zip(lows, highs), strict=True))
 
     def of(record: int, default: Any = ()) -> Any:
         span = where.get(record)
